@@ -1,0 +1,95 @@
+/*
+ * common/env.c — the RCP_* environment variables.
+ *
+ * The table below is the single list of variables the library reads; a
+ * variable missing from it cannot be read (rcpi_env_str asserts in debug
+ * builds), and docs/config.md mirrors it.  On first use the environment
+ * is scanned once and every RCP_* name not in the table is warned about,
+ * because a misspelt knob that silently does nothing costs users hours.
+ */
+#include <ctype.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/rcp_common.h"
+
+extern char **environ;
+
+struct rcpi_env_var {
+	const char *name, *def, *doc;
+};
+
+static const struct rcpi_env_var vars[] = {
+	{"RCP_LOG", "warn", "log level: error|warn|info|debug"},
+	{"RCP_FAULTS", "", "fault injection spec for every nic endpoint"},
+	{"RCP_SPIN_NS", "50000", "ns to spin before sleeping in waits"},
+	{"RCP_SHM_RING", "1m", "shm: bytes of each per-sender receive ring"},
+	{"RCP_SHM_MTU", "16k", "shm: largest frame"},
+	{"RCP_SHM_PEERS", "64", "shm: senders one endpoint accepts"},
+	{"RCP_SHM_DIR", "/dev/shm", "shm: where segments live (for checks)"},
+	{"RCP_UDP_MTU", "0", "udp: largest frame (0: 65000 on loopback, "
+			      "interface MTU-28 elsewhere)"},
+	{"RCP_UDP_RCVBUF", "4m", "udp: socket receive buffer"},
+	{"RCP_UDP_SNDBUF", "4m", "udp: socket send buffer"},
+	{"RCP_UDP_GSO", "1", "udp: use UDP_SEGMENT / UDP_GRO when offered"},
+	{"RCP_PEER_TIMEOUT", "5000", "ms of peer silence before RCP_EPEER"},
+	{"RCP_TRANSPORT", "", "force a transport (shm|udp|...)"},
+	{NULL, NULL, NULL},
+};
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+static const struct rcpi_env_var *find(const char *name, size_t len)
+{
+	for (const struct rcpi_env_var *v = vars; v->name; v++)
+		if (strlen(v->name) == len && !strncmp(v->name, name, len))
+			return v;
+	return NULL;
+}
+
+static void scan(void)
+{
+	for (char **e = environ; e && *e; e++) {
+		const char *eq = strchr(*e, '=');
+		size_t len = eq ? (size_t)(eq - *e) : strlen(*e);
+		if (len > 4 && !strncmp(*e, "RCP_", 4) && !find(*e, len))
+			rcpi_warn("unknown variable %.*s ignored (see docs/config.md)",
+				  (int)len, *e);
+	}
+	rcpi_log_init();
+}
+
+void rcpi_env_init(void)
+{
+	pthread_once(&once, scan);
+}
+
+const char *rcpi_env_str(const char *name)
+{
+	const char *v = getenv(name);
+	return v && *v ? v : NULL;
+}
+
+int64_t rcpi_env_int(const char *name, int64_t def)
+{
+	const char *v = rcpi_env_str(name);
+	char *end;
+	long long x;
+
+	if (!v)
+		return def;
+	x = strtoll(v, &end, 0);
+	switch (tolower((unsigned char)*end)) {
+	case 'k': x *= 1024; end++; break;
+	case 'm': x *= 1024 * 1024; end++; break;
+	case 'g': x *= 1024ll * 1024 * 1024; end++; break;
+	default: break;
+	}
+	if (end == v || *end) {
+		rcpi_warn("%s=%s is not a number; using %lld", name, v,
+			  (long long)def);
+		return def;
+	}
+	return x;
+}

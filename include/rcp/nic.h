@@ -1,0 +1,219 @@
+/*
+ * rcp/nic.h — the one interface between RCP and network hardware.
+ *
+ * A nic endpoint offers unreliable datagrams ("frames") between endpoints
+ * of the same backend, a file descriptor to sleep on, and, where the
+ * backend can, memory registration and one-sided RMA.  Everything above
+ * (rcp/, bulk/, rpc/) uses only this header.
+ *
+ * Backends (one file each under nic/, one ops table each):
+ *   shm:NAME         same host, lock-free rings in POSIX shared memory;
+ *                    RMA by cross-memory attach (process_vm_readv/writev)
+ *   udp:HOST:PORT    any IP network, unprivileged; "udp:" picks a free port
+ *                    on 127.0.0.1, "udp:HOST:" a free port on HOST
+ *   faults           not an address: a wrapper over any backend, enabled by
+ *                    rcp_nic_config.faults or RCP_FAULTS (see docs/nic.md)
+ *
+ * Frames may be lost, duplicated or reordered by some backends (see the
+ * capability flags); no backend truncates a frame silently: a frame is
+ * delivered whole or not at all.
+ *
+ * Threading: an endpoint is used by one thread at a time.  Different
+ * endpoints are independent.
+ */
+#ifndef RCP_NIC_H
+#define RCP_NIC_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include <rcp/error.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct rcp_nic rcp_nic;
+typedef struct rcp_nic_mr rcp_nic_mr;
+
+/* Largest binary address blob of any backend, in bytes. */
+#define RCP_NIC_ADDR_MAX 64
+/* Longest address string, including the terminating NUL. */
+#define RCP_NIC_ADDRSTR_MAX 128
+/* Largest packed remote key of any backend, in bytes. */
+#define RCP_NIC_RKEY_MAX 64
+
+/* Peer index meaning "the sender of this frame is not a known peer". */
+#define RCP_NIC_PEER_NONE (-1)
+
+/* Capability flags (rcp_nic_info.caps). */
+enum {
+	RCP_NIC_CAP_ORDERED = 1u << 0,   /* frames between a pair arrive in order */
+	RCP_NIC_CAP_RELIABLE = 1u << 1,  /* frames are never lost or duplicated */
+	RCP_NIC_CAP_CHECKED = 1u << 2,   /* payload corruption is detected below */
+	RCP_NIC_CAP_RMA = 1u << 3,       /* rcp_nic_get/put work */
+	RCP_NIC_CAP_SAME_HOST = 1u << 4, /* peers are on this host only */
+};
+
+/* Flags for rcp_nic_send(). */
+enum {
+	/* More frames follow: the backend may batch this frame and keep
+	 * pointers into the iov data (not the iov array) until the next
+	 * rcp_nic_send() without this flag or rcp_nic_flush(). */
+	RCP_NIC_MORE = 1u << 0,
+};
+
+/* Access flags for rcp_nic_mr_reg(). */
+enum {
+	RCP_NIC_ACCESS_READ = 1u << 0,  /* peers may rcp_nic_get() from it */
+	RCP_NIC_ACCESS_WRITE = 1u << 1, /* peers may rcp_nic_put() into it */
+};
+
+struct rcp_nic_config {
+	/* Fault-injection spec ("drop=0.05,dup=0.01,reorder=0.05,corrupt=0.01,
+	 * delay=0.01,delay_us=200,seed=7").  NULL: use RCP_FAULTS if set;
+	 * "" : no faults even if RCP_FAULTS is set. */
+	const char *faults;
+	/* Receive-side capacity hint in bytes (ring size, socket buffer);
+	 * 0 = backend default (see docs/config.md). */
+	size_t rx_bytes;
+	/* Largest frame wanted, bytes; 0 = backend default; the backend may
+	 * lower it (rcp_nic_info.mtu tells the truth). */
+	uint32_t mtu;
+};
+
+struct rcp_nic_info {
+	const char *backend; /* "shm", "udp", "faults+udp", ... */
+	uint32_t mtu;        /* largest frame rcp_nic_send() accepts, bytes */
+	uint32_t rx_frames;  /* MTU-sized frames the receive side holds per
+	                        sending peer: the window RCP may use */
+	uint32_t caps;       /* RCP_NIC_CAP_* */
+};
+
+struct rcp_nic_stats {
+	uint64_t tx_frames, tx_bytes, tx_eagain;
+	uint64_t rx_frames, rx_bytes;
+	uint64_t rx_dropped;  /* malformed/oversized/unattributable input */
+	uint64_t wakeups;     /* doorbells sent (shm) */
+	/* faults wrapper */
+	uint64_t f_dropped, f_duplicated, f_reordered, f_corrupted, f_delayed;
+};
+
+/* A received frame.  Valid until rcp_nic_release(). */
+struct rcp_nic_frame {
+	const void *data;
+	uint32_t len;
+	int32_t peer;        /* peer index, or RCP_NIC_PEER_NONE */
+	const void *src;     /* sender's address blob (for rcp_nic_peer_add) */
+	uint32_t srclen;
+	uint32_t reserved;
+	uintptr_t token;     /* backend private */
+};
+
+/* ---- endpoints -------------------------------------------------------- */
+
+/* Opens an endpoint at ADDR ("shm:NAME", "udp:HOST:PORT", "udp:").
+ * CFG may be NULL for defaults.
+ * Returns 0, RCP_EINVAL, RCP_EADDR (malformed), RCP_ENOENT (no such backend
+ * built), RCP_EADDRINUSE, RCP_EPERM, RCP_ENOMEM, RCP_ESYS. */
+int rcp_nic_open(const char *addr, const struct rcp_nic_config *cfg,
+		 rcp_nic **out);
+
+/* Closes the endpoint, releasing all peers and registrations.  NULL is
+ * accepted. */
+void rcp_nic_close(rcp_nic *nic);
+
+/* Fills INFO.  Returns 0 or RCP_EINVAL. */
+int rcp_nic_query(const rcp_nic *nic, struct rcp_nic_info *info);
+
+/* Copies the endpoint's statistics.  Returns 0 or RCP_EINVAL. */
+int rcp_nic_get_stats(const rcp_nic *nic, struct rcp_nic_stats *st);
+
+/* The endpoint's own address as a string (parsable by rcp_nic_peer_add_str)
+ * or as a compact binary blob to send to a peer.  *LEN is in: buffer size,
+ * out: bytes used.  Return 0, RCP_EINVAL or RCP_ERANGE (buffer too small). */
+int rcp_nic_addr_str(const rcp_nic *nic, char *buf, size_t len);
+int rcp_nic_addr_blob(const rcp_nic *nic, void *buf, size_t *len);
+
+/* ---- peers ------------------------------------------------------------ */
+
+/* Turns a peer's address (blob or string) into a destination index >= 0,
+ * stored in *PEER.  Adding the same address twice returns the same index.
+ * Returns 0, RCP_EINVAL, RCP_EADDR (malformed, or another backend's),
+ * RCP_EPEER (shm: no such endpoint), RCP_ENOMEM, RCP_EAGAIN (peer table
+ * full). */
+int rcp_nic_peer_add(rcp_nic *nic, const void *blob, size_t len, int *peer);
+int rcp_nic_peer_add_str(rcp_nic *nic, const char *addr, int *peer);
+
+/* Forgets a peer; its index may be reused.  Returns 0 or RCP_EINVAL. */
+int rcp_nic_peer_remove(rcp_nic *nic, int peer);
+
+/* ---- datagrams -------------------------------------------------------- */
+
+/* Sends one frame gathered from IOV to PEER.  FLAGS: RCP_NIC_MORE.
+ * Returns 0, RCP_EINVAL (bad peer/iov), RCP_EMSGSIZE (frame > mtu),
+ * RCP_EAGAIN (no room now: poll and retry), RCP_EPEER (peer gone),
+ * RCP_ESYS. */
+int rcp_nic_send(rcp_nic *nic, int peer, const struct iovec *iov, int iovcnt,
+		 unsigned flags);
+
+/* Pushes out frames batched with RCP_NIC_MORE.  Returns 0, RCP_EAGAIN
+ * (some frames still queued) or RCP_ESYS. */
+int rcp_nic_flush(rcp_nic *nic);
+
+/* Receives up to MAX frames without blocking.  Returns the count (0 if
+ * none) or a negative code (RCP_EINVAL, RCP_ESYS).  Frames stay valid,
+ * in place in the backend's buffers, until rcp_nic_release(); they must
+ * be released before the next rcp_nic_recv() on the same endpoint. */
+int rcp_nic_recv(rcp_nic *nic, struct rcp_nic_frame *frames, int max);
+
+/* Returns frames to the backend.  Releasing N frames releases the first N
+ * of the last burst. */
+void rcp_nic_release(rcp_nic *nic, struct rcp_nic_frame *frames, int n);
+
+/* ---- sleeping --------------------------------------------------------- */
+
+/* A file descriptor that becomes readable when frames may have arrived,
+ * once the endpoint is armed.  Use with poll/epoll; never read it. */
+int rcp_nic_fd(const rcp_nic *nic);
+
+/* Arms the wake-up: returns 0 if the caller may now sleep on the fd, or
+ * RCP_EAGAIN if frames are already waiting (do not sleep: receive them).
+ * Any rcp_nic_recv() disarms. */
+int rcp_nic_arm(rcp_nic *nic);
+
+/* Waits until frames may be ready or TIMEOUT_NS passes (<0: forever).
+ * Spins for SPIN_NS first (<0: the RCP_SPIN_NS default), then arms and
+ * sleeps in poll().  Returns 0 when frames may be ready, RCP_ETIMEDOUT,
+ * RCP_ESYS. */
+int rcp_nic_wait(rcp_nic *nic, int64_t timeout_ns, int64_t spin_ns);
+
+/* ---- memory registration and RMA -------------------------------------- */
+
+/* Registers [ADDR, ADDR+LEN) for peers' RMA with ACCESS flags.
+ * Returns 0, RCP_EINVAL, RCP_ENOTSUP (no RCP_NIC_CAP_RMA), RCP_ENOMEM. */
+int rcp_nic_mr_reg(rcp_nic *nic, void *addr, size_t len, unsigned access,
+		   rcp_nic_mr **out);
+/* Deregisters; NULL accepted.  Returns 0 or RCP_EINVAL. */
+int rcp_nic_mr_dereg(rcp_nic_mr *mr);
+/* Packs a remote key a peer passes to rcp_nic_get/put.  *LEN in/out.
+ * Returns 0, RCP_EINVAL, RCP_ERANGE. */
+int rcp_nic_mr_pack(const rcp_nic_mr *mr, void *rkey, size_t *len);
+
+/* Copies LEN bytes at OFFSET of the peer's region named by RKEY into LOCAL
+ * (get), or from LOCAL into it (put).  Synchronous: on return the data has
+ * moved.  Returns 0, RCP_EINVAL, RCP_ENOTSUP, RCP_EACCES (outside the
+ * region or not permitted by the key), RCP_EPEER (peer gone), RCP_ESYS. */
+int rcp_nic_get(rcp_nic *nic, int peer, void *local, size_t len,
+		const void *rkey, size_t rkeylen, uint64_t offset);
+int rcp_nic_put(rcp_nic *nic, int peer, const void *local, size_t len,
+		const void *rkey, size_t rkeylen, uint64_t offset);
+
+/* Names of the backends built into this library, NULL-terminated. */
+const char *const *rcp_nic_backends(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

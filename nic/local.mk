@@ -1,0 +1,2 @@
+librcp_la_SOURCES += nic/nic_int.h nic/nic.c nic/shm.c nic/udp.c nic/faults.c
+rcpinclude_HEADERS += include/rcp/nic.h
