@@ -8,6 +8,7 @@
 #define RCP_TESTUTIL_H
 
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -70,6 +71,23 @@ static inline long test_check(const void *buf, size_t len, uint64_t seq)
 			return (long)i;
 	}
 	return -1;
+}
+
+/* Call first thing in a forked child: cmocka's signal handlers would
+ * otherwise longjmp a crashing child back into the test runner, which
+ * would then run the remaining tests a second time in the child. */
+static inline pid_t test_fork(void)
+{
+	pid_t p;
+	fflush(stdout);
+	fflush(stderr);
+	p = fork();
+	if (p == 0) {
+		static const int sigs[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
+		for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+			signal(sigs[i], SIG_DFL);
+	}
+	return p;
 }
 
 /* Waits for CHILD; returns its exit status (or 128+signal). */
