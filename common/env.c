@@ -35,6 +35,13 @@ static const struct rcpi_env_var vars[] = {
 	{"RCP_UDP_GSO", "1", "udp: use UDP_SEGMENT / UDP_GRO when offered"},
 	{"RCP_PEER_TIMEOUT", "5000", "ms of peer silence before RCP_EPEER"},
 	{"RCP_TRANSPORT", "", "force a transport (shm|udp|...)"},
+	{"RCP_SESSION", "", "per-job session name; frames of other sessions are dropped"},
+	{"RCP_CRC", "auto", "payload CRC32C: auto (where the nic does not check), 0, 1"},
+	{"RCP_RTO_MIN_US", "250", "smallest retransmission timeout, us"},
+	{"RCP_ACK_DELAY_US", "50", "how long an ack may wait for a piggyback, us"},
+	{"RCP_CREDITS", "64", "unexpected eager messages a channel may hold"},
+	{"RCP_RMA_MIN", "65536", "messages from this size move by RMA where offered"},
+	{"RCP_WAIT", "", "spin|sleep: force the wait policy of every endpoint"},
 	{NULL, NULL, NULL},
 };
 

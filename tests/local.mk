@@ -23,3 +23,13 @@ tests_test_faults_CFLAGS = $(TEST_CFLAGS)
 tests_test_faults_LDFLAGS = -static
 tests_test_faults_LDADD = $(TEST_LDADD)
 endif
+
+if HAVE_CMOCKA
+# The protocol core on a simulated network (internal API: static link).
+check_PROGRAMS += tests/test_rcp_sim
+TESTS += tests/test_rcp_sim
+tests_test_rcp_sim_SOURCES = tests/test_rcp_sim.c tests/sim.c tests/sim.h tests/testutil.h
+tests_test_rcp_sim_CFLAGS = $(TEST_CFLAGS)
+tests_test_rcp_sim_LDFLAGS = -static
+tests_test_rcp_sim_LDADD = $(TEST_LDADD)
+endif

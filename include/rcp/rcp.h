@@ -1,0 +1,167 @@
+/*
+ * rcp/rcp.h — ordered, reliable, bidirectional channels between processes.
+ *
+ * An endpoint (rcp_ep) owns one nic endpoint and any number of channels,
+ * one per peer endpoint.  Channels are static, as in Dong & Zheng's RCP:
+ * each side records the peer's address locally (rcp_connect); there is no
+ * connection exchange beyond the first frames.  An endpoint opened with
+ * RCP_EP_ACCEPT also creates channels for unknown peers whose frames carry
+ * the right session cookie (servers).
+ *
+ * Messages: any size (limited by memory), matched on the receive side by
+ * (channel or any, tag or any) in the order they were sent on a channel.
+ * Data is placed straight into the posted buffer.  Small messages go eagerly
+ * with their sync; larger ones use the READY/request-to-send handshake (and
+ * one-sided RMA where the nic offers it).
+ *
+ * Requests: isend/irecv return a request; rcp_test/rcp_wait/rcp_waitany
+ * complete it and release it (like MPI): after a call that reports
+ * completion, the request pointer is gone.  Every request completes exactly
+ * once, with a status: 0, RCP_ETRUNC (receive buffer too short: the
+ * buffer holds the first bytes, status.len the real length), RCP_EPEER
+ * (peer silent for RCP_PEER_TIMEOUT, or restarted), RCP_ECANCELED,
+ * RCP_ECLOSED (endpoint closed).
+ *
+ * Threads: one thread per endpoint at a time (no locks inside); use
+ * several endpoints for several threads.
+ *
+ * Progress: every call progresses the endpoint; a program that computes for
+ * long stretches should call rcp_progress() or sleep on rcp_ep_fd().
+ */
+#ifndef RCP_RCP_H
+#define RCP_RCP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <rcp/error.h>
+#include <rcp/nic.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct rcp_ep rcp_ep;
+typedef struct rcp_chan rcp_chan;
+typedef struct rcp_req rcp_req;
+
+#define RCP_ANY_TAG UINT64_MAX
+#define RCP_ANY_CHAN ((rcp_chan *)0)
+
+/* rcp_ep_config.flags */
+enum {
+	RCP_EP_ACCEPT = 1u << 0, /* create channels for unknown peers */
+	RCP_EP_SPIN = 1u << 1,   /* waits never sleep (default: spin, then sleep) */
+	RCP_EP_SLEEP = 1u << 2,  /* waits sleep at once (no spinning) */
+};
+
+struct rcp_ep_config {
+	unsigned flags;
+	/* Per-job session cookie; frames with another cookie are dropped.
+	 * 0: RCP_SESSION, else a built-in default. */
+	uint32_t session;
+	/* Payload CRC32C: -1 auto (on where the nic does not check payloads),
+	 * 0 off, 1 on.  Default from RCP_CRC (auto). */
+	int crc;
+	/* Passed to rcp_nic_open (faults, sizes); may be NULL. */
+	const struct rcp_nic_config *nic;
+};
+
+struct rcp_status {
+	int error;        /* 0 or RCP_E* */
+	rcp_chan *chan;   /* channel the message came from / went to */
+	uint64_t tag;
+	size_t len;       /* bytes of the whole message (may exceed the buffer) */
+};
+
+struct rcp_ep_stats {
+	uint64_t msgs_sent, msgs_recv, bytes_sent, bytes_recv;
+	uint64_t frames_sent, frames_recv, retransmits, timeouts;
+	uint64_t dup_frames, bad_frames, stale_frames, ooo_frames;
+	uint64_t acks_sent, unexpected_msgs, rndv_msgs, rma_msgs, credit_stalls;
+	uint64_t unexpected_held_peak; /* most eager messages buffered at once */
+};
+
+/* ---- endpoints ---- */
+
+/* Opens an endpoint on a nic address ("shm:NAME", "udp:", ...).
+ * Returns 0, RCP_EINVAL, RCP_ENOMEM, or any rcp_nic_open code. */
+int rcp_ep_open(const char *nic_addr, const struct rcp_ep_config *cfg, rcp_ep **out);
+/* Fails every pending request with RCP_ECLOSED, flushes what it can, frees
+ * everything.  NULL accepted. */
+void rcp_ep_close(rcp_ep *ep);
+/* The endpoint's nic address as a string.  Returns 0, RCP_EINVAL, RCP_ERANGE. */
+int rcp_ep_addr(const rcp_ep *ep, char *buf, size_t len);
+/* The nic endpoint underneath (for queries; do not send on it). */
+rcp_nic *rcp_ep_nic(rcp_ep *ep);
+/* Fd to poll for readability before calling rcp_progress(); valid for the
+ * endpoint's lifetime.  Call rcp_ep_arm() first; see rcp_nic_arm(). */
+int rcp_ep_fd(const rcp_ep *ep);
+/* Returns 0 if the caller may sleep on the fd now, RCP_EAGAIN if there is
+ * work to progress first. */
+int rcp_ep_arm(rcp_ep *ep);
+/* Drives the protocol: receives frames, fires timers, sends what is due.
+ * Returns the number of requests completed (>= 0) or a negative code. */
+int rcp_progress(rcp_ep *ep);
+int rcp_ep_get_stats(const rcp_ep *ep, struct rcp_ep_stats *st);
+
+/* ---- channels ---- */
+
+/* Records a channel to the endpoint at ADDR (nic address string).
+ * Connecting twice to the same address returns the same channel.
+ * Returns 0, RCP_EINVAL, RCP_EADDR, RCP_EPEER, RCP_ENOMEM. */
+int rcp_connect(rcp_ep *ep, const char *addr, rcp_chan **out);
+/* Closes a channel: pending requests on it complete with RCP_ECLOSED. */
+void rcp_chan_close(rcp_chan *ch);
+/* The peer's address string.  Returns 0, RCP_EINVAL, RCP_ERANGE. */
+int rcp_chan_peer_addr(const rcp_chan *ch, char *buf, size_t len);
+/* Sets/gets a user pointer on the channel. */
+void rcp_chan_set_user(rcp_chan *ch, void *user);
+void *rcp_chan_get_user(const rcp_chan *ch);
+/* The channel to the peer at nic address ADDR if it exists, else NULL. */
+rcp_chan *rcp_chan_find(rcp_ep *ep, const char *addr);
+
+/* ---- messages ---- */
+
+/* Starts sending LEN bytes of BUF with TAG (< RCP_ANY_TAG) on CH.  BUF must
+ * stay untouched until the request completes.  Returns 0 (and *REQ), or
+ * RCP_EINVAL, RCP_ENOMEM, RCP_EPEER (channel already failed),
+ * RCP_ECLOSED. */
+int rcp_isend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, rcp_req **req);
+/* Posts a receive into BUF (LEN bytes) for a message from CH (or
+ * RCP_ANY_CHAN) with TAG (or RCP_ANY_TAG).  Returns 0 (and *REQ), or
+ * RCP_EINVAL, RCP_ENOMEM, RCP_EPEER, RCP_ECLOSED. */
+int rcp_irecv(rcp_ep *ep, rcp_chan *ch, uint64_t tag, void *buf, size_t len, rcp_req **req);
+
+/* Completes REQ if done: returns 0 and fills ST (may be NULL) and releases
+ * the request, or RCP_EAGAIN if not done yet.  The operation's own error is
+ * in ST->error (and also returned when nonzero). */
+int rcp_test(rcp_req *req, struct rcp_status *st);
+/* Waits up to TIMEOUT_NS (<0: forever) for REQ.  Returns like rcp_test,
+ * or RCP_ETIMEDOUT (the request stays pending). */
+int rcp_wait(rcp_req *req, struct rcp_status *st, int64_t timeout_ns);
+/* Waits for any of REQS[0..N) (NULL entries ignored); *IDX gets its index
+ * and REQS[*IDX] is set to NULL.  Returns like rcp_wait. */
+int rcp_waitany(rcp_req **reqs, int n, int *idx, struct rcp_status *st, int64_t timeout_ns);
+/* Cancels a pending request; it then completes with RCP_ECANCELED (unless
+ * it completed first).  A receive already being filled, or promised to a
+ * peer by READY, cannot be canceled: RCP_EBUSY. Returns 0, RCP_EBUSY. */
+int rcp_cancel(rcp_req *req);
+
+/* Blocking forms (wait forever; fail on peer timeout). */
+int rcp_send(rcp_chan *ch, uint64_t tag, const void *buf, size_t len);
+int rcp_recv(rcp_ep *ep, rcp_chan *ch, uint64_t tag, void *buf, size_t len, struct rcp_status *st);
+
+/* Is a message matching (CH, TAG) waiting unreceived?  Returns 1 (ST
+ * filled), 0 (no), or a negative code.  Progresses once. */
+int rcp_probe(rcp_ep *ep, rcp_chan *ch, uint64_t tag, struct rcp_status *st);
+
+/* Sends one buffer to N channels without copying it per destination; one
+ * request completes when every channel has it (status.error: the first
+ * failure, if any).  Returns 0 (and *REQ), RCP_EINVAL, RCP_ENOMEM. */
+int rcp_mcast(rcp_chan **chans, int n, uint64_t tag, const void *buf, size_t len, rcp_req **req);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,1948 @@
+/*
+ * rcp/core.c — the reduced communication protocol, without I/O.
+ *
+ * CHANNELS.  One channel per peer endpoint, keyed by the nic peer index.
+ * Static, as in the paper: both sides record the peer locally and start at
+ * sequence 1, message 1; nothing is exchanged to set a channel up.  Each
+ * side has an epoch (random per endpoint open); frames carry the sender's
+ * epoch and the epoch it believes the receiver has.  A frame addressed to
+ * an old epoch of ours is stale and dropped; a frame with a new epoch of
+ * the peer means the peer restarted: everything pending on the channel
+ * fails with RCP_EPEER and the channel starts afresh.
+ *
+ * RELIABILITY.  Reliable frames (DATA, RTS, READY, FIN) take consecutive
+ * 32-bit sequence numbers per direction.  The sender keeps each in a slot
+ * of a power-of-two ring until it is cumulatively acknowledged; the slot
+ * holds the header as sent and, for DATA, points into the user's buffer,
+ * so retransmission copies nothing.  Every frame carries the cumulative ack
+ * (next sequence expected); ACK frames add a selective-ack bitmap of up to
+ * 1024 frames past it.  A frame is taken as lost when a frame DUPTHRESH
+ * later has been selectively acked and it has been out for at least one
+ * smoothed RTT: it is resent at once (the paper's "resend the named frames
+ * in the next window", but continuous).  If nothing is acked for an RTO
+ * (RFC 6298: srtt + 4 rttvar, clamped, doubled per expiry, Karn's rule for
+ * samples) every frame out longer than the RTO is resent.
+ *
+ * WINDOW.  Frames in flight <= min(cwnd, peer's advertised window, ring).
+ * The advertised window is what the peer's nic holds per sender
+ * (rcp_nic_info.rx_frames), sent in every header.  cwnd does AIMD: +1 per
+ * acked frame below ssthresh, +1/cwnd above; halved once per window of
+ * loss (fast retransmit) or on an RTO.
+ *
+ * RECEIVING.  In-order frames are processed at once.  Out-of-order frames
+ * inside the window are marked in a bitmap; DATA frames of a message whose
+ * buffer is known (matched or promised by READY) are placed straight into
+ * that buffer; other frames (message starts, control) are copied into a
+ * bounded reorder store and processed when the gap fills.  Duplicates are
+ * recognised by sequence and dropped (and re-acked).  Acks: at once for
+ * out-of-order or duplicate frames, for frames flagged ACKREQ (a sender is
+ * waiting) and every quarter window; otherwise after ack_delay unless a
+ * reverse frame carried the ack first (piggybacking).
+ *
+ * MESSAGES.  Per channel, messages take consecutive ids; their first frame
+ * (eager DATA, RTS, STREAM DATA, or FIN-after-put) is a reliable frame, so
+ * message starts are processed in send order, and matching against posted
+ * receives (channel or any, tag or any, first posted first) keeps order.
+ *   eager:  the message fits one frame and the sender holds a credit: sync
+ *           and data go together.  Up to inline_max bytes the frame keeps a
+ *           copy and the send completes at once; else on ack.
+ *   RTS:    larger (or no credit): request-to-send with the total length
+ *           (and, where the nic has RMA and the message is >= rma_min, a
+ *           key to the send buffer).  The receiver, once matched, either
+ *           pulls the data with one RMA get and answers FIN, or answers
+ *           READY; the sender then streams DATA frames.
+ *   READY first (receiver first): a receive posted for a specific channel
+ *           with a buffer larger than one frame, which is the first posted
+ *           receive that could take that channel's next message, sends
+ *           READY(msg, tag filter, buffer length [, RMA key]) at once.  A
+ *           sender whose next message fits it streams at once (STREAM) or
+ *           puts the data by RMA and sends FIN: no RTS round trip.  The
+ *           receive is then reserved: it cannot be canceled.
+ * Unexpected eager messages are copied into buffers bounded by credits:
+ * each channel grants the peer `credits` unexpected messages, cumulatively
+ * returned in every header as they are consumed, so a sender can never
+ * exhaust a receiver's memory.  Unexpected RTS cost a small record only.
+ *
+ * TIMERS.  Per channel: RTO of the oldest frame out, the delayed ack, and
+ * liveness: while a channel has work pending, a peer silent for
+ * peer_timeout/4 is pinged; silent for peer_timeout, the channel fails
+ * and every pending operation on it completes with RCP_EPEER.
+ *
+ * INVARIANTS.  tx_una <= tx_next <= tx_una + nslots; slot(s) in use iff
+ * tx_una <= s < tx_next; a send request completes only when no slot
+ * points at it; rx_next - 1 is the last frame processed in order; bits are
+ * set only for rx_next < s < rx_next + RXW; every request completes exactly
+ * once (complete() asserts it).
+ */
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rcp/core.h"
+#include "rcp/wire.h"
+
+#define RXW 1024u           /* receive window in frames (bitmap size) */
+#define TXW_MAX 1024u       /* largest send ring */
+#define DUPTHRESH 3u        /* later frames acked before a gap is a loss */
+#define INLINE_CAP 256u     /* bytes a slot can hold inline */
+#define CWND_ONE 1024u      /* cwnd fixed point */
+#define RKEY_MAX RCP_NIC_RKEY_MAX
+
+/* ---- lists --------------------------------------------------------------- */
+
+struct list {
+	struct list *next, *prev;
+};
+
+static void list_init(struct list *l)
+{
+	l->next = l->prev = l;
+}
+static int list_empty(const struct list *l)
+{
+	return l->next == l;
+}
+static void list_add_tail(struct list *l, struct list *n)
+{
+	n->prev = l->prev;
+	n->next = l;
+	l->prev->next = n;
+	l->prev = n;
+}
+static void list_del(struct list *n)
+{
+	n->prev->next = n->next;
+	n->next->prev = n->prev;
+	n->next = n->prev = n;
+}
+#define container_of(p, T, m) ((T *)(void *)((char *)(p) - offsetof(T, m)))
+#define list_for_each_safe(pos, tmp, head)                                                         \
+	for (pos = (head)->next, tmp = pos->next; pos != (head); pos = tmp, tmp = pos->next)
+
+/* ---- structures ------------------------------------------------------------ */
+
+enum req_kind { REQ_SEND = 1, REQ_RECV, REQ_MCAST };
+
+enum req_state {
+	/* send */
+	S_QUEUED = 1, /* in startq: first frame not yet sent */
+	S_RTS,        /* RTS out, waiting for READY or FIN (busyq) */
+	S_STREAM,     /* streaming DATA (streamq while bytes are left) */
+	S_WAITACK,    /* all frames out, waiting for acks (busyq) */
+	/* recv */
+	R_POSTED,     /* in core->posted */
+	R_READY,      /* in core->posted and ch->reserved: READY sent */
+	R_FILL,       /* matched to a message, bytes arriving (ch->rndv) */
+	/* all */
+	Q_DONE,
+};
+
+struct rcp_req {
+	struct list link;
+	rcpc_core *core;
+	rcp_chan *chan; /* NULL: any channel (recv) */
+	uint8_t kind, state, internal, reserved_rma;
+	int error;
+	uint64_t tag;
+	unsigned char *buf; /* send: const in spirit */
+	size_t len;         /* buffer length */
+	size_t total;       /* message length */
+	size_t next_off;    /* send: next byte to frame */
+	size_t got;         /* recv: bytes accounted */
+	uint32_t msg;
+	uint32_t frames_out; /* send: slots still pointing at this request */
+	void *mr;            /* RMA registration of buf */
+	rcp_req *parent;     /* mcast child -> parent */
+	int children;        /* mcast: children not yet done */
+	rcp_chan *src;       /* recv: channel the message came from */
+	rcp_req *pool_next;
+};
+
+struct slot {
+	struct rcpw_hdr hdr; /* wire order, as sent (CRC included) */
+	rcp_req *req;        /* DATA frames of a non-inline send */
+	uint64_t sent_at;    /* 0: never went out (nic said EAGAIN) */
+	uint32_t seq;
+	uint32_t plen;       /* payload bytes */
+	const unsigned char *payload; /* user buffer or inl */
+	uint8_t in_use, sacked, nsent;
+	unsigned char inl[INLINE_CAP];
+};
+
+struct ctl {
+	uint8_t type;
+	uint16_t flags;
+	uint32_t msg;
+	uint64_t tag, arg;
+	uint8_t rkeylen;
+	unsigned char rkey[RKEY_MAX];
+};
+
+struct ooo {
+	struct rcpw_hdr hdr;
+	size_t size; /* bytes charged to the reorder budget */
+	unsigned char payload[];
+};
+
+struct unexp {
+	struct list link;
+	rcp_chan *ch;
+	uint32_t msg;
+	uint8_t is_rts, rma, rkeylen;
+	uint64_t tag;
+	size_t total;
+	unsigned char *data; /* eager payload (pool buffer) */
+	unsigned char rkey[RKEY_MAX];
+};
+
+struct rcp_chan {
+	struct list link; /* core->chans */
+	rcpc_core *core;
+	int peer;
+	void *user;
+	uint32_t peer_epoch;
+	int failed; /* error every new operation gets, or 0 */
+
+	/* send side */
+	uint32_t tx_next, tx_una, nslots;
+	struct slot *slots;
+	uint32_t cwnd, ssthresh, peer_wnd, recover, highest_sacked, unsent, max_inflight;
+	int have_sack;
+	uint64_t srtt, rttvar, rto;
+	int backoff;
+	uint32_t tx_msg_next;  /* next message id to assign */
+	uint32_t tx_msg_start; /* next message id whose first frame goes out */
+	struct list startq, streamq, busyq;
+	uint32_t credits_granted, credits_used;
+	int ready_valid;
+	struct ctl ready; /* the peer's latest READY hint */
+	struct ctl *ctlq;
+	uint32_t ctl_head, ctl_count, ctl_cap;
+
+	/* receive side */
+	uint32_t rx_next;
+	uint32_t rx_gaps; /* bits set: frames held past a gap */
+	uint64_t rx_bits[RXW / 64];
+	struct ooo *ooo[RXW];
+	uint32_t rx_msg_next;
+	uint32_t credits_given;
+	uint32_t unexp_eager; /* unexpected eager messages held for this channel */
+	struct list rndv;     /* R_FILL receives */
+	rcp_req *reserved;
+	uint32_t posted_specific; /* posted receives naming this channel */
+	int ack_now, ack_pending;
+	uint32_t since_ack;
+	uint64_t ack_due;
+	uint32_t acked_upto; /* rx_next as last told to the peer */
+	uint64_t last_heard, last_ping;
+	struct {
+		struct rcpw_hdr hdr;
+		uint64_t sack[RCPW_SACK_WORDS];
+	} ackbuf;
+};
+
+struct rcpc_core {
+	struct rcpc_params p;
+	struct rcpc_io io;
+	void *owner;
+	uint32_t payload_max; /* mtu - header */
+	struct list chans;
+	struct list posted; /* R_POSTED / R_READY receives, in post order */
+	struct list unexp;  /* unexpected messages, in arrival order */
+	rcp_chan **by_peer;
+	int npeers;
+	rcp_req *free_reqs;
+	void **req_slabs;
+	int nslabs;
+	unsigned char **free_bufs; /* eager payload buffers */
+	int nfree_bufs, cap_free_bufs;
+	size_t reorder_used;
+	uint64_t unexp_held; /* eager unexpected messages buffered now */
+	int completed;
+	struct rcp_ep_stats st;
+};
+
+/* ---- parameters --------------------------------------------------------- */
+
+void rcpc_params_default(struct rcpc_params *p)
+{
+	memset(p, 0, sizeof *p);
+	p->mtu = 16384;
+	p->rx_frames = 64;
+	p->session = 0x52435031u; /* "RCP1" */
+	p->epoch = 1;
+	p->peer_timeout = 5000000000ull;
+	p->rto_min = 250000;      /* 250 us: LAN round trips are tens of us */
+	p->rto_max = 1000000000;  /* 1 s */
+	p->rto_init = 10000000;   /* 10 ms before the first sample */
+	p->ack_delay = 50000;     /* 50 us */
+	p->credits = 64;
+	p->inline_max = 256;
+	p->rma_min = 65536;
+	p->reorder_bytes = 8u << 20;
+}
+
+/* ---- small helpers ---------------------------------------------------------- */
+
+static void complete(rcp_req *r, int error)
+{
+	rcpc_core *c = r->core;
+
+	assert(r->state != Q_DONE);
+	if (r->mr && c->io.mr_dereg) {
+		c->io.mr_dereg(c->io.ctx, r->mr);
+		r->mr = NULL;
+	}
+	r->state = Q_DONE;
+	r->error = error;
+	c->completed++;
+	if (r->kind == REQ_SEND && !error) {
+		c->st.msgs_sent++;
+		c->st.bytes_sent += r->total;
+	} else if (r->kind == REQ_RECV && (!error || error == RCP_ETRUNC)) {
+		c->st.msgs_recv++;
+		c->st.bytes_recv += r->total < r->len ? r->total : r->len;
+	}
+	if (r->parent) {
+		rcp_req *pa = r->parent;
+		if (error && !pa->error)
+			pa->error = error;
+		r->state = Q_DONE;
+		r->pool_next = c->free_reqs;
+		c->free_reqs = r;
+		if (--pa->children == 0) {
+			int e = pa->error;
+			pa->error = 0;
+			complete(pa, e);
+		}
+	}
+}
+
+static rcp_req *req_alloc(rcpc_core *c)
+{
+	rcp_req *r = c->free_reqs;
+	if (!r) {
+		enum { N = 64 };
+		rcp_req *slab = calloc(N, sizeof *slab);
+		void **ns = realloc(c->req_slabs, sizeof *ns * (size_t)(c->nslabs + 1));
+		if (!slab || !ns) {
+			free(slab);
+			if (ns)
+				c->req_slabs = ns;
+			return NULL;
+		}
+		c->req_slabs = ns;
+		c->req_slabs[c->nslabs++] = slab;
+		for (int i = N - 1; i >= 0; i--) {
+			slab[i].pool_next = c->free_reqs;
+			c->free_reqs = &slab[i];
+		}
+		r = c->free_reqs;
+	}
+	c->free_reqs = r->pool_next;
+	memset(r, 0, sizeof *r);
+	list_init(&r->link);
+	r->core = c;
+	return r;
+}
+
+static void req_free(rcp_req *r)
+{
+	rcpc_core *c = r->core;
+	r->kind = 0;
+	r->pool_next = c->free_reqs;
+	c->free_reqs = r;
+}
+
+static unsigned char *buf_get(rcpc_core *c)
+{
+	if (c->nfree_bufs)
+		return c->free_bufs[--c->nfree_bufs];
+	return malloc(c->payload_max ? c->payload_max : 1);
+}
+
+static void buf_put(rcpc_core *c, unsigned char *b)
+{
+	if (c->nfree_bufs == c->cap_free_bufs) {
+		int ncap = c->cap_free_bufs ? 2 * c->cap_free_bufs : 16;
+		unsigned char **n = realloc(c->free_bufs, sizeof *n * (size_t)ncap);
+		if (!n) {
+			free(b);
+			return;
+		}
+		c->free_bufs = n;
+		c->cap_free_bufs = ncap;
+	}
+	c->free_bufs[c->nfree_bufs++] = b;
+}
+
+static int tag_match(uint64_t want, uint64_t tag)
+{
+	return want == RCP_ANY_TAG || want == tag;
+}
+
+static struct slot *slot_of(rcp_chan *ch, uint32_t seq)
+{
+	return &ch->slots[seq & (ch->nslots - 1)];
+}
+
+static int rx_bit(const rcp_chan *ch, uint32_t seq)
+{
+	uint32_t i = seq & (RXW - 1);
+	return (int)((ch->rx_bits[i / 64] >> (i % 64)) & 1);
+}
+
+static void rx_set(rcp_chan *ch, uint32_t seq, int v)
+{
+	uint32_t i = seq & (RXW - 1);
+	if (v) {
+		ch->rx_bits[i / 64] |= 1ull << (i % 64);
+		ch->rx_gaps++;
+	} else {
+		ch->rx_bits[i / 64] &= ~(1ull << (i % 64));
+		ch->rx_gaps--;
+	}
+}
+
+static int chan_has_work(const rcp_chan *ch)
+{
+	return ch->tx_una != ch->tx_next || !list_empty(&ch->startq) ||
+	       !list_empty(&ch->streamq) || !list_empty(&ch->busyq) || !list_empty(&ch->rndv) ||
+	       ch->posted_specific || ch->ctl_count;
+}
+
+/* Called before a channel takes on work: silence while idle is no failure. */
+static void chan_touch(rcp_chan *ch, uint64_t now)
+{
+	if (!chan_has_work(ch) && ch->last_heard < now)
+		ch->last_heard = now;
+}
+
+/* ---- building and sending frames ---------------------------------------------- */
+
+static void hdr_fill(rcp_chan *ch, struct rcpw_hdr *h, uint8_t type, uint16_t flags, uint32_t seq,
+		     uint32_t msg, uint64_t tag, uint64_t arg, uint32_t len)
+{
+	rcpc_core *c = ch->core;
+	h->magic = RCPW_MAGIC;
+	h->version = RCPW_VERSION;
+	h->type = type;
+	h->flags = flags | (c->p.crc ? RCPW_F_CRC : 0);
+	h->hlen = RCPW_HLEN;
+	h->session = c->p.session;
+	h->src_epoch = c->p.epoch;
+	h->dst_epoch = ch->peer_epoch;
+	h->seq = seq;
+	h->ack = ch->rx_next;
+	h->credits = ch->credits_given;
+	h->wnd = c->p.rx_frames;
+	h->len = len;
+	h->crc = 0;
+	h->msg = msg;
+	h->tag = tag;
+	h->arg = arg;
+	ch->acked_upto = ch->rx_next;
+	/* A piggybacked cumulative ack says nothing of frames held past a
+	 * gap: then an ACK frame with the bitmap must still go. */
+	if (!ch->rx_gaps || type == RCPW_ACK) {
+		ch->ack_now = 0;
+		ch->ack_pending = 0;
+	}
+	ch->since_ack = 0;
+}
+
+/* Converts to wire order and fills the CRC over header and payload. */
+static void hdr_seal(const rcpc_core *c, struct rcpw_hdr *h, const void *payload, uint32_t len)
+{
+	rcpw_hdr_swap(h);
+	if (c->p.crc) {
+		uint32_t crc = rcpw_crc32c(0, h, RCPW_HLEN);
+		crc = rcpw_crc32c(crc, payload, len);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+		crc = __builtin_bswap32(crc);
+#endif
+		h->crc = crc;
+	}
+}
+
+static int xmit(rcp_chan *ch, const void *hdr, const void *payload, uint32_t plen, unsigned more)
+{
+	rcpc_core *c = ch->core;
+	struct iovec iov[2] = {{(void *)hdr, RCPW_HLEN}, {(void *)payload, plen}};
+	int rc = c->io.send(c->io.ctx, ch->peer, iov, plen ? 2 : 1, more ? RCP_NIC_MORE : 0);
+	if (!rc)
+		c->st.frames_sent++;
+	return rc;
+}
+
+static void chan_fail(rcp_chan *ch, int error);
+
+/* Transmits slot S (first time or again).  Returns 0 or RCP_EAGAIN. */
+static int slot_send(rcp_chan *ch, struct slot *s, uint64_t now)
+{
+	int rc = xmit(ch, &s->hdr, s->payload, s->plen, 1);
+	if (rc == RCP_EAGAIN) {
+		/* sent_at == 0 marks "the nic refused it": first in line
+		 * for the next pump. */
+		if (s->sent_at) {
+			s->sent_at = 0;
+			ch->unsent++;
+		}
+		return rc;
+	}
+	if (rc) {
+		chan_fail(ch, rc == RCP_EPEER ? RCP_EPEER : rc);
+		return rc;
+	}
+	if (!s->sent_at)
+		ch->unsent--;
+	if (s->nsent)
+		ch->core->st.retransmits++;
+	s->sent_at = now ? now : 1;
+	if (s->nsent < 255)
+		s->nsent++;
+	return 0;
+}
+
+/* Takes the next sequence number and a slot for a reliable frame. */
+static struct slot *slot_new(rcp_chan *ch, rcp_req *req, uint8_t type, uint16_t flags,
+			     uint32_t msg, uint64_t tag, uint64_t arg, const void *payload,
+			     uint32_t plen, int copy)
+{
+	uint32_t seq = ch->tx_next++;
+	struct slot *s = slot_of(ch, seq);
+	uint32_t inflight = ch->tx_next - ch->tx_una;
+
+	assert(!s->in_use);
+	s->in_use = 1;
+	s->sacked = 0;
+	s->nsent = 0;
+	s->sent_at = 1; /* becomes the real time in slot_send */
+	s->seq = seq;
+	s->req = req;
+	s->plen = plen;
+	if (copy) {
+		assert(plen <= INLINE_CAP);
+		if (plen)
+			memcpy(s->inl, payload, plen);
+		s->payload = s->inl;
+	} else {
+		s->payload = payload;
+	}
+	if (req)
+		req->frames_out++;
+	if (inflight > ch->max_inflight)
+		ch->max_inflight = inflight;
+	hdr_fill(ch, &s->hdr, type, flags, seq, msg, tag, arg, plen);
+	hdr_seal(ch->core, &s->hdr, s->payload, plen);
+	return s;
+}
+
+static uint32_t window(const rcp_chan *ch)
+{
+	uint32_t w = ch->cwnd / CWND_ONE;
+	if (w > ch->peer_wnd)
+		w = ch->peer_wnd;
+	if (w > ch->nslots)
+		w = ch->nslots;
+	return w ? w : 1;
+}
+
+static int ctl_push(rcp_chan *ch, const struct ctl *k)
+{
+	if (ch->ctl_count == ch->ctl_cap) {
+		uint32_t ncap = ch->ctl_cap ? 2 * ch->ctl_cap : 8;
+		struct ctl *n = malloc(sizeof *n * ncap);
+		if (!n)
+			return RCP_ENOMEM;
+		for (uint32_t i = 0; i < ch->ctl_count; i++)
+			n[i] = ch->ctlq[(ch->ctl_head + i) % ch->ctl_cap];
+		free(ch->ctlq);
+		ch->ctlq = n;
+		ch->ctl_head = 0;
+		ch->ctl_cap = ncap;
+	}
+	ch->ctlq[(ch->ctl_head + ch->ctl_count++) % ch->ctl_cap] = *k;
+	return 0;
+}
+
+/* Starts send request R: its first frame.  Returns 0 or RCP_EAGAIN. */
+static int send_start(rcp_chan *ch, rcp_req *r, uint64_t now)
+{
+	rcpc_core *c = ch->core;
+	struct slot *s;
+	int rc;
+
+	list_del(&r->link);
+	ch->tx_msg_start++;
+	/* Receiver first: the peer promised a buffer for exactly this message. */
+	if (ch->ready_valid && ch->ready.msg == r->msg && r->total > c->payload_max &&
+	    ((ch->ready.flags & RCPW_F_ANYTAG) || ch->ready.tag == r->tag) &&
+	    r->total <= ch->ready.arg) {
+		ch->ready_valid = 0;
+		if ((ch->ready.flags & RCPW_F_RMA) && c->io.put && r->total >= c->p.rma_min) {
+			rc = c->io.put(c->io.ctx, ch->peer, r->buf, r->total, ch->ready.rkey,
+				       ch->ready.rkeylen, 0);
+			if (!rc) {
+				c->st.rma_msgs++;
+				s = slot_new(ch, r, RCPW_FIN, RCPW_F_FIRST | RCPW_F_ACKREQ, r->msg,
+					     r->tag, r->total, NULL, 0, 0);
+				r->state = S_WAITACK;
+				list_add_tail(&ch->busyq, &r->link);
+				return slot_send(ch, s, now);
+			}
+			/* Put failed (peer gone?): stream instead; the
+			 * receiver takes either. */
+		}
+		c->st.rndv_msgs++;
+		r->next_off = c->payload_max;
+		s = slot_new(ch, r, RCPW_DATA, RCPW_F_FIRST | RCPW_F_STREAM, r->msg, r->tag,
+			     r->total, r->buf, c->payload_max, 0);
+		r->state = S_STREAM;
+		list_add_tail(&ch->streamq, &r->link);
+		return slot_send(ch, s, now);
+	}
+	/* A promise for this message that its terms did not fit, or for an
+	 * earlier one, is used up. */
+	if (ch->ready_valid && rcpw_seq_le(ch->ready.msg, r->msg))
+		ch->ready_valid = 0;
+
+	/* Eager: sync and data in one frame. */
+	if (r->total <= c->payload_max && ch->credits_used != ch->credits_granted) {
+		int inl = r->total <= c->p.inline_max && r->total <= INLINE_CAP;
+		ch->credits_used++;
+		s = slot_new(ch, inl ? NULL : r, RCPW_DATA,
+			     RCPW_F_FIRST | RCPW_F_EAGER | (inl ? 0 : RCPW_F_ACKREQ), r->msg, r->tag,
+			     r->total, r->buf, (uint32_t)r->total, inl);
+		if (inl) {
+			complete(r, 0);
+		} else {
+			r->state = S_WAITACK;
+			list_add_tail(&ch->busyq, &r->link);
+		}
+		return slot_send(ch, s, now);
+	}
+	if (r->total <= c->payload_max)
+		c->st.credit_stalls++;
+
+	/* Rendezvous: request to send, with an RMA key when worth it. */
+	c->st.rndv_msgs++;
+	r->state = S_RTS;
+	list_add_tail(&ch->busyq, &r->link);
+	if (c->io.mr_reg && r->total >= c->p.rma_min) {
+		unsigned char rkey[RKEY_MAX];
+		size_t rklen = sizeof rkey;
+		if (!c->io.mr_reg(c->io.ctx, r->buf, r->total, RCP_NIC_ACCESS_READ, &r->mr, rkey,
+				  &rklen)) {
+			s = slot_new(ch, NULL, RCPW_RTS, RCPW_F_RMA, r->msg, r->tag, r->total, rkey,
+				     (uint32_t)rklen, 1);
+			r->reserved_rma = 1;
+			return slot_send(ch, s, now);
+		}
+	}
+	s = slot_new(ch, NULL, RCPW_RTS, 0, r->msg, r->tag, r->total, NULL, 0, 1);
+	return slot_send(ch, s, now);
+}
+
+/* Resends frames taken as lost.  Returns 0 or RCP_EAGAIN. */
+static int chan_retransmit(rcp_chan *ch, uint64_t now)
+{
+	uint32_t guard = (uint32_t)(ch->srtt ? ch->srtt : ch->rto);
+	if (!ch->unsent && !(ch->have_sack && rcpw_seq_lt(ch->tx_una + DUPTHRESH, ch->highest_sacked + 1)))
+		return 0;
+	for (uint32_t seq = ch->tx_una; rcpw_seq_lt(seq, ch->tx_next); seq++) {
+		struct slot *s = slot_of(ch, seq);
+		int lost;
+		if (s->sacked)
+			continue;
+		lost = s->sent_at == 0 ||
+		       (ch->have_sack && rcpw_seq_le(seq + DUPTHRESH, ch->highest_sacked) &&
+			now - s->sent_at >= guard);
+		if (!lost)
+			continue;
+		if (s->sent_at && rcpw_seq_le(ch->recover, seq)) {
+			/* One multiplicative decrease per window of loss. */
+			ch->ssthresh = ch->cwnd / 2 > 2 * CWND_ONE ? ch->cwnd / 2 : 2 * CWND_ONE;
+			ch->cwnd = ch->ssthresh;
+			ch->recover = ch->tx_next;
+		}
+		if (slot_send(ch, s, now))
+			return RCP_EAGAIN;
+	}
+	return 0;
+}
+
+/* Sends whatever the window allows: retransmissions, control frames,
+ * message starts, stream data. */
+static void chan_pump(rcp_chan *ch, uint64_t now)
+{
+	rcpc_core *c = ch->core;
+
+	if (ch->failed)
+		return;
+	if (chan_retransmit(ch, now))
+		return;
+	while (ch->tx_next - ch->tx_una < window(ch)) {
+		struct slot *s;
+		int rc;
+		if (ch->ctl_count) {
+			struct ctl *k = &ch->ctlq[ch->ctl_head];
+			s = slot_new(ch, NULL, k->type, k->flags, k->msg, k->tag, k->arg, k->rkey,
+				     k->rkeylen, 1);
+			ch->ctl_head = (ch->ctl_head + 1) % ch->ctl_cap;
+			ch->ctl_count--;
+			rc = slot_send(ch, s, now);
+		} else if (!list_empty(&ch->startq)) {
+			rcp_req *r = container_of(ch->startq.next, rcp_req, link);
+			rc = send_start(ch, r, now);
+		} else if (!list_empty(&ch->streamq)) {
+			rcp_req *r = container_of(ch->streamq.next, rcp_req, link);
+			size_t n = r->total - r->next_off;
+			uint16_t fl = 0;
+			if (n > c->payload_max)
+				n = c->payload_max;
+			if (r->next_off + n == r->total) {
+				fl = RCPW_F_ACKREQ;
+				list_del(&r->link);
+				r->state = S_WAITACK;
+				list_add_tail(&ch->busyq, &r->link);
+			}
+			s = slot_new(ch, r, RCPW_DATA, fl, r->msg, r->tag, r->next_off,
+				     r->buf + r->next_off, (uint32_t)n, 0);
+			r->next_off += n;
+			rc = slot_send(ch, s, now);
+		} else {
+			break;
+		}
+		if (rc)
+			break;
+	}
+}
+
+static void send_ack(rcp_chan *ch, uint64_t now)
+{
+	rcpc_core *c = ch->core;
+	uint32_t words = 0;
+
+	(void)now;
+	memset(ch->ackbuf.sack, 0, sizeof ch->ackbuf.sack);
+	for (uint32_t i = 0; i < RCPW_SACK_WORDS * 64u; i++) {
+		uint32_t seq = ch->rx_next + 1 + i;
+		if (rx_bit(ch, seq)) {
+			ch->ackbuf.sack[i / 64] |= 1ull << (i % 64);
+			words = i / 64 + 1;
+		}
+	}
+	hdr_fill(ch, &ch->ackbuf.hdr, RCPW_ACK, 0, 0, 0, 0, 0, words * 8);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+	for (uint32_t w = 0; w < words; w++)
+		ch->ackbuf.sack[w] = __builtin_bswap64(ch->ackbuf.sack[w]);
+#endif
+	hdr_seal(c, &ch->ackbuf.hdr, ch->ackbuf.sack, words * 8);
+	if (!xmit(ch, &ch->ackbuf.hdr, ch->ackbuf.sack, words * 8, 0))
+		c->st.acks_sent++;
+	else
+		ch->ack_now = 1; /* try again later */
+}
+
+static void send_ping(rcp_chan *ch, uint64_t now)
+{
+	struct rcpw_hdr h;
+	hdr_fill(ch, &h, RCPW_PING, 0, 0, 0, 0, 0, 0);
+	hdr_seal(ch->core, &h, NULL, 0);
+	xmit(ch, &h, NULL, 0, 0);
+	ch->last_ping = now;
+}
+
+/* ---- failure ------------------------------------------------------------------- */
+
+static void fail_list(struct list *l, int error)
+{
+	struct list *p, *t;
+	list_for_each_safe(p, t, l)
+	{
+		rcp_req *r = container_of(p, rcp_req, link);
+		list_del(&r->link);
+		complete(r, error);
+	}
+}
+
+/* Drops all send/receive state of CH; pending operations complete with
+ * ERROR.  Unexpected eager messages already received stay receivable. */
+static void chan_reset(rcp_chan *ch, int error)
+{
+	rcpc_core *c = ch->core;
+	struct list *p, *t;
+
+	for (uint32_t seq = ch->tx_una; rcpw_seq_lt(seq, ch->tx_next); seq++)
+		slot_of(ch, seq)->in_use = 0;
+	fail_list(&ch->startq, error);
+	fail_list(&ch->streamq, error);
+	fail_list(&ch->busyq, error);
+	fail_list(&ch->rndv, error);
+	list_for_each_safe(p, t, &c->posted)
+	{
+		rcp_req *r = container_of(p, rcp_req, link);
+		if (r->chan == ch) {
+			list_del(&r->link);
+			complete(r, error);
+		}
+	}
+	list_for_each_safe(p, t, &c->unexp)
+	{
+		struct unexp *u = container_of(p, struct unexp, link);
+		if (u->ch == ch && u->is_rts) {
+			list_del(&u->link);
+			free(u);
+		}
+	}
+	for (uint32_t i = 0; i < RXW; i++) {
+		if (ch->ooo[i]) {
+			c->reorder_used -= ch->ooo[i]->size;
+			free(ch->ooo[i]);
+			ch->ooo[i] = NULL;
+		}
+	}
+	memset(ch->rx_bits, 0, sizeof ch->rx_bits);
+	ch->rx_gaps = 0;
+	ch->reserved = NULL;
+	ch->posted_specific = 0;
+	ch->ctl_count = ch->ctl_head = 0;
+	ch->ready_valid = 0;
+	ch->tx_next = ch->tx_una = 1;
+	ch->rx_next = 1;
+	ch->tx_msg_next = ch->tx_msg_start = ch->rx_msg_next = 1;
+	ch->credits_granted = ch->credits_given = c->p.credits;
+	ch->credits_used = 0;
+	ch->unexp_eager = 0;
+	ch->unsent = 0;
+	ch->have_sack = 0;
+	ch->highest_sacked = 0;
+	ch->recover = 1;
+	ch->ack_now = ch->ack_pending = 0;
+	ch->acked_upto = 1;
+}
+
+static void chan_fail(rcp_chan *ch, int error)
+{
+	ch->failed = error;
+	ch->core->st.timeouts++;
+	chan_reset(ch, error);
+}
+
+/* ---- receiving ----------------------------------------------------------------- */
+
+static rcp_req *match_posted(rcpc_core *c, rcp_chan *ch, uint64_t tag)
+{
+	struct list *p;
+	for (p = c->posted.next; p != &c->posted; p = p->next) {
+		rcp_req *r = container_of(p, rcp_req, link);
+		if ((!r->chan || r->chan == ch) && tag_match(r->tag, tag))
+			return r;
+	}
+	return NULL;
+}
+
+static void recv_unpost(rcp_req *r)
+{
+	list_del(&r->link);
+	if (r->chan) {
+		r->chan->posted_specific--;
+		if (r->chan->reserved == r)
+			r->chan->reserved = NULL;
+	}
+}
+
+static void try_ready(rcp_chan *ch);
+
+/* Message data went into R; complete it once all bytes are accounted. */
+static void recv_check_done(rcp_chan *ch, rcp_req *r)
+{
+	if (r->state == R_FILL && r->got >= r->total) {
+		list_del(&r->link);
+		complete(r, r->total > r->len ? RCP_ETRUNC : 0);
+		try_ready(ch);
+	}
+}
+
+static void place(rcp_req *r, uint64_t off, const unsigned char *p, uint32_t n)
+{
+	if (off < r->len) {
+		size_t m = r->len - off < n ? r->len - off : n;
+		memcpy(r->buf + off, p, m);
+	}
+	r->got += n;
+}
+
+/* The message starting now on CH matched receive R (R_POSTED or R_READY). */
+static void recv_matched(rcp_chan *ch, rcp_req *r, uint32_t msg, uint64_t tag, size_t total)
+{
+	recv_unpost(r);
+	r->src = ch;
+	r->msg = msg;
+	r->tag = tag;
+	r->total = total;
+	r->got = 0;
+}
+
+/* Grants the peer one more unexpected message (one was consumed). */
+static void credit_return(rcp_chan *ch)
+{
+	ch->credits_given++;
+	ch->ack_pending = 1;
+}
+
+/* RTS for MSG matched receive R: pull by RMA, or say READY. */
+static void rts_matched(rcp_chan *ch, rcp_req *r, uint32_t msg, uint64_t tag, size_t total,
+			int rma, const unsigned char *rkey, uint32_t rkeylen)
+{
+	rcpc_core *c = ch->core;
+	int was_reserved = r->state == R_READY && r->msg == msg;
+	struct ctl k = {0};
+
+	recv_matched(ch, r, msg, tag, total);
+	if (rma && c->io.get) {
+		size_t n = total < r->len ? total : r->len;
+		int rc = n ? c->io.get(c->io.ctx, ch->peer, r->buf, n, rkey, rkeylen, 0) : 0;
+		k.type = RCPW_FIN;
+		k.msg = msg;
+		k.arg = rc ? 0 : total;
+		ctl_push(ch, &k);
+		c->st.rma_msgs++;
+		complete(r, rc ? rc : (total > r->len ? RCP_ETRUNC : 0));
+		try_ready(ch);
+		return;
+	}
+	r->state = R_FILL;
+	list_add_tail(&ch->rndv, &r->link);
+	if (!was_reserved) {
+		k.type = RCPW_READY;
+		k.msg = msg;
+		k.tag = tag;
+		k.arg = total;
+		ctl_push(ch, &k);
+	}
+	recv_check_done(ch, r);
+}
+
+/* Receiver first: promise the next message of CH to the first receive
+ * that could take it, if its buffer is larger than one frame. */
+static void try_ready(rcp_chan *ch)
+{
+	rcpc_core *c = ch->core;
+	struct list *p;
+	rcp_req *r = NULL;
+	struct ctl k = {0};
+
+	if (ch->reserved || ch->failed || !ch->posted_specific)
+		return;
+	for (p = c->posted.next; p != &c->posted; p = p->next) {
+		rcp_req *q = container_of(p, rcp_req, link);
+		if (!q->chan)
+			return; /* a wildcard receive comes first: promise nothing */
+		if (q->chan == ch) {
+			r = q;
+			break;
+		}
+	}
+	if (!r || r->len <= c->payload_max)
+		return;
+	k.type = RCPW_READY;
+	k.msg = ch->rx_msg_next;
+	k.tag = r->tag;
+	k.arg = r->len;
+	k.flags = r->tag == RCP_ANY_TAG ? RCPW_F_ANYTAG : 0;
+	if (r->mr) {
+		/* Registered for an earlier, stale promise: the key was not
+		 * kept, so register afresh. */
+		c->io.mr_dereg(c->io.ctx, r->mr);
+		r->mr = NULL;
+	}
+	if (c->io.mr_reg && r->len >= c->p.rma_min) {
+		size_t rklen = sizeof k.rkey;
+		if (!c->io.mr_reg(c->io.ctx, r->buf, r->len, RCP_NIC_ACCESS_WRITE, &r->mr, k.rkey,
+				  &rklen))
+			k.rkeylen = (uint8_t)rklen;
+	}
+	if (k.rkeylen)
+		k.flags |= RCPW_F_RMA;
+	if (ctl_push(ch, &k))
+		return;
+	r->state = R_READY;
+	r->msg = ch->rx_msg_next;
+	ch->reserved = r;
+}
+
+/* After a message start that did not use the promised receive. */
+static void ready_stale(rcp_chan *ch)
+{
+	rcp_req *r = ch->reserved;
+	if (r && rcpw_seq_lt(r->msg, ch->rx_msg_next)) {
+		r->state = R_POSTED;
+		ch->reserved = NULL;
+		try_ready(ch);
+	}
+}
+
+static rcp_req *rndv_find(rcp_chan *ch, uint32_t msg)
+{
+	struct list *p;
+	for (p = ch->rndv.next; p != &ch->rndv; p = p->next) {
+		rcp_req *r = container_of(p, rcp_req, link);
+		if (r->msg == msg)
+			return r;
+	}
+	return NULL;
+}
+
+static rcp_req *busy_find(rcp_chan *ch, uint32_t msg, uint8_t state)
+{
+	struct list *p;
+	for (p = ch->busyq.next; p != &ch->busyq; p = p->next) {
+		rcp_req *r = container_of(p, rcp_req, link);
+		if (r->msg == msg && r->state == state)
+			return r;
+	}
+	return NULL;
+}
+
+/* Non-first DATA: place into the receive its message belongs to.  Safe out
+ * of order.  Returns 0, or -1 if no receive owns that message. */
+static int data_place(rcp_chan *ch, const struct rcpw_hdr *h, const unsigned char *pl)
+{
+	rcp_req *r = rndv_find(ch, h->msg);
+	if (!r && ch->reserved && ch->reserved->msg == h->msg)
+		r = ch->reserved;
+	if (!r)
+		return -1;
+	place(r, h->arg, pl, h->len);
+	recv_check_done(ch, r);
+	return 0;
+}
+
+static void bad(rcpc_core *c)
+{
+	c->st.bad_frames++;
+}
+
+/* Processes reliable frame H in sequence order. */
+static void process_inorder(rcp_chan *ch, const struct rcpw_hdr *h, const unsigned char *pl)
+{
+	rcpc_core *c = ch->core;
+	rcp_req *r;
+
+	switch (h->type) {
+	case RCPW_DATA:
+		if (!(h->flags & RCPW_F_FIRST)) {
+			if (data_place(ch, h, pl))
+				bad(c);
+			return;
+		}
+		if (h->msg != ch->rx_msg_next) {
+			bad(c);
+			return;
+		}
+		ch->rx_msg_next++;
+		if (h->flags & RCPW_F_STREAM) {
+			r = ch->reserved;
+			if (!r || r->msg != h->msg || !tag_match(r->tag, h->tag)) {
+				/* The sender broke the promise's terms: refuse
+				 * the channel rather than guess. */
+				bad(c);
+				chan_fail(ch, RCP_EPROTO);
+				return;
+			}
+			{
+				size_t early = r->got; /* data placed before the start */
+				recv_matched(ch, r, h->msg, h->tag, h->arg);
+				r->got = early;
+			}
+			r->state = R_FILL;
+			list_add_tail(&ch->rndv, &r->link);
+			place(r, 0, pl, h->len);
+			recv_check_done(ch, r);
+			return;
+		}
+		/* Eager: the whole message is here. */
+		r = match_posted(c, ch, h->tag);
+		if (r) {
+			recv_matched(ch, r, h->msg, h->tag, h->len);
+			place(r, 0, pl, h->len);
+			complete(r, h->len > r->len ? RCP_ETRUNC : 0);
+			credit_return(ch);
+		} else {
+			struct unexp *u = calloc(1, sizeof *u);
+			unsigned char *b = h->len ? buf_get(c) : NULL;
+			if (!u || (h->len && !b)) {
+				/* Out of memory: drop the message start, which
+				 * cannot be retried once acked.  Fail loudly. */
+				free(u);
+				free(b);
+				chan_fail(ch, RCP_ENOMEM);
+				return;
+			}
+			if (h->len)
+				memcpy(b, pl, h->len);
+			u->ch = ch;
+			u->msg = h->msg;
+			u->tag = h->tag;
+			u->total = h->len;
+			u->data = b;
+			list_add_tail(&c->unexp, &u->link);
+			if (++c->unexp_held > c->st.unexpected_held_peak)
+				c->st.unexpected_held_peak = c->unexp_held;
+			if (++ch->unexp_eager > 2 * c->p.credits + 16) {
+				/* Far past the credits we granted: a broken
+				 * or hostile peer.  Stop taking its frames. */
+				bad(c);
+				chan_fail(ch, RCP_EPROTO);
+				return;
+			}
+			c->st.unexpected_msgs++;
+		}
+		ready_stale(ch);
+		return;
+	case RCPW_RTS:
+		if (h->msg != ch->rx_msg_next) {
+			bad(c);
+			return;
+		}
+		ch->rx_msg_next++;
+		r = match_posted(c, ch, h->tag);
+		if (r) {
+			rts_matched(ch, r, h->msg, h->tag, h->arg, !!(h->flags & RCPW_F_RMA), pl,
+				    h->len);
+		} else {
+			struct unexp *u = calloc(1, sizeof *u);
+			if (!u) {
+				chan_fail(ch, RCP_ENOMEM);
+				return;
+			}
+			u->ch = ch;
+			u->msg = h->msg;
+			u->tag = h->tag;
+			u->total = h->arg;
+			u->is_rts = 1;
+			u->rma = !!(h->flags & RCPW_F_RMA);
+			u->rkeylen = (uint8_t)h->len;
+			memcpy(u->rkey, pl, h->len);
+			list_add_tail(&c->unexp, &u->link);
+			c->st.unexpected_msgs++;
+		}
+		ready_stale(ch);
+		return;
+	case RCPW_READY:
+		/* The peer is ready for our message h->msg. */
+		r = busy_find(ch, h->msg, S_RTS);
+		if (r) {
+			if (r->reserved_rma)
+				return; /* it pulls by RMA and answers FIN */
+			list_del(&r->link);
+			r->state = S_STREAM;
+			r->next_off = 0;
+			list_add_tail(&ch->streamq, &r->link);
+			return;
+		}
+		if (rcpw_seq_le(ch->tx_msg_start, h->msg)) {
+			/* A promise for a message not started yet: keep it. */
+			ch->ready_valid = 1;
+			ch->ready.msg = h->msg;
+			ch->ready.tag = h->tag;
+			ch->ready.arg = h->arg;
+			ch->ready.flags = h->flags;
+			ch->ready.rkeylen = (uint8_t)h->len;
+			memcpy(ch->ready.rkey, pl, h->len);
+		}
+		return;
+	case RCPW_FIN:
+		if (h->flags & RCPW_F_FIRST) {
+			/* Sender put the message into our promised buffer. */
+			if (h->msg != ch->rx_msg_next) {
+				bad(c);
+				return;
+			}
+			ch->rx_msg_next++;
+			r = ch->reserved;
+			if (!r || r->msg != h->msg || !tag_match(r->tag, h->tag)) {
+				bad(c);
+				chan_fail(ch, RCP_EPROTO);
+				return;
+			}
+			recv_matched(ch, r, h->msg, h->tag, h->arg);
+			complete(r, h->arg > r->len ? RCP_ETRUNC : 0);
+			try_ready(ch);
+			return;
+		}
+		/* Receiver pulled our RTS message. */
+		r = busy_find(ch, h->msg, S_RTS);
+		if (!r) {
+			bad(c);
+			return;
+		}
+		list_del(&r->link);
+		complete(r, 0);
+		return;
+	default:
+		bad(c);
+	}
+}
+
+/* One of our frames is acknowledged (cumulatively or selectively). */
+static void slot_acked(rcp_chan *ch, struct slot *s, uint64_t now)
+{
+	rcp_req *r = s->req;
+
+	if (s->nsent == 1 && s->sent_at > 1 && now >= s->sent_at) {
+		uint64_t sample = now - s->sent_at;
+		if (!ch->srtt) {
+			ch->srtt = sample;
+			ch->rttvar = sample / 2;
+		} else {
+			uint64_t d = sample > ch->srtt ? sample - ch->srtt : ch->srtt - sample;
+			ch->rttvar = (3 * ch->rttvar + d) / 4;
+			ch->srtt = (7 * ch->srtt + sample) / 8;
+		}
+	}
+	if (ch->cwnd < ch->ssthresh)
+		ch->cwnd += CWND_ONE;
+	else
+		ch->cwnd += CWND_ONE * CWND_ONE / (ch->cwnd ? ch->cwnd : 1);
+	if (ch->cwnd > ch->nslots * CWND_ONE)
+		ch->cwnd = ch->nslots * CWND_ONE;
+	s->req = NULL;
+	if (r && --r->frames_out == 0 && r->state == S_WAITACK) {
+		list_del(&r->link);
+		complete(r, 0);
+	}
+}
+
+static void update_rto(rcp_chan *ch)
+{
+	const struct rcpc_params *p = &ch->core->p;
+	uint64_t rto = ch->srtt ? ch->srtt + 4 * ch->rttvar : p->rto_init;
+	if (rto < p->rto_min)
+		rto = p->rto_min;
+	rto <<= ch->backoff;
+	ch->rto = rto > p->rto_max ? p->rto_max : rto;
+}
+
+/* Header fields every frame carries: cumulative ack, credits, window. */
+static void process_ack_fields(rcp_chan *ch, const struct rcpw_hdr *h, uint64_t now)
+{
+	int progress = 0;
+
+	if (rcpw_seq_lt(ch->credits_granted, h->credits) &&
+	    rcpw_seq_le(h->credits, ch->credits_used + 1000000))
+		ch->credits_granted = h->credits;
+	if (h->wnd)
+		ch->peer_wnd = h->wnd > TXW_MAX ? TXW_MAX : h->wnd;
+	if (rcpw_seq_lt(ch->tx_una, h->ack) && rcpw_seq_le(h->ack, ch->tx_next)) {
+		while (ch->tx_una != h->ack) {
+			struct slot *s = slot_of(ch, ch->tx_una);
+			if (!s->sacked)
+				slot_acked(ch, s, now);
+			if (!s->sent_at)
+				ch->unsent--;
+			s->in_use = 0;
+			ch->tx_una++;
+		}
+		progress = 1;
+	}
+	if (progress) {
+		ch->backoff = 0;
+		update_rto(ch);
+	}
+}
+
+static void process_sack(rcp_chan *ch, const struct rcpw_hdr *h, const unsigned char *pl,
+			 uint64_t now)
+{
+	uint32_t words = h->len / 8;
+	for (uint32_t w = 0; w < words; w++) {
+		uint64_t bits;
+		memcpy(&bits, pl + 8 * w, 8);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+		bits = __builtin_bswap64(bits);
+#endif
+		while (bits) {
+			uint32_t i = (uint32_t)__builtin_ctzll(bits);
+			uint32_t seq = h->ack + 1 + 64 * w + i;
+			bits &= bits - 1;
+			if (rcpw_seq_lt(seq, ch->tx_una) || !rcpw_seq_lt(seq, ch->tx_next))
+				continue;
+			struct slot *s = slot_of(ch, seq);
+			if (s->sacked)
+				continue;
+			s->sacked = 1;
+			slot_acked(ch, s, now);
+			if (!ch->have_sack || rcpw_seq_lt(ch->highest_sacked, seq))
+				ch->highest_sacked = seq;
+			ch->have_sack = 1;
+		}
+	}
+}
+
+/* Stores an out-of-order frame for later; returns 0 or -1 (no memory). */
+static int ooo_store(rcp_chan *ch, const struct rcpw_hdr *h, const unsigned char *pl)
+{
+	rcpc_core *c = ch->core;
+	size_t size = sizeof(struct ooo) + h->len;
+	struct ooo *o;
+
+	if (c->reorder_used + size > c->p.reorder_bytes)
+		return -1;
+	o = malloc(size);
+	if (!o)
+		return -1;
+	o->hdr = *h;
+	o->size = size;
+	memcpy(o->payload, pl, h->len);
+	ch->ooo[h->seq & (RXW - 1)] = o;
+	c->reorder_used += size;
+	return 0;
+}
+
+static void process_reliable(rcp_chan *ch, const struct rcpw_hdr *h, const unsigned char *pl)
+{
+	rcpc_core *c = ch->core;
+	uint32_t d = h->seq - ch->rx_next;
+
+	if (rcpw_seq_lt(h->seq, ch->rx_next) || (d && rx_bit(ch, h->seq))) {
+		c->st.dup_frames++;
+		ch->ack_now = 1; /* our ack may have been lost */
+		return;
+	}
+	if (d >= RXW) {
+		bad(c); /* beyond any window we could have allowed */
+		return;
+	}
+	if (d) {
+		/* Out of order. */
+		c->st.ooo_frames++;
+		ch->ack_now = 1;
+		if (h->type == RCPW_DATA && !(h->flags & RCPW_F_FIRST)) {
+			if (data_place(ch, h, pl) == 0) {
+				rx_set(ch, h->seq, 1);
+				return;
+			}
+		}
+		if (ooo_store(ch, h, pl) == 0)
+			rx_set(ch, h->seq, 1);
+		return;
+	}
+	if (h->flags & RCPW_F_ACKREQ)
+		ch->ack_now = 1;
+	process_inorder(ch, h, pl);
+	ch->rx_next++;
+	ch->since_ack++;
+	/* Drain frames that were waiting for this one. */
+	while (!ch->failed && rx_bit(ch, ch->rx_next)) {
+		uint32_t i = ch->rx_next & (RXW - 1);
+		struct ooo *o = ch->ooo[i];
+		rx_set(ch, ch->rx_next, 0);
+		if (o) {
+			ch->ooo[i] = NULL;
+			c->reorder_used -= o->size;
+			if (o->hdr.flags & RCPW_F_ACKREQ)
+				ch->ack_now = 1;
+			process_inorder(ch, &o->hdr, o->payload);
+			free(o);
+		}
+		ch->rx_next++;
+		ch->since_ack++;
+	}
+	if (ch->since_ack >= (ch->core->p.rx_frames / 4 > 2 ? ch->core->p.rx_frames / 4 : 2))
+		ch->ack_now = 1;
+	ch->ack_pending = 1;
+}
+
+void rcpc_input(rcpc_core *c, int peer, const void *src, size_t srclen, const void *frame,
+		size_t len, uint64_t now)
+{
+	struct rcpw_hdr h;
+	const unsigned char *pl;
+	enum rcpw_verdict v;
+	rcp_chan *ch;
+
+	c->st.frames_recv++;
+	v = rcpw_parse(frame, len, c->p.session, c->p.crc, &h, &pl);
+	if (v != RCPW_OK) {
+		if (v == RCPW_BAD_SESSION)
+			c->st.stale_frames++;
+		else
+			bad(c);
+		return;
+	}
+	if (h.dst_epoch && h.dst_epoch != c->p.epoch) {
+		c->st.stale_frames++; /* meant for an earlier incarnation of us */
+		return;
+	}
+	ch = peer >= 0 ? rcpc_chan_by_peer(c, peer) : NULL;
+	if (!ch) {
+		/* Unknown sender: servers take it as a new channel. */
+		int np = peer;
+		if (!(c->p.flags & RCP_EP_ACCEPT) || !h.src_epoch) {
+			c->st.stale_frames++;
+			return;
+		}
+		if (np < 0 && (!c->io.peer_add || c->io.peer_add(c->io.ctx, src, srclen, &np))) {
+			c->st.stale_frames++;
+			return;
+		}
+		if (rcpc_chan_open(c, np, now, &ch)) {
+			c->st.stale_frames++;
+			return;
+		}
+	}
+	if (ch->failed == RCP_ECLOSED)
+		return;
+	if (h.src_epoch != ch->peer_epoch) {
+		if (ch->peer_epoch) {
+			/* The peer restarted: what was pending with the old
+			 * incarnation is lost. */
+			chan_reset(ch, RCP_EPEER);
+		}
+		ch->peer_epoch = h.src_epoch;
+		ch->failed = 0;
+	}
+	if (ch->failed)
+		return;
+	ch->last_heard = now;
+	process_ack_fields(ch, &h, now);
+	switch (h.type) {
+	case RCPW_ACK:
+		process_sack(ch, &h, pl, now);
+		break;
+	case RCPW_PING:
+		ch->ack_now = 1;
+		break;
+	default:
+		process_reliable(ch, &h, pl);
+	}
+}
+
+/* ---- timers and flushing ----------------------------------------------------- */
+
+static int take_completed(rcpc_core *c)
+{
+	int n = c->completed;
+	c->completed = 0;
+	return n;
+}
+
+static void chan_flush(rcp_chan *ch, uint64_t now)
+{
+	chan_pump(ch, now);
+	if (ch->failed)
+		return;
+	if (ch->ack_now) {
+		send_ack(ch, now);
+		ch->ack_due = 0;
+	} else if (ch->ack_pending && !ch->ack_due) {
+		ch->ack_due = now + ch->core->p.ack_delay;
+	}
+}
+
+int rcpc_flush(rcpc_core *c, uint64_t now)
+{
+	struct list *p, *t;
+	list_for_each_safe(p, t, &c->chans)
+	{
+		rcp_chan *ch = container_of(p, rcp_chan, link);
+		chan_flush(ch, now);
+	}
+	if (c->io.flush)
+		c->io.flush(c->io.ctx);
+	return take_completed(c);
+}
+
+int rcpc_timers(rcpc_core *c, uint64_t now)
+{
+	struct list *p, *t;
+
+	list_for_each_safe(p, t, &c->chans)
+	{
+		rcp_chan *ch = container_of(p, rcp_chan, link);
+		if (ch->failed)
+			continue;
+		/* Retransmission timeout on the oldest frame out. */
+		if (ch->tx_una != ch->tx_next) {
+			struct slot *s = slot_of(ch, ch->tx_una);
+			if (s->sent_at && now >= s->sent_at + ch->rto) {
+				ch->core->st.timeouts++;
+				ch->ssthresh = ch->cwnd / 2 > 2 * CWND_ONE ? ch->cwnd / 2 : 2 * CWND_ONE;
+				ch->cwnd = ch->ssthresh;
+				ch->recover = ch->tx_next;
+				for (uint32_t seq = ch->tx_una; rcpw_seq_lt(seq, ch->tx_next); seq++) {
+					struct slot *q = slot_of(ch, seq);
+					if (!q->sacked && q->sent_at && now >= q->sent_at + ch->rto)
+						if (slot_send(ch, q, now))
+							break;
+				}
+				if (ch->backoff < 12)
+					ch->backoff++;
+				update_rto(ch);
+			}
+		}
+		/* Liveness. */
+		if (!ch->failed && chan_has_work(ch)) {
+			if (now > ch->last_heard + c->p.peer_timeout) {
+				chan_fail(ch, RCP_EPEER);
+				continue;
+			}
+			if (now > ch->last_heard + c->p.peer_timeout / 4 &&
+			    now >= ch->last_ping + c->p.peer_timeout / 8)
+				send_ping(ch, now);
+		}
+		if (ch->ack_due && now >= ch->ack_due) {
+			ch->ack_due = 0;
+			if (ch->acked_upto != ch->rx_next || ch->ack_pending)
+				ch->ack_now = 1;
+		}
+		chan_flush(ch, now);
+	}
+	if (c->io.flush)
+		c->io.flush(c->io.ctx);
+	return take_completed(c);
+}
+
+uint64_t rcpc_deadline(const rcpc_core *c)
+{
+	uint64_t d = UINT64_MAX;
+	const struct list *p;
+
+	for (p = c->chans.next; p != &c->chans; p = p->next) {
+		const rcp_chan *ch = container_of(p, rcp_chan, link);
+		if (ch->failed)
+			continue;
+		if (ch->tx_una != ch->tx_next) {
+			const struct slot *s = &ch->slots[ch->tx_una & (ch->nslots - 1)];
+			if (s->sent_at && s->sent_at + ch->rto < d)
+				d = s->sent_at + ch->rto;
+			if (!s->sent_at || ch->unsent)
+				d = 0; /* frames the nic refused: retry soon */
+		}
+		if (ch->ack_due && ch->ack_due < d)
+			d = ch->ack_due;
+		if (ch->ack_now)
+			d = 0;
+		if (chan_has_work(ch)) {
+			uint64_t ping = ch->last_heard + c->p.peer_timeout / 4;
+			if (ch->last_ping + c->p.peer_timeout / 8 > ping)
+				ping = ch->last_ping + c->p.peer_timeout / 8;
+			if (ping < d)
+				d = ping;
+			if (ch->last_heard + c->p.peer_timeout + 1 < d)
+				d = ch->last_heard + c->p.peer_timeout + 1;
+		}
+	}
+	return d;
+}
+
+/* ---- the API --------------------------------------------------------------------- */
+
+int rcpc_core_new(const struct rcpc_params *p, const struct rcpc_io *io, void *owner,
+		  rcpc_core **out)
+{
+	rcpc_core *c;
+
+	if (!p || !io || !io->send || !out || p->mtu <= RCPW_HLEN || !p->rx_frames || !p->epoch)
+		return RCP_EINVAL;
+	c = calloc(1, sizeof *c);
+	if (!c)
+		return RCP_ENOMEM;
+	c->p = *p;
+	if (c->p.inline_max > INLINE_CAP)
+		c->p.inline_max = INLINE_CAP;
+	c->io = *io;
+	c->owner = owner;
+	c->payload_max = p->mtu - RCPW_HLEN;
+	list_init(&c->chans);
+	list_init(&c->posted);
+	list_init(&c->unexp);
+	*out = c;
+	return 0;
+}
+
+void *rcpc_core_owner(const rcpc_core *c)
+{
+	return c->owner;
+}
+
+void rcpc_core_stats(const rcpc_core *c, struct rcp_ep_stats *st)
+{
+	*st = c->st;
+}
+
+static void chan_free(rcp_chan *ch)
+{
+	rcpc_core *c = ch->core;
+	list_del(&ch->link);
+	if (ch->peer >= 0 && ch->peer < c->npeers)
+		c->by_peer[ch->peer] = NULL;
+	free(ch->slots);
+	free(ch->ctlq);
+	free(ch);
+}
+
+void rcpc_core_free(rcpc_core *c)
+{
+	struct list *p, *t;
+
+	if (!c)
+		return;
+	list_for_each_safe(p, t, &c->chans)
+	{
+		rcp_chan *ch = container_of(p, rcp_chan, link);
+		chan_reset(ch, RCP_ECLOSED);
+	}
+	fail_list(&c->posted, RCP_ECLOSED);
+	list_for_each_safe(p, t, &c->unexp)
+	{
+		struct unexp *u = container_of(p, struct unexp, link);
+		free(u->data);
+		free(u);
+	}
+	list_for_each_safe(p, t, &c->chans)
+	{
+		chan_free(container_of(p, rcp_chan, link));
+	}
+	for (int i = 0; i < c->nfree_bufs; i++)
+		free(c->free_bufs[i]);
+	free(c->free_bufs);
+	for (int i = 0; i < c->nslabs; i++)
+		free(c->req_slabs[i]);
+	free(c->req_slabs);
+	free(c->by_peer);
+	free(c);
+}
+
+int rcpc_chan_open(rcpc_core *c, int peer, uint64_t now, rcp_chan **out)
+{
+	rcp_chan *ch;
+	uint32_t n = 1;
+
+	if (peer < 0)
+		return RCP_EINVAL;
+	if (peer < c->npeers && c->by_peer[peer]) {
+		*out = c->by_peer[peer];
+		return 0;
+	}
+	if (peer >= c->npeers) {
+		int nn = c->npeers ? c->npeers : 16;
+		rcp_chan **nb;
+		while (nn <= peer)
+			nn *= 2;
+		nb = realloc(c->by_peer, sizeof *nb * (size_t)nn);
+		if (!nb)
+			return RCP_ENOMEM;
+		memset(nb + c->npeers, 0, sizeof *nb * (size_t)(nn - c->npeers));
+		c->by_peer = nb;
+		c->npeers = nn;
+	}
+	ch = calloc(1, sizeof *ch);
+	if (!ch)
+		return RCP_ENOMEM;
+	while (n < c->p.rx_frames && n < TXW_MAX)
+		n *= 2;
+	if (n < 8)
+		n = 8;
+	ch->nslots = n;
+	ch->slots = calloc(n, sizeof *ch->slots);
+	if (!ch->slots) {
+		free(ch);
+		return RCP_ENOMEM;
+	}
+	ch->core = c;
+	ch->peer = peer;
+	list_init(&ch->startq);
+	list_init(&ch->streamq);
+	list_init(&ch->busyq);
+	list_init(&ch->rndv);
+	ch->peer_wnd = c->p.rx_frames; /* until the peer says otherwise */
+	ch->cwnd = 32 * CWND_ONE;
+	ch->ssthresh = UINT32_MAX;
+	ch->rto = c->p.rto_init;
+	ch->last_heard = now;
+	chan_reset(ch, RCP_EPEER); /* sets sequence numbers, credits */
+	list_add_tail(&c->chans, &ch->link);
+	c->by_peer[peer] = ch;
+	*out = ch;
+	return 0;
+}
+
+rcp_chan *rcpc_chan_by_peer(rcpc_core *c, int peer)
+{
+	return peer >= 0 && peer < c->npeers ? c->by_peer[peer] : NULL;
+}
+
+rcpc_core *rcpc_chan_core(const rcp_chan *ch)
+{
+	return ch->core;
+}
+
+int rcpc_chan_peer(const rcp_chan *ch)
+{
+	return ch->peer;
+}
+
+void rcpc_chan_close(rcp_chan *ch, uint64_t now)
+{
+	rcpc_core *c = ch->core;
+	struct list *p, *t;
+	int peer = ch->peer;
+
+	(void)now;
+	chan_reset(ch, RCP_ECLOSED);
+	list_for_each_safe(p, t, &c->unexp)
+	{
+		struct unexp *u = container_of(p, struct unexp, link);
+		if (u->ch == ch) {
+			list_del(&u->link);
+			if (!u->is_rts)
+				c->unexp_held--;
+			if (u->data)
+				buf_put(c, u->data);
+			free(u);
+		}
+	}
+	chan_free(ch);
+	if (c->io.peer_remove)
+		c->io.peer_remove(c->io.ctx, peer);
+}
+
+int rcpc_isend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, uint64_t now,
+	       rcp_req **req)
+{
+	rcpc_core *c;
+	rcp_req *r;
+
+	if (!ch || !req || tag == RCP_ANY_TAG || (!buf && len))
+		return RCP_EINVAL;
+	if (ch->failed)
+		return ch->failed;
+	c = ch->core;
+	r = req_alloc(c);
+	if (!r)
+		return RCP_ENOMEM;
+	chan_touch(ch, now);
+	r->kind = REQ_SEND;
+	r->chan = ch;
+	r->tag = tag;
+	r->buf = (unsigned char *)(uintptr_t)buf;
+	r->len = r->total = len;
+	r->msg = ch->tx_msg_next++;
+	r->state = S_QUEUED;
+	list_add_tail(&ch->startq, &r->link);
+	*req = r;
+	/* Start at once if the window allows: latency matters more than
+	 * batching for a lone message. */
+	chan_pump(ch, now);
+	if (c->io.flush)
+		c->io.flush(c->io.ctx);
+	return 0;
+}
+
+int rcpc_irecv(rcpc_core *c, rcp_chan *ch, uint64_t tag, void *buf, size_t len, uint64_t now,
+	       rcp_req **req)
+{
+	struct list *p;
+	rcp_req *r;
+
+	if (!c || !req || (!buf && len) || (ch && ch->core != c))
+		return RCP_EINVAL;
+	if (ch && ch->failed)
+		return ch->failed;
+	r = req_alloc(c);
+	if (!r)
+		return RCP_ENOMEM;
+	r->kind = REQ_RECV;
+	r->chan = ch;
+	r->tag = tag;
+	r->buf = buf;
+	r->len = len;
+	*req = r;
+	/* Unexpected messages first, in arrival order. */
+	for (p = c->unexp.next; p != &c->unexp; p = p->next) {
+		struct unexp *u = container_of(p, struct unexp, link);
+		if ((ch && u->ch != ch) || !tag_match(tag, u->tag))
+			continue;
+		list_del(&u->link);
+		r->src = u->ch;
+		r->msg = u->msg;
+		r->tag = u->tag;
+		r->total = u->total;
+		if (!u->is_rts) {
+			if (u->total)
+				memcpy(r->buf, u->data, u->total < len ? u->total : len);
+			if (u->data)
+				buf_put(c, u->data);
+			u->ch->unexp_eager--;
+			c->unexp_held--;
+			credit_return(u->ch);
+			complete(r, u->total > len ? RCP_ETRUNC : 0);
+			free(u);
+			return 0;
+		}
+		chan_touch(u->ch, now);
+		/* A matched RTS: r is not posted; rts_matched expects it
+		 * "unposted" — keep the bookkeeping consistent. */
+		r->chan = NULL;
+		list_init(&r->link);
+		{
+			rcp_chan *src = u->ch;
+			int rma = u->rma;
+			uint32_t msg = u->msg;
+			uint64_t t = u->tag;
+			size_t total = u->total;
+			unsigned char rkey[RKEY_MAX];
+			uint32_t rkl = u->rkeylen;
+			memcpy(rkey, u->rkey, rkl);
+			free(u);
+			r->state = R_POSTED;
+			rts_matched(src, r, msg, t, total, rma, rkey, rkl);
+			r->chan = ch;
+			chan_pump(src, now);
+			if (c->io.flush)
+				c->io.flush(c->io.ctx);
+		}
+		return 0;
+	}
+	if (ch)
+		chan_touch(ch, now);
+	r->state = R_POSTED;
+	list_add_tail(&c->posted, &r->link);
+	if (ch) {
+		ch->posted_specific++;
+		try_ready(ch);
+		if (ch->ctl_count) {
+			chan_pump(ch, now);
+			if (c->io.flush)
+				c->io.flush(c->io.ctx);
+		}
+	}
+	return 0;
+}
+
+int rcpc_mcast(rcp_chan **chans, int n, uint64_t tag, const void *buf, size_t len, uint64_t now,
+	       rcp_req **req)
+{
+	rcpc_core *c;
+	rcp_req *pa;
+
+	if (!chans || n <= 0 || !req || tag == RCP_ANY_TAG || (!buf && len))
+		return RCP_EINVAL;
+	for (int i = 0; i < n; i++)
+		if (!chans[i] || chans[i]->core != chans[0]->core)
+			return RCP_EINVAL;
+	c = chans[0]->core;
+	pa = req_alloc(c);
+	if (!pa)
+		return RCP_ENOMEM;
+	pa->kind = REQ_MCAST;
+	pa->tag = tag;
+	pa->total = len;
+	pa->children = n + 1; /* +1 holds completion until all are issued */
+	pa->state = S_QUEUED;
+	for (int i = 0; i < n; i++) {
+		rcp_req *k;
+		int rc = rcpc_isend(chans[i], tag, buf, len, now, &k);
+		if (rc) {
+			/* Count it as one failed destination. */
+			if (!pa->error)
+				pa->error = rc;
+			pa->children--;
+			continue;
+		}
+		if (k->state == Q_DONE) {
+			/* Completed inline: fold it in now. */
+			if (k->error && !pa->error)
+				pa->error = k->error;
+			req_free(k);
+			pa->children--;
+			continue;
+		}
+		k->parent = pa;
+		k->internal = 1;
+	}
+	if (--pa->children == 0) {
+		int e = pa->error;
+		pa->error = 0;
+		complete(pa, e);
+	}
+	*req = pa;
+	return 0;
+}
+
+int rcpc_req_done(rcp_req *r, struct rcp_status *st)
+{
+	if (r->state != Q_DONE)
+		return 0;
+	if (st) {
+		st->error = r->error;
+		st->chan = r->kind == REQ_RECV ? r->src : r->chan;
+		st->tag = r->tag;
+		st->len = r->total;
+	}
+	req_free(r);
+	return 1;
+}
+
+rcpc_core *rcpc_req_core(const rcp_req *r)
+{
+	return r->core;
+}
+
+int rcpc_cancel(rcp_req *r, uint64_t now)
+{
+	(void)now;
+	if (r->state == Q_DONE)
+		return 0;
+	if (r->kind == REQ_SEND && r->state == S_QUEUED && !r->parent) {
+		list_del(&r->link);
+		/* Ids are assigned at isend and the peer expects them without
+		 * gaps: renumber the unsent messages queued behind it. */
+		{
+			rcp_chan *ch = r->chan;
+			struct list *p;
+			for (p = ch->startq.next; p != &ch->startq; p = p->next) {
+				rcp_req *q = container_of(p, rcp_req, link);
+				if (rcpw_seq_lt(r->msg, q->msg))
+					q->msg--;
+			}
+			ch->tx_msg_next--;
+		}
+		complete(r, RCP_ECANCELED);
+		return 0;
+	}
+	if (r->kind == REQ_RECV && r->state == R_POSTED) {
+		recv_unpost(r);
+		complete(r, RCP_ECANCELED);
+		return 0;
+	}
+	return RCP_EBUSY;
+}
+
+int rcpc_probe(rcpc_core *c, rcp_chan *ch, uint64_t tag, struct rcp_status *st)
+{
+	struct list *p;
+	for (p = c->unexp.next; p != &c->unexp; p = p->next) {
+		struct unexp *u = container_of(p, struct unexp, link);
+		if ((ch && u->ch != ch) || !tag_match(tag, u->tag))
+			continue;
+		if (st) {
+			st->error = 0;
+			st->chan = u->ch;
+			st->tag = u->tag;
+			st->len = u->total;
+		}
+		return 1;
+	}
+	return 0;
+}
+
+void rcpc_chan_window_stats(const rcp_chan *ch, uint32_t *max_inflight, uint32_t *peer_wnd)
+{
+	*max_inflight = ch->max_inflight;
+	*peer_wnd = ch->peer_wnd;
+}

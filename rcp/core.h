@@ -1,0 +1,114 @@
+/*
+ * rcp/core.h — the RCP protocol core: no I/O, no clock, no randomness.
+ *
+ * The core takes frames and a timestamp in (rcpc_input, rcpc_timers) and
+ * gives frames out through the `send` callback of struct rcpc_io, timer
+ * deadlines out through rcpc_deadline(), and events out by completing
+ * requests.  The I/O glue (rcp/endpoint.c) joins it to a nic endpoint and
+ * the monotonic clock; the tests join it to a simulated lossy network on
+ * virtual time (tests/sim.c), which makes every run reproducible.
+ *
+ * Every entry point takes `now` (ns, any monotonic origin).  The core
+ * never calls back into the user except through rcpc_io.
+ */
+#ifndef RCP_CORE_H
+#define RCP_CORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include <rcp/rcp.h>
+
+typedef struct rcpc_core rcpc_core;
+
+/* What the core asks of the world below it. */
+struct rcpc_io {
+	void *ctx;
+	/* Sends one frame to PEER (nic semantics: RCP_NIC_MORE may batch;
+	 * returns 0, RCP_EAGAIN (retry later), RCP_EPEER, other codes). */
+	int (*send)(void *ctx, int peer, const struct iovec *iov, int iovcnt, unsigned flags);
+	/* Pushes batched frames.  May be NULL. */
+	int (*flush)(void *ctx);
+	/* Optional one-sided RMA (NULL if the nic has none): register a
+	 * buffer, pack its key, move bytes.  Synchronous. */
+	int (*mr_reg)(void *ctx, void *addr, size_t len, unsigned access, void **mr,
+		      void *rkey, size_t *rkeylen);
+	void (*mr_dereg)(void *ctx, void *mr);
+	int (*get)(void *ctx, int peer, void *local, size_t len, const void *rkey, size_t rkeylen,
+		   uint64_t off);
+	int (*put)(void *ctx, int peer, const void *local, size_t len, const void *rkey,
+		   size_t rkeylen, uint64_t off);
+	/* RCP_EP_ACCEPT: make a peer index for an unknown sender's address
+	 * blob.  Returns 0 or a negative code (then the frame is dropped). */
+	int (*peer_add)(void *ctx, const void *src, size_t srclen, int *peer);
+	/* Channel closed: the glue may forget the nic peer. May be NULL. */
+	void (*peer_remove)(void *ctx, int peer);
+};
+
+struct rcpc_params {
+	uint32_t mtu;          /* largest frame the nic takes, header included */
+	uint32_t rx_frames;    /* frames our nic holds per sender: our window */
+	uint32_t session;      /* per-job cookie */
+	uint32_t epoch;        /* this incarnation, nonzero, random per open */
+	int crc;               /* 1: checksum payloads and require it */
+	unsigned flags;        /* RCP_EP_ACCEPT */
+	uint64_t peer_timeout; /* ns of silence before RCP_EPEER */
+	uint64_t rto_min, rto_max, rto_init; /* ns */
+	uint64_t ack_delay;    /* ns an ack may wait for a piggyback */
+	uint32_t credits;      /* unexpected eager messages per channel */
+	uint32_t inline_max;   /* eager sends up to this size complete at once */
+	uint32_t rma_min;      /* messages from this size use RMA when offered */
+	size_t reorder_bytes;  /* memory for out-of-order frames, per core */
+};
+
+/* Fills P with the defaults (RCP_* environment is applied by the glue). */
+void rcpc_params_default(struct rcpc_params *p);
+
+/* Returns 0, RCP_EINVAL, RCP_ENOMEM. */
+int rcpc_core_new(const struct rcpc_params *p, const struct rcpc_io *io, void *owner,
+		  rcpc_core **out);
+/* Completes all pending requests with RCP_ECLOSED and frees everything. */
+void rcpc_core_free(rcpc_core *c);
+void *rcpc_core_owner(const rcpc_core *c);
+void rcpc_core_stats(const rcpc_core *c, struct rcp_ep_stats *st);
+
+/* Channels are keyed by nic peer index. */
+int rcpc_chan_open(rcpc_core *c, int peer, uint64_t now, rcp_chan **out);
+rcp_chan *rcpc_chan_by_peer(rcpc_core *c, int peer);
+rcpc_core *rcpc_chan_core(const rcp_chan *ch);
+int rcpc_chan_peer(const rcp_chan *ch);
+void rcpc_chan_close(rcp_chan *ch, uint64_t now);
+
+/* Feeds one received frame.  PEER is the nic peer index or
+ * RCP_NIC_PEER_NONE (then SRC/SRCLEN name the sender).  Never trusts the
+ * frame: a bad one is counted and dropped. */
+void rcpc_input(rcpc_core *c, int peer, const void *src, size_t srclen, const void *frame,
+		size_t len, uint64_t now);
+/* Sends acks and anything the window now allows; call after a batch of
+ * rcpc_input calls.  Returns the count of requests completed since the
+ * last call. */
+int rcpc_flush(rcpc_core *c, uint64_t now);
+/* Fires due timers (retransmissions, delayed acks, keep-alives, peer
+ * timeouts).  Returns like rcpc_flush. */
+int rcpc_timers(rcpc_core *c, uint64_t now);
+/* The earliest time a timer is due, or UINT64_MAX. */
+uint64_t rcpc_deadline(const rcpc_core *c);
+
+int rcpc_isend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, uint64_t now,
+	       rcp_req **req);
+int rcpc_irecv(rcpc_core *c, rcp_chan *ch, uint64_t tag, void *buf, size_t len, uint64_t now,
+	       rcp_req **req);
+int rcpc_mcast(rcp_chan **chans, int n, uint64_t tag, const void *buf, size_t len, uint64_t now,
+	       rcp_req **req);
+/* 1 if REQ is complete (ST filled, REQ freed), 0 if not. */
+int rcpc_req_done(rcp_req *req, struct rcp_status *st);
+rcpc_core *rcpc_req_core(const rcp_req *req);
+int rcpc_cancel(rcp_req *req, uint64_t now);
+int rcpc_probe(rcpc_core *c, rcp_chan *ch, uint64_t tag, struct rcp_status *st);
+
+/* For tests: the largest number of frames ever in flight on CH, and the
+ * peer's advertised window. */
+void rcpc_chan_window_stats(const rcp_chan *ch, uint32_t *max_inflight, uint32_t *peer_wnd);
+
+#endif

@@ -1,0 +1,575 @@
+/*
+ * rcp/endpoint.c — joins the protocol core to a nic endpoint and the clock.
+ *
+ * This is the only file of rcp/ that does I/O or reads time.  Progress:
+ * receive a burst of frames from the nic, feed each to the core (which
+ * copies payloads straight from the nic's buffers into the user's, so the
+ * frames can be released at once), let the core send acks and whatever its
+ * windows allow, and fire its timers when their deadline has passed.
+ *
+ * Waiting: spin on progress for spin_ns (RCP_SPIN_NS), then arm the nic
+ * and poll its fd until the core's next deadline.  RCP_EP_SPIN never
+ * sleeps; RCP_EP_SLEEP sleeps at once.  On VMs whose idle vCPUs halt, a
+ * cross-CPU wake-up costs ~25 µs each way, so the spin phase is what makes
+ * small round trips fast; the sleep phase keeps idle processes off the CPU.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <rcp/rcp.h>
+
+#include "common/rcp_common.h"
+#include "rcp/core.h"
+#include "rcp/wire.h"
+
+#define BURST 32
+
+struct peer_name {
+	char addr[RCP_NIC_ADDRSTR_MAX];
+};
+
+struct rcp_ep {
+	rcp_nic *nic;
+	rcpc_core *core;
+	struct rcp_nic_info info;
+	unsigned flags;
+	int64_t spin_ns;
+	uint64_t deadline;
+	struct peer_name *names;
+	int nnames;
+	struct rcp_nic_frame frames[BURST];
+};
+
+static uint64_t now_ns(void)
+{
+	return rcpi_now_ns();
+}
+
+/* ---- the core's view of the world below ---- */
+
+static int io_send(void *ctx, int peer, const struct iovec *iov, int iovcnt, unsigned flags)
+{
+	rcp_ep *ep = ctx;
+	return rcp_nic_send(ep->nic, peer, iov, iovcnt, flags);
+}
+
+static int io_flush(void *ctx)
+{
+	rcp_ep *ep = ctx;
+	return rcp_nic_flush(ep->nic);
+}
+
+static int io_mr_reg(void *ctx, void *addr, size_t len, unsigned access, void **mr, void *rkey,
+		     size_t *rkeylen)
+{
+	rcp_ep *ep = ctx;
+	rcp_nic_mr *m;
+	int rc = rcp_nic_mr_reg(ep->nic, addr, len, access, &m);
+	if (rc)
+		return rc;
+	rc = rcp_nic_mr_pack(m, rkey, rkeylen);
+	if (rc) {
+		rcp_nic_mr_dereg(m);
+		return rc;
+	}
+	*mr = m;
+	return 0;
+}
+
+static void io_mr_dereg(void *ctx, void *mr)
+{
+	(void)ctx;
+	rcp_nic_mr_dereg(mr);
+}
+
+static int io_get(void *ctx, int peer, void *local, size_t len, const void *rkey, size_t rkeylen,
+		  uint64_t off)
+{
+	rcp_ep *ep = ctx;
+	return rcp_nic_get(ep->nic, peer, local, len, rkey, rkeylen, off);
+}
+
+static int io_put(void *ctx, int peer, const void *local, size_t len, const void *rkey,
+		  size_t rkeylen, uint64_t off)
+{
+	rcp_ep *ep = ctx;
+	return rcp_nic_put(ep->nic, peer, local, len, rkey, rkeylen, off);
+}
+
+static int io_peer_add(void *ctx, const void *src, size_t srclen, int *peer)
+{
+	rcp_ep *ep = ctx;
+	return rcp_nic_peer_add(ep->nic, src, srclen, peer);
+}
+
+static void io_peer_remove(void *ctx, int peer)
+{
+	rcp_ep *ep = ctx;
+	rcp_nic_peer_remove(ep->nic, peer);
+	if (peer < ep->nnames)
+		ep->names[peer].addr[0] = 0;
+}
+
+/* ---- endpoints ---- */
+
+static uint32_t random_epoch(void)
+{
+	uint32_t e = 0;
+	if (getrandom(&e, sizeof e, GRND_NONBLOCK) != (ssize_t)sizeof e)
+		e = (uint32_t)(now_ns() ^ ((uint64_t)getpid() << 16));
+	return e ? e : 1;
+}
+
+static uint32_t session_from_env(void)
+{
+	const char *s = rcpi_env_str("RCP_SESSION");
+	uint32_t h = 2166136261u; /* FNV-1a of the string */
+	if (!s)
+		return 0;
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 16777619u;
+	return h ? h : 1;
+}
+
+int rcp_ep_open(const char *nic_addr, const struct rcp_ep_config *cfg, rcp_ep **out)
+{
+	struct rcpc_params p;
+	struct rcpc_io io = {0};
+	rcp_ep *ep;
+	int rc, crc;
+
+	if (!nic_addr || !out)
+		return RCP_EINVAL;
+	*out = NULL;
+	ep = calloc(1, sizeof *ep);
+	if (!ep)
+		return RCP_ENOMEM;
+	rc = rcp_nic_open(nic_addr, cfg ? cfg->nic : NULL, &ep->nic);
+	if (rc) {
+		free(ep);
+		return rc;
+	}
+	rcp_nic_query(ep->nic, &ep->info);
+	ep->flags = cfg ? cfg->flags : 0;
+	{
+		const char *w = rcpi_env_str("RCP_WAIT");
+		if (w && !strcmp(w, "spin"))
+			ep->flags |= RCP_EP_SPIN;
+		else if (w && !strcmp(w, "sleep"))
+			ep->flags |= RCP_EP_SLEEP;
+	}
+	ep->spin_ns = rcpi_env_int("RCP_SPIN_NS", 50000);
+
+	rcpc_params_default(&p);
+	p.mtu = ep->info.mtu;
+	p.rx_frames = ep->info.rx_frames;
+	p.epoch = random_epoch();
+	p.flags = ep->flags;
+	{
+		uint32_t sess = cfg && cfg->session ? cfg->session : session_from_env();
+		if (sess)
+			p.session = sess; /* else the built-in default */
+	}
+	crc = cfg ? cfg->crc : -1;
+	if (crc < 0) {
+		const char *e = rcpi_env_str("RCP_CRC");
+		crc = e && strcmp(e, "auto") ? atoi(e) != 0 : -1;
+	}
+	p.crc = crc < 0 ? !(ep->info.caps & RCP_NIC_CAP_CHECKED) : crc;
+	p.peer_timeout = (uint64_t)rcpi_env_int("RCP_PEER_TIMEOUT", 5000) * 1000000ull;
+	p.rto_min = (uint64_t)rcpi_env_int("RCP_RTO_MIN_US", (int64_t)(p.rto_min / 1000)) * 1000;
+	p.ack_delay = (uint64_t)rcpi_env_int("RCP_ACK_DELAY_US", (int64_t)(p.ack_delay / 1000)) * 1000;
+	p.credits = (uint32_t)rcpi_env_int("RCP_CREDITS", p.credits);
+	p.rma_min = (uint32_t)rcpi_env_int("RCP_RMA_MIN", p.rma_min);
+
+	io.ctx = ep;
+	io.send = io_send;
+	io.flush = io_flush;
+	io.peer_add = io_peer_add;
+	io.peer_remove = io_peer_remove;
+	if (ep->info.caps & RCP_NIC_CAP_RMA) {
+		io.mr_reg = io_mr_reg;
+		io.mr_dereg = io_mr_dereg;
+		io.get = io_get;
+		io.put = io_put;
+	}
+	rc = rcpc_core_new(&p, &io, ep, &ep->core);
+	if (rc) {
+		rcp_nic_close(ep->nic);
+		free(ep);
+		return rc;
+	}
+	ep->deadline = UINT64_MAX;
+	*out = ep;
+	return 0;
+}
+
+void rcp_ep_close(rcp_ep *ep)
+{
+	if (!ep)
+		return;
+	/* Give acks owed to peers one chance to go out. */
+	rcpc_flush(ep->core, now_ns());
+	rcpc_core_free(ep->core);
+	rcp_nic_close(ep->nic);
+	free(ep->names);
+	free(ep);
+}
+
+int rcp_ep_addr(const rcp_ep *ep, char *buf, size_t len)
+{
+	if (!ep)
+		return RCP_EINVAL;
+	return rcp_nic_addr_str(ep->nic, buf, len);
+}
+
+rcp_nic *rcp_ep_nic(rcp_ep *ep)
+{
+	return ep ? ep->nic : NULL;
+}
+
+int rcp_ep_fd(const rcp_ep *ep)
+{
+	return ep ? rcp_nic_fd(ep->nic) : RCP_EINVAL;
+}
+
+int rcp_ep_get_stats(const rcp_ep *ep, struct rcp_ep_stats *st)
+{
+	if (!ep || !st)
+		return RCP_EINVAL;
+	rcpc_core_stats(ep->core, st);
+	return 0;
+}
+
+/* One round of progress; returns requests completed or a negative code. */
+static int progress(rcp_ep *ep)
+{
+	int n, done = 0;
+	uint64_t now;
+
+	n = rcp_nic_recv(ep->nic, ep->frames, BURST);
+	if (n < 0)
+		return n;
+	now = now_ns();
+	for (int i = 0; i < n; i++) {
+		const struct rcp_nic_frame *f = &ep->frames[i];
+		rcpc_input(ep->core, f->peer, f->src, f->srclen, f->data, f->len, now);
+	}
+	if (n) {
+		rcp_nic_release(ep->nic, ep->frames, n);
+		done += rcpc_flush(ep->core, now);
+		ep->deadline = rcpc_deadline(ep->core);
+	}
+	if (now >= ep->deadline) {
+		done += rcpc_timers(ep->core, now);
+		ep->deadline = rcpc_deadline(ep->core);
+	}
+	return done;
+}
+
+int rcp_progress(rcp_ep *ep)
+{
+	if (!ep)
+		return RCP_EINVAL;
+	return progress(ep);
+}
+
+int rcp_ep_arm(rcp_ep *ep)
+{
+	if (!ep)
+		return RCP_EINVAL;
+	if (ep->deadline <= now_ns())
+		return RCP_EAGAIN;
+	return rcp_nic_arm(ep->nic);
+}
+
+/* Waits until DONE(arg) is true, progressing; TIMEOUT_NS < 0: forever. */
+static int wait_until(rcp_ep *ep, int (*done)(void *), void *arg, int64_t timeout_ns)
+{
+	uint64_t start = now_ns();
+	uint64_t until = timeout_ns < 0 ? UINT64_MAX : start + (uint64_t)timeout_ns;
+	uint64_t spin_end = (ep->flags & RCP_EP_SLEEP) ? start : start + (uint64_t)ep->spin_ns;
+	int rc;
+
+	for (unsigned i = 0;; i++) {
+		uint64_t now, wake;
+		struct pollfd pfd;
+		if (done(arg))
+			return 0;
+		rc = progress(ep);
+		if (rc < 0)
+			return rc;
+		if (rc > 0 || done(arg))
+			continue;
+		if ((i & 15) != 15)
+			continue;
+		now = now_ns();
+		if (now >= until)
+			return RCP_ETIMEDOUT;
+		if ((ep->flags & RCP_EP_SPIN) || now < spin_end) {
+			rcpi_cpu_relax();
+			continue;
+		}
+		/* Sleep until a frame arrives or the next timer is due. */
+		rc = rcp_ep_arm(ep);
+		if (rc == RCP_EAGAIN)
+			continue;
+		if (rc)
+			return rc;
+		wake = ep->deadline < until ? ep->deadline : until;
+		pfd.fd = rcp_nic_fd(ep->nic);
+		pfd.events = POLLIN;
+		if (wake == UINT64_MAX) {
+			rc = poll(&pfd, 1, -1);
+		} else {
+			uint64_t ms = wake > now ? (wake - now + 999999) / 1000000 : 0;
+			rc = poll(&pfd, 1, ms > 60000 ? 60000 : (int)ms);
+		}
+		if (rc < 0 && errno != EINTR)
+			return RCP_ESYS;
+	}
+}
+
+/* ---- channels ---- */
+
+static int name_peer(rcp_ep *ep, int peer, const char *addr)
+{
+	if (peer >= ep->nnames) {
+		int n = ep->nnames ? ep->nnames : 16;
+		struct peer_name *nn;
+		while (n <= peer)
+			n *= 2;
+		nn = realloc(ep->names, sizeof *nn * (size_t)n);
+		if (!nn)
+			return RCP_ENOMEM;
+		memset(nn + ep->nnames, 0, sizeof *nn * (size_t)(n - ep->nnames));
+		ep->names = nn;
+		ep->nnames = n;
+	}
+	snprintf(ep->names[peer].addr, sizeof ep->names[peer].addr, "%s", addr);
+	return 0;
+}
+
+int rcp_connect(rcp_ep *ep, const char *addr, rcp_chan **out)
+{
+	int peer, rc;
+
+	if (!ep || !addr || !out)
+		return RCP_EINVAL;
+	rc = rcp_nic_peer_add_str(ep->nic, addr, &peer);
+	if (rc)
+		return rc;
+	rc = name_peer(ep, peer, addr);
+	if (rc)
+		return rc;
+	return rcpc_chan_open(ep->core, peer, now_ns(), out);
+}
+
+rcp_chan *rcp_chan_find(rcp_ep *ep, const char *addr)
+{
+	if (!ep || !addr)
+		return NULL;
+	for (int i = 0; i < ep->nnames; i++)
+		if (ep->names[i].addr[0] && !strcmp(ep->names[i].addr, addr))
+			return rcpc_chan_by_peer(ep->core, i);
+	return NULL;
+}
+
+void rcp_chan_close(rcp_chan *ch)
+{
+	if (ch)
+		rcpc_chan_close(ch, now_ns());
+}
+
+int rcp_chan_peer_addr(const rcp_chan *ch, char *buf, size_t len)
+{
+	rcp_ep *ep;
+	int peer;
+
+	if (!ch || !buf || !len)
+		return RCP_EINVAL;
+	ep = rcpc_core_owner(rcpc_chan_core(ch));
+	peer = rcpc_chan_peer(ch);
+	if (peer >= ep->nnames || !ep->names[peer].addr[0])
+		return RCP_ENOENT; /* an accepted peer known only by its blob */
+	if (strlen(ep->names[peer].addr) >= len)
+		return RCP_ERANGE;
+	strcpy(buf, ep->names[peer].addr);
+	return 0;
+}
+
+/* ---- messages ---- */
+
+static rcp_ep *ep_of_chan(const rcp_chan *ch)
+{
+	return rcpc_core_owner(rcpc_chan_core(ch));
+}
+
+int rcp_isend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, rcp_req **req)
+{
+	rcp_ep *ep;
+	int rc;
+	if (!ch)
+		return RCP_EINVAL;
+	ep = ep_of_chan(ch);
+	rc = rcpc_isend(ch, tag, buf, len, now_ns(), req);
+	if (!rc)
+		ep->deadline = rcpc_deadline(ep->core);
+	return rc;
+}
+
+int rcp_irecv(rcp_ep *ep, rcp_chan *ch, uint64_t tag, void *buf, size_t len, rcp_req **req)
+{
+	int rc;
+	if (!ep)
+		return RCP_EINVAL;
+	rc = rcpc_irecv(ep->core, ch, tag, buf, len, now_ns(), req);
+	if (!rc)
+		ep->deadline = rcpc_deadline(ep->core);
+	return rc;
+}
+
+int rcp_mcast(rcp_chan **chans, int n, uint64_t tag, const void *buf, size_t len, rcp_req **req)
+{
+	int rc;
+	if (!chans || n <= 0 || !chans[0])
+		return RCP_EINVAL;
+	rc = rcpc_mcast(chans, n, tag, buf, len, now_ns(), req);
+	if (!rc) {
+		rcp_ep *ep = ep_of_chan(chans[0]);
+		ep->deadline = rcpc_deadline(ep->core);
+	}
+	return rc;
+}
+
+static int finish(rcp_req *req, struct rcp_status *st)
+{
+	struct rcp_status s;
+	if (!rcpc_req_done(req, &s))
+		return RCP_EAGAIN;
+	if (st)
+		*st = s;
+	return s.error;
+}
+
+int rcp_test(rcp_req *req, struct rcp_status *st)
+{
+	int rc;
+	if (!req)
+		return RCP_EINVAL;
+	rc = finish(req, st);
+	if (rc != RCP_EAGAIN)
+		return rc;
+	rc = progress(rcpc_core_owner(rcpc_req_core(req)));
+	if (rc < 0)
+		return rc;
+	return finish(req, st);
+}
+
+struct done_one {
+	rcp_req *req;
+	struct rcp_status st;
+	int fin;
+};
+
+static int done_one(void *arg)
+{
+	struct done_one *d = arg;
+	if (!d->fin)
+		d->fin = rcpc_req_done(d->req, &d->st);
+	return d->fin;
+}
+
+int rcp_wait(rcp_req *req, struct rcp_status *st, int64_t timeout_ns)
+{
+	struct done_one d = {req, {0}, 0};
+	int rc;
+	if (!req)
+		return RCP_EINVAL;
+	rc = wait_until(rcpc_core_owner(rcpc_req_core(req)), done_one, &d, timeout_ns);
+	if (rc)
+		return rc;
+	if (st)
+		*st = d.st;
+	return d.st.error;
+}
+
+struct done_any {
+	rcp_req **reqs;
+	int n, idx;
+	struct rcp_status st;
+};
+
+static int done_any(void *arg)
+{
+	struct done_any *d = arg;
+	if (d->idx >= 0)
+		return 1;
+	for (int i = 0; i < d->n; i++) {
+		if (d->reqs[i] && rcpc_req_done(d->reqs[i], &d->st)) {
+			d->reqs[i] = NULL;
+			d->idx = i;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+int rcp_waitany(rcp_req **reqs, int n, int *idx, struct rcp_status *st, int64_t timeout_ns)
+{
+	struct done_any d = {reqs, n, -1, {0}};
+	rcp_ep *ep = NULL;
+	int rc;
+
+	if (!reqs || n <= 0 || !idx)
+		return RCP_EINVAL;
+	for (int i = 0; i < n && !ep; i++)
+		if (reqs[i])
+			ep = rcpc_core_owner(rcpc_req_core(reqs[i]));
+	if (!ep)
+		return RCP_EINVAL;
+	rc = wait_until(ep, done_any, &d, timeout_ns);
+	if (rc)
+		return rc;
+	*idx = d.idx;
+	if (st)
+		*st = d.st;
+	return d.st.error;
+}
+
+int rcp_cancel(rcp_req *req)
+{
+	if (!req)
+		return RCP_EINVAL;
+	return rcpc_cancel(req, now_ns());
+}
+
+int rcp_send(rcp_chan *ch, uint64_t tag, const void *buf, size_t len)
+{
+	rcp_req *r;
+	int rc = rcp_isend(ch, tag, buf, len, &r);
+	return rc ? rc : rcp_wait(r, NULL, -1);
+}
+
+int rcp_recv(rcp_ep *ep, rcp_chan *ch, uint64_t tag, void *buf, size_t len, struct rcp_status *st)
+{
+	rcp_req *r;
+	int rc = rcp_irecv(ep, ch, tag, buf, len, &r);
+	return rc ? rc : rcp_wait(r, st, -1);
+}
+
+int rcp_probe(rcp_ep *ep, rcp_chan *ch, uint64_t tag, struct rcp_status *st)
+{
+	int rc;
+	if (!ep)
+		return RCP_EINVAL;
+	rc = progress(ep);
+	if (rc < 0)
+		return rc;
+	return rcpc_probe(ep->core, ch, tag, st);
+}

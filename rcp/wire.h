@@ -1,0 +1,128 @@
+/*
+ * rcp/wire.h — RCP frame format (version 1).
+ *
+ * Every frame starts with a fixed 64-byte header, little-endian on the
+ * wire.  The header is the only thing the receiver trusts after checking
+ * it: magic, version, header length, type, the payload length against the
+ * frame length, the session cookie, and (when FLAG_CRC is set) the CRC32C
+ * of header and payload.  See docs/protocol.md for the meaning of each
+ * field per frame type.
+ *
+ *   0  u16 magic 0x5243 ("RC")     2  u8 version (1)    3  u8 type
+ *   4  u16 flags                   6  u16 hlen (64)
+ *   8  u32 session                12  u32 src_epoch    16  u32 dst_epoch
+ *  20  u32 seq                    24  u32 ack          28  u32 credits
+ *  32  u32 wnd                    36  u32 len          40  u32 crc
+ *  44  u32 msg                    48  u64 tag          56  u64 arg
+ */
+#ifndef RCP_WIRE_H
+#define RCP_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#define RCPW_MAGIC 0x5243u
+#define RCPW_VERSION 1u
+#define RCPW_HLEN 64u
+
+/* Frame types.  DATA..FIN are reliable: they take a sequence number, are
+ * acknowledged and retransmitted.  ACK and PING are not. */
+enum rcpw_type {
+	RCPW_DATA = 1,  /* message bytes at offset `arg` (FIRST: arg = total) */
+	RCPW_RTS = 2,   /* request to send msg: tag, arg = total; payload: rkey */
+	RCPW_READY = 3, /* receiver ready for msg: tag filter, arg = max length,
+			   payload: rkey of the receive buffer (RMA) */
+	RCPW_FIN = 4,   /* RMA transfer of msg done: arg = bytes moved */
+	RCPW_ACK = 5,   /* payload: selective-ack bitmap */
+	RCPW_PING = 6,  /* keep-alive / probe; answered by an ACK */
+	RCPW_TYPE_MAX = 6,
+};
+
+enum rcpw_flags {
+	RCPW_F_FIRST = 1u << 0,  /* DATA: first frame of a message (arg = total) */
+	RCPW_F_EAGER = 1u << 1,  /* DATA: whole message in this frame */
+	RCPW_F_STREAM = 1u << 2, /* DATA-first: sent on a READY, without RTS */
+	RCPW_F_ACKREQ = 1u << 3, /* acknowledge at once: sender waits on it */
+	RCPW_F_CRC = 1u << 4,    /* crc field covers header (crc=0) + payload */
+	RCPW_F_RMA = 1u << 5,    /* RTS/READY: payload is a nic rkey */
+	RCPW_F_ANYTAG = 1u << 6, /* READY: the receive takes any tag */
+	RCPW_F_ALL = (1u << 7) - 1,
+};
+
+struct rcpw_hdr {
+	uint16_t magic;
+	uint8_t version;
+	uint8_t type;
+	uint16_t flags;
+	uint16_t hlen;
+	uint32_t session;
+	uint32_t src_epoch;
+	uint32_t dst_epoch;
+	uint32_t seq;
+	uint32_t ack;
+	uint32_t credits;
+	uint32_t wnd;
+	uint32_t len;
+	uint32_t crc;
+	uint32_t msg;
+	uint64_t tag;
+	uint64_t arg;
+};
+
+_Static_assert(sizeof(struct rcpw_hdr) == RCPW_HLEN, "header is 64 bytes");
+
+/* ACK payload: nwords 64-bit words; bit i of word w set means frame
+ * ack + 1 + 64*w + i has arrived.  At most RCPW_SACK_WORDS words. */
+#define RCPW_SACK_WORDS 16
+
+/* Why a frame was refused (counted by the caller). */
+enum rcpw_verdict {
+	RCPW_OK = 0,
+	RCPW_BAD_SHORT,   /* shorter than a header */
+	RCPW_BAD_MAGIC,   /* magic, version or header length */
+	RCPW_BAD_TYPE,    /* unknown type or flags */
+	RCPW_BAD_LEN,     /* payload length disagrees with the frame */
+	RCPW_BAD_CRC,     /* checksum mismatch (or CRC required but absent) */
+	RCPW_BAD_SESSION, /* another job's frame */
+	RCPW_BAD_FIELDS,  /* fields inconsistent for the type */
+};
+
+/* Host <-> little-endian.  On little-endian hosts these are no-ops. */
+static inline void rcpw_hdr_swap(struct rcpw_hdr *h)
+{
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+	h->magic = __builtin_bswap16(h->magic);
+	h->flags = __builtin_bswap16(h->flags);
+	h->hlen = __builtin_bswap16(h->hlen);
+	uint32_t *w = &h->session;
+	for (int i = 0; i < 10; i++)
+		w[i] = __builtin_bswap32(w[i]);
+	h->tag = __builtin_bswap64(h->tag);
+	h->arg = __builtin_bswap64(h->arg);
+#else
+	(void)h;
+#endif
+}
+
+/* Parses and checks FRAME (LEN bytes) into *H (host order).  If
+ * REQUIRE_CRC, a frame without FLAG_CRC is refused.  *PAYLOAD points into
+ * FRAME.  Never reads outside [FRAME, FRAME+LEN). */
+enum rcpw_verdict rcpw_parse(const void *frame, size_t len, uint32_t session, int require_crc,
+			     struct rcpw_hdr *h, const unsigned char **payload);
+
+/* Fills the CRC of a header whose other fields are final (host order in,
+ * wire order out) over header + payload iovec-like pieces. */
+uint32_t rcpw_crc32c(uint32_t crc, const void *buf, size_t len);
+
+/* Serial-number arithmetic on 32-bit sequence numbers (RFC 1982). */
+static inline int rcpw_seq_lt(uint32_t a, uint32_t b)
+{
+	return (int32_t)(a - b) < 0;
+}
+static inline int rcpw_seq_le(uint32_t a, uint32_t b)
+{
+	return (int32_t)(a - b) <= 0;
+}
+
+#endif

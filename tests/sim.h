@@ -1,0 +1,62 @@
+/*
+ * tests/sim.h — a simulated lossy network on virtual time for RCP cores.
+ *
+ * N protocol cores (rcp/core.h) live in one process.  A frame one core
+ * sends is copied into an event queue and delivered to its destination
+ * after `latency` ns of virtual time, unless the link drops it; it may be
+ * duplicated, delayed further (so it overtakes or is overtaken: reordering)
+ * or have bits flipped, all decided by a seeded PRNG.  Nothing depends on
+ * the wall clock, so a run is a pure function of its seed.
+ *
+ * Peer indices: core i reaches core j as peer j.  RMA is simulated over
+ * the process's own memory when enabled.
+ */
+#ifndef RCP_TEST_SIM_H
+#define RCP_TEST_SIM_H
+
+#include <stdint.h>
+
+#include "rcp/core.h"
+
+struct sim_link {
+	double drop, dup, reorder, corrupt;
+	uint64_t latency;     /* ns */
+	uint64_t reorder_max; /* extra delay of a reordered frame, ns */
+};
+
+struct sim;
+
+struct sim_opts {
+	int n;                   /* endpoints */
+	uint64_t seed;
+	struct sim_link link;
+	int rma;                 /* offer simulated RMA */
+	int accept;              /* RCP_EP_ACCEPT on every core */
+	struct rcpc_params params; /* zeroed: defaults with mtu 4096 */
+	uint64_t bandwidth;      /* bytes per second per link (0: infinite) */
+};
+
+struct sim *sim_new(const struct sim_opts *o);
+void sim_free(struct sim *s);
+rcpc_core *sim_core(struct sim *s, int i);
+rcp_chan *sim_chan(struct sim *s, int from, int to); /* opens on first use */
+uint64_t sim_now(const struct sim *s);
+
+/* Runs until DONE(arg) returns nonzero or virtual time passes LIMIT ns
+ * from now.  Returns 0 when done, -1 on time limit. */
+int sim_run(struct sim *s, int (*done)(void *), void *arg, uint64_t limit);
+
+/* Cuts endpoint I off: its frames are no longer delivered either way and
+ * it is no longer progressed (a killed process). */
+void sim_kill(struct sim *s, int i);
+
+/* Injects raw bytes as a frame from peer FROM to core TO, now. */
+void sim_inject(struct sim *s, int from, int to, const void *frame, size_t len);
+
+/* Counters. */
+struct sim_stats {
+	uint64_t sent, delivered, dropped, duplicated, reordered, corrupted;
+};
+void sim_stats(const struct sim *s, struct sim_stats *st);
+
+#endif
