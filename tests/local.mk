@@ -33,3 +33,25 @@ tests_test_rcp_sim_CFLAGS = $(TEST_CFLAGS)
 tests_test_rcp_sim_LDFLAGS = -static
 tests_test_rcp_sim_LDADD = $(TEST_LDADD)
 endif
+
+# libFuzzer target for the frame parser and the core's input path.  Built
+# with clang when it can link -fsanitize=fuzzer; run briefly by make check.
+FUZZ_SRCS = tests/fuzz_wire.c rcp/wire.c rcp/core.c common/error.c common/env.c common/log.c
+EXTRA_DIST += $(FUZZ_SRCS) tests/fuzz_wire.sh
+TESTS += tests/fuzz_wire.sh
+if HAVE_FUZZER
+check_SCRIPTS = tests/fuzz_wire
+tests/fuzz_wire: $(FUZZ_SRCS) rcp/wire.h rcp/core.h
+	$(AM_V_CC)mkdir -p tests && $(CLANG) -g -O1 -std=c11 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined \
+	  -I$(top_srcdir)/include -I$(top_srcdir) -I$(top_builddir) \
+	  $(addprefix $(top_srcdir)/,$(FUZZ_SRCS)) -o $@ -pthread
+CLEANFILES += tests/fuzz_wire
+endif
+
+if HAVE_CMOCKA
+check_PROGRAMS += tests/test_rcp
+TESTS += tests/test_rcp
+tests_test_rcp_SOURCES = tests/test_rcp.c tests/testutil.h
+tests_test_rcp_CFLAGS = $(TEST_CFLAGS)
+tests_test_rcp_LDADD = $(TEST_LDADD)
+endif

@@ -1,0 +1,288 @@
+/*
+ * tests/test_rcp.c — RCP channels between two processes over real nic
+ * backends (shm, udp), with and without the fault injector at 10% loss.
+ *
+ * The parent sends messages of many sizes (0 B to 8 MiB, frame borders
+ * included); the child checks every byte and echoes each back; the parent
+ * checks the echo.  Then a burst of non-blocking sends of random sizes
+ * whose order and contents the child verifies.  Pipes carry only the two
+ * addresses and the final verdict; nothing waits on time.
+ */
+#include <signal.h>
+
+#include <rcp/rcp.h>
+
+#include "testutil.h"
+
+#define WAIT_NS (120ll * 1000000000)
+
+struct setup {
+	const char *transport;
+	const char *faults; /* NULL: none */
+};
+
+static const struct setup setups[] = {
+	{"shm", NULL},
+	{"udp", NULL},
+	{"shm", "drop=0.1,dup=0.02,reorder=0.1,seed=11"},
+	{"udp", "drop=0.1,dup=0.02,reorder=0.1,seed=12"},
+};
+
+static const size_t sizes[] = {0,     1,     7,     256,   257,   1000,    4096,    16320,
+			       16321, 16384, 65000, 65536, 100000, 1 << 20, 3 << 20, 8 << 20};
+
+static int open_ep(const struct setup *su, int child, rcp_ep **ep)
+{
+	char addr[64];
+	struct rcp_nic_config nc = {0};
+	struct rcp_ep_config ec = {0};
+
+	if (!strcmp(su->transport, "shm"))
+		snprintf(addr, sizeof addr, "shm:tr-%d-%d", (int)getpid(), child);
+	else
+		snprintf(addr, sizeof addr, "udp:");
+	nc.faults = su->faults ? su->faults : "";
+	ec.nic = &nc;
+	ec.crc = -1;
+	return rcp_ep_open(addr, &ec, ep);
+}
+
+static int swap_addr(rcp_ep *ep, int rfd, int wfd, rcp_chan **ch)
+{
+	char me[RCP_NIC_ADDRSTR_MAX] = {0}, peer[RCP_NIC_ADDRSTR_MAX];
+	if (rcp_ep_addr(ep, me, sizeof me))
+		return -1;
+	if (write(wfd, me, sizeof me) != (ssize_t)sizeof me ||
+	    read(rfd, peer, sizeof peer) != (ssize_t)sizeof peer)
+		return -1;
+	return rcp_connect(ep, peer, ch);
+}
+
+/* Child: receive each message, check it, echo it; then the burst. */
+static int child_main(const struct setup *su, int rfd, int wfd, uint64_t seed, int nburst)
+{
+	rcp_ep *ep;
+	rcp_chan *ch;
+	unsigned char *buf = malloc(8 << 20);
+	struct rcp_status st;
+	uint64_t r = seed;
+
+	if (!buf || open_ep(su, 1, &ep) || swap_addr(ep, rfd, wfd, &ch))
+		return 10;
+	for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+		rcp_req *rq;
+		if (rcp_irecv(ep, ch, 100 + i, buf, sizes[i], &rq) || rcp_wait(rq, &st, WAIT_NS))
+			return 11;
+		if (st.len != sizes[i] || st.tag != 100 + i || st.chan != ch ||
+		    test_check(buf, sizes[i], i) != -1)
+			return 12;
+		if (rcp_send(ch, 200 + i, buf, sizes[i]))
+			return 13;
+	}
+	/* Burst: posted with a wildcard tag, must arrive in order. */
+	for (int i = 0; i < nburst; i++) {
+		size_t len = (size_t)(test_rand(&r) % 70000);
+		if (rcp_recv(ep, RCP_ANY_CHAN, RCP_ANY_TAG, buf, 8 << 20, &st))
+			return 14;
+		if (st.tag != (uint64_t)(1000 + i) || st.len != len ||
+		    test_check(buf, len, (uint64_t)(1000 + i)) != -1)
+			return 15;
+	}
+	/* Tell the parent all is well, over the channel itself. */
+	if (rcp_send(ch, 9999, "ok", 2))
+		return 16;
+	/* Stay until the parent has our acks (it closes its pipe end). */
+	{
+		char c;
+		rcp_req *rq;
+		if (rcp_irecv(ep, ch, 7777, &c, 1, &rq))
+			return 17;
+		if (rcp_wait(rq, NULL, WAIT_NS))
+			return 18;
+	}
+	rcp_ep_close(ep);
+	free(buf);
+	return 0;
+}
+
+static void run_setup(const struct setup *su)
+{
+	int p2c[2], c2p[2], st;
+	pid_t child;
+	uint64_t seed = test_seed(0xabc);
+	enum { NBURST = 200 };
+
+	assert_int_equal(pipe(p2c), 0);
+	assert_int_equal(pipe(c2p), 0);
+	child = test_fork();
+	assert_true(child >= 0);
+	if (child == 0) {
+		close(p2c[1]);
+		close(c2p[0]);
+		_exit(child_main(su, p2c[0], c2p[1], seed, NBURST));
+	}
+	close(p2c[0]);
+	close(c2p[1]);
+	{
+		rcp_ep *ep;
+		rcp_chan *ch;
+		unsigned char *sbuf = malloc(8 << 20), *rbuf = malloc(8 << 20);
+		struct rcp_status s;
+		uint64_t r = seed;
+		rcp_req **reqs = calloc(NBURST, sizeof *reqs);
+		unsigned char **bb = calloc(NBURST, sizeof *bb);
+		int rc;
+
+		assert_int_equal(open_ep(su, 0, &ep), 0);
+		assert_int_equal(swap_addr(ep, c2p[0], p2c[1], &ch), 0);
+		for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+			test_fill(sbuf, sizes[i], i);
+			rc = rcp_send(ch, 100 + i, sbuf, sizes[i]);
+			if (rc)
+				fail_msg("%s%s: send %zu B: %s", su->transport, su->faults ? "+faults" : "",
+					 sizes[i], rcp_strerror(rc));
+			memset(rbuf, 0xee, sizes[i]);
+			rc = rcp_recv(ep, ch, 200 + i, rbuf, sizes[i], &s);
+			if (rc)
+				fail_msg("%s%s: echo of %zu B: %s", su->transport,
+					 su->faults ? "+faults" : "", sizes[i], rcp_strerror(rc));
+			assert_int_equal(s.len, sizes[i]);
+			assert_int_equal(test_check(rbuf, sizes[i], i), -1);
+		}
+		for (int i = 0; i < NBURST; i++) {
+			size_t len = (size_t)(test_rand(&r) % 70000);
+			bb[i] = malloc(len + 1);
+			test_fill(bb[i], len, (uint64_t)(1000 + i));
+			assert_int_equal(rcp_isend(ch, (uint64_t)(1000 + i), bb[i], len, &reqs[i]), 0);
+		}
+		for (int i = 0; i < NBURST; i++) {
+			rc = rcp_wait(reqs[i], NULL, WAIT_NS);
+			if (rc)
+				fail_msg("burst send %d: %s", i, rcp_strerror(rc));
+			free(bb[i]);
+		}
+		rc = rcp_recv(ep, ch, 9999, rbuf, 2, &s);
+		if (rc)
+			fail_msg("%s%s: child verdict: %s", su->transport, su->faults ? "+faults" : "",
+				 rcp_strerror(rc));
+		assert_memory_equal(rbuf, "ok", 2);
+		assert_int_equal(rcp_send(ch, 7777, "x", 1), 0);
+		st = test_wait_child(child);
+		if (st)
+			fail_msg("%s%s: child exited %d (seed %#llx)", su->transport,
+				 su->faults ? "+faults" : "", st, (unsigned long long)seed);
+		{
+			struct rcp_ep_stats es;
+			rcp_ep_get_stats(ep, &es);
+			print_message("  %s%s: %llu msgs, %llu frames, %llu retransmits, %llu dups, "
+				      "%llu rma\n",
+				      su->transport, su->faults ? "+faults" : "",
+				      (unsigned long long)es.msgs_sent, (unsigned long long)es.frames_sent,
+				      (unsigned long long)es.retransmits,
+				      (unsigned long long)es.dup_frames,
+				      (unsigned long long)es.rma_msgs);
+			if (su->faults)
+				assert_true(es.retransmits > 0); /* the faults were real */
+		}
+		rcp_ep_close(ep);
+		free(sbuf);
+		free(rbuf);
+		free(reqs);
+		free(bb);
+	}
+	close(p2c[1]);
+	close(c2p[0]);
+}
+
+static void t_shm(void **state)
+{
+	(void)state;
+	run_setup(&setups[0]);
+}
+static void t_udp(void **state)
+{
+	(void)state;
+	run_setup(&setups[1]);
+}
+static void t_shm_faults(void **state)
+{
+	(void)state;
+	run_setup(&setups[2]);
+}
+static void t_udp_faults(void **state)
+{
+	(void)state;
+	run_setup(&setups[3]);
+}
+
+/* A peer killed mid-transfer: pending operations fail with RCP_EPEER
+ * after RCP_PEER_TIMEOUT, nothing hangs. */
+static void t_peer_killed(void **state)
+{
+	const char *transports[] = {"shm", "udp"};
+	(void)state;
+	setenv("RCP_PEER_TIMEOUT", "1000", 1);
+	for (int t = 0; t < 2; t++) {
+		struct setup su = {transports[t], NULL};
+		int p2c[2], c2p[2];
+		pid_t child;
+		rcp_ep *ep;
+		rcp_chan *ch;
+		rcp_req *rq, *sq;
+		static unsigned char big[4 << 20], rb[16];
+		struct rcp_status s;
+		int rc;
+
+		assert_int_equal(pipe(p2c), 0);
+		assert_int_equal(pipe(c2p), 0);
+		child = test_fork();
+		if (child == 0) {
+			rcp_ep *cep;
+			rcp_chan *cch;
+			close(p2c[1]);
+			close(c2p[0]);
+			if (open_ep(&su, 1, &cep) || swap_addr(cep, p2c[0], c2p[1], &cch))
+				_exit(10);
+			/* Receive one message, then wait to be killed. */
+			if (rcp_recv(cep, cch, 1, rb, sizeof rb, NULL))
+				_exit(11);
+			if (write(c2p[1], "r", 1) != 1)
+				_exit(12);
+			for (;;)
+				pause();
+		}
+		close(p2c[0]);
+		close(c2p[1]);
+		assert_int_equal(open_ep(&su, 0, &ep), 0);
+		assert_int_equal(swap_addr(ep, c2p[0], p2c[1], &ch), 0);
+		assert_int_equal(rcp_send(ch, 1, "hi", 2), 0);
+		{
+			char c;
+			assert_int_equal(read(c2p[0], &c, 1), 1);
+		}
+		kill(child, SIGKILL);
+		test_wait_child(child);
+		/* A large send (nobody will take it) and a receive. */
+		assert_int_equal(rcp_isend(ch, 2, big, sizeof big, &sq), 0);
+		assert_int_equal(rcp_irecv(ep, ch, 3, rb, sizeof rb, &rq), 0);
+		rc = rcp_wait(sq, &s, WAIT_NS);
+		assert_int_equal(rc, RCP_EPEER);
+		rc = rcp_wait(rq, &s, WAIT_NS);
+		assert_int_equal(rc, RCP_EPEER);
+		assert_int_equal(rcp_send(ch, 4, "x", 1), RCP_EPEER);
+		rcp_ep_close(ep);
+		close(p2c[1]);
+		close(c2p[0]);
+	}
+	unsetenv("RCP_PEER_TIMEOUT");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(t_shm),        cmocka_unit_test(t_udp),
+		cmocka_unit_test(t_shm_faults), cmocka_unit_test(t_udp_faults),
+		cmocka_unit_test(t_peer_killed),
+	};
+	return cmocka_run_group_tests_name("rcp channels between processes", tests, NULL, NULL);
+}
