@@ -28,11 +28,12 @@ static const struct rcpi_env_var vars[] = {
 	{"RCP_SHM_MTU", "16k", "shm: largest frame"},
 	{"RCP_SHM_PEERS", "64", "shm: senders one endpoint accepts"},
 	{"RCP_SHM_DIR", "/dev/shm", "shm: where segments live (for checks)"},
-	{"RCP_UDP_MTU", "0", "udp: largest frame (0: 65000 on loopback, "
-			      "interface MTU-28 elsewhere)"},
-	{"RCP_UDP_RCVBUF", "4m", "udp: socket receive buffer"},
+	{"RCP_UDP_MTU", "0", "udp: largest frame (0: 65000 on loopback, interface "
+			      "MTU-28 (IPv4) / -48 (IPv6) elsewhere; config.mtu may lower it)"},
+	{"RCP_UDP_RCVBUF", "4m", "udp: socket receive buffer (config.rx_bytes overrides)"},
 	{"RCP_UDP_SNDBUF", "4m", "udp: socket send buffer"},
-	{"RCP_UDP_GSO", "1", "udp: use UDP_SEGMENT / UDP_GRO when offered"},
+	{"RCP_UDP_GSO", "1", "udp: send batches with UDP_SEGMENT, take bursts of equal "
+			      "frames with UDP_GRO, where offered (0: never)"},
 	{"RCP_PEER_TIMEOUT", "5000", "ms of peer silence before RCP_EPEER"},
 	{"RCP_TRANSPORT", "", "force a transport (shm|udp|...)"},
 	{"RCP_SESSION", "", "per-job session name; frames of other sessions are dropped"},
@@ -42,6 +43,7 @@ static const struct rcpi_env_var vars[] = {
 	{"RCP_CREDITS", "64", "unexpected eager messages a channel may hold"},
 	{"RCP_RMA_MIN", "65536", "messages from this size move by RMA where offered"},
 	{"RCP_WAIT", "", "spin|sleep: force the wait policy of every endpoint"},
+	{"RCP_LINGER_MS", "2000", "how long closing waits for frames to be acknowledged"},
 	{NULL, NULL, NULL},
 };
 

@@ -75,6 +75,7 @@
  * once (complete() asserts it).
  */
 #include <assert.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -84,7 +85,8 @@
 #define RXW 1024u           /* receive window in frames (bitmap size) */
 #define TXW_MAX 1024u       /* largest send ring */
 #define DUPTHRESH 3u        /* later frames acked before a gap is a loss */
-#define INLINE_CAP 256u     /* bytes a slot can hold inline */
+#define ACK_EVERY 4u        /* in-order frames between forced acks */
+#define INLINE_CAP 2048u    /* bytes a slot can hold inline */
 #define CWND_ONE 1024u      /* cwnd fixed point */
 #define RKEY_MAX RCP_NIC_RKEY_MAX
 
@@ -209,6 +211,7 @@ struct rcp_chan {
 	uint32_t cwnd, ssthresh, peer_wnd, recover, highest_sacked, unsent, max_inflight;
 	int have_sack;
 	uint64_t srtt, rttvar, rto;
+	uint64_t rto_base; /* last time the cumulative ack advanced */
 	int backoff;
 	uint32_t tx_msg_next;  /* next message id to assign */
 	uint32_t tx_msg_start; /* next message id whose first frame goes out */
@@ -277,7 +280,7 @@ void rcpc_params_default(struct rcpc_params *p)
 	p->rto_init = 10000000;   /* 10 ms before the first sample */
 	p->ack_delay = 50000;     /* 50 us */
 	p->credits = 64;
-	p->inline_max = 256;
+	p->inline_max = 2048;
 	p->rma_min = 65536;
 	p->reorder_bytes = 8u << 20;
 }
@@ -877,12 +880,16 @@ static void place(rcp_req *r, uint64_t off, const unsigned char *p, uint32_t n)
 /* The message starting now on CH matched receive R (R_POSTED or R_READY). */
 static void recv_matched(rcp_chan *ch, rcp_req *r, uint32_t msg, uint64_t tag, size_t total)
 {
+	/* A receive promised to this very message may already hold bytes:
+	 * data placed before the message's start frame was processed (the
+	 * start was lost and resent while the sender streamed on our READY). */
+	if (!(r->state == R_READY && r->msg == msg))
+		r->got = 0;
 	recv_unpost(r);
 	r->src = ch;
 	r->msg = msg;
 	r->tag = tag;
 	r->total = total;
-	r->got = 0;
 }
 
 /* Grants the peer one more unexpected message (one was consumed). */
@@ -897,7 +904,6 @@ static void rts_matched(rcp_chan *ch, rcp_req *r, uint32_t msg, uint64_t tag, si
 			int rma, const unsigned char *rkey, uint32_t rkeylen)
 {
 	rcpc_core *c = ch->core;
-	int was_reserved = r->state == R_READY && r->msg == msg;
 	struct ctl k = {0};
 
 	recv_matched(ch, r, msg, tag, total);
@@ -915,13 +921,14 @@ static void rts_matched(rcp_chan *ch, rcp_req *r, uint32_t msg, uint64_t tag, si
 	}
 	r->state = R_FILL;
 	list_add_tail(&ch->rndv, &r->link);
-	if (!was_reserved) {
-		k.type = RCPW_READY;
-		k.msg = msg;
-		k.tag = tag;
-		k.arg = total;
-		ctl_push(ch, &k);
-	}
+	/* Always answer an RTS, even if a READY promise for this message
+	 * is already out: the sender chose RTS, so it declined the promise
+	 * (or had not seen it).  It ignores a READY it no longer waits for. */
+	k.type = RCPW_READY;
+	k.msg = msg;
+	k.tag = tag;
+	k.arg = total;
+	ctl_push(ch, &k);
 	recv_check_done(ch, r);
 }
 
@@ -1052,11 +1059,7 @@ static void process_inorder(rcp_chan *ch, const struct rcpw_hdr *h, const unsign
 				chan_fail(ch, RCP_EPROTO);
 				return;
 			}
-			{
-				size_t early = r->got; /* data placed before the start */
-				recv_matched(ch, r, h->msg, h->tag, h->arg);
-				r->got = early;
-			}
+			recv_matched(ch, r, h->msg, h->tag, h->arg);
 			r->state = R_FILL;
 			list_add_tail(&ch->rndv, &r->link);
 			place(r, 0, pl, h->len);
@@ -1249,6 +1252,9 @@ static void process_ack_fields(rcp_chan *ch, const struct rcpw_hdr *h, uint64_t 
 		progress = 1;
 	}
 	if (progress) {
+		/* RFC 6298 (5.3): restart the timer when new data is acked, so
+		 * a deep queue behind a full window is not taken for loss. */
+		ch->rto_base = now;
 		ch->backoff = 0;
 		update_rto(ch);
 	}
@@ -1351,7 +1357,9 @@ static void process_reliable(rcp_chan *ch, const struct rcpw_hdr *h, const unsig
 		ch->rx_next++;
 		ch->since_ack++;
 	}
-	if (ch->since_ack >= (ch->core->p.rx_frames / 4 > 2 ? ch->core->p.rx_frames / 4 : 2))
+	/* Ack every few frames so the sender's window and RTO timer keep
+	 * moving on long streams; small exchanges piggyback instead. */
+	if (ch->since_ack >= ACK_EVERY)
 		ch->ack_now = 1;
 	ch->ack_pending = 1;
 }
@@ -1468,7 +1476,8 @@ int rcpc_timers(rcpc_core *c, uint64_t now)
 		/* Retransmission timeout on the oldest frame out. */
 		if (ch->tx_una != ch->tx_next) {
 			struct slot *s = slot_of(ch, ch->tx_una);
-			if (s->sent_at && now >= s->sent_at + ch->rto) {
+			uint64_t base = s->sent_at > ch->rto_base ? s->sent_at : ch->rto_base;
+			if (s->sent_at && now >= base + ch->rto) {
 				ch->core->st.timeouts++;
 				ch->ssthresh = ch->cwnd / 2 > 2 * CWND_ONE ? ch->cwnd / 2 : 2 * CWND_ONE;
 				ch->cwnd = ch->ssthresh;
@@ -1517,8 +1526,9 @@ uint64_t rcpc_deadline(const rcpc_core *c)
 			continue;
 		if (ch->tx_una != ch->tx_next) {
 			const struct slot *s = &ch->slots[ch->tx_una & (ch->nslots - 1)];
-			if (s->sent_at && s->sent_at + ch->rto < d)
-				d = s->sent_at + ch->rto;
+			uint64_t base = s->sent_at > ch->rto_base ? s->sent_at : ch->rto_base;
+			if (s->sent_at && base + ch->rto < d)
+				d = base + ch->rto;
 			if (!s->sent_at || ch->unsent)
 				d = 0; /* frames the nic refused: retry soon */
 		}
@@ -1937,6 +1947,48 @@ int rcpc_probe(rcpc_core *c, rcp_chan *ch, uint64_t tag, struct rcp_status *st)
 			st->len = u->total;
 		}
 		return 1;
+	}
+	return 0;
+}
+
+static int list_len(const struct list *l)
+{
+	int n = 0;
+	for (const struct list *p = l->next; p != l; p = p->next)
+		n++;
+	return n;
+}
+
+int rcpc_chan_debug(const rcp_chan *ch, char *buf, size_t len)
+{
+	const rcpc_core *c = ch->core;
+	return snprintf(buf, len,
+			"peer %d failed %d tx una %u next %u cwnd %u/%u peer_wnd %u rto %llu "
+			"backoff %d unsent %u sack %d/%u | msgs next %u start %u | startq %d "
+			"streamq %d busyq %d ctl %u ready %d(%u) | rx next %u gaps %u msg %u "
+			"rndv %d reserved %d posted %d unexp %d credits %u/%u given %u",
+			ch->peer, ch->failed, ch->tx_una, ch->tx_next, ch->cwnd / CWND_ONE,
+			window(ch), ch->peer_wnd, (unsigned long long)ch->rto, ch->backoff,
+			ch->unsent, ch->have_sack, ch->highest_sacked, ch->tx_msg_next,
+			ch->tx_msg_start, list_len(&ch->startq), list_len(&ch->streamq),
+			list_len(&ch->busyq), ch->ctl_count, ch->ready_valid, ch->ready.msg,
+			ch->rx_next, ch->rx_gaps, ch->rx_msg_next, list_len(&ch->rndv),
+			ch->reserved ? (int)ch->reserved->msg : -1, list_len(&c->posted),
+			list_len(&c->unexp), ch->credits_used, ch->credits_granted,
+			ch->credits_given);
+}
+
+int rcpc_core_busy(const rcpc_core *c)
+{
+	const struct list *p;
+	for (p = c->chans.next; p != &c->chans; p = p->next) {
+		const rcp_chan *ch = container_of(p, rcp_chan, link);
+		if (ch->failed)
+			continue;
+		if (ch->tx_una != ch->tx_next || !list_empty(&ch->startq) ||
+		    !list_empty(&ch->streamq) || !list_empty(&ch->busyq) || ch->ctl_count ||
+		    ch->ack_pending || ch->ack_now)
+			return 1;
 	}
 	return 0;
 }

@@ -107,6 +107,13 @@ rcpc_core *rcpc_req_core(const rcp_req *req);
 int rcpc_cancel(rcp_req *req, uint64_t now);
 int rcpc_probe(rcpc_core *c, rcp_chan *ch, uint64_t tag, struct rcp_status *st);
 
+/* Nonzero while frames are unacknowledged, sends unfinished or acks owed
+ * on a channel that has not failed (what closing waits for). */
+int rcpc_core_busy(const rcpc_core *c);
+
+/* One line describing CH's state, for diagnostics.  Returns snprintf's. */
+int rcpc_chan_debug(const rcp_chan *ch, char *buf, size_t len);
+
 /* For tests: the largest number of frames ever in flight on CH, and the
  * peer's advertised window. */
 void rcpc_chan_window_stats(const rcp_chan *ch, uint32_t *max_inflight, uint32_t *peer_wnd);

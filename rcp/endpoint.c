@@ -50,6 +50,8 @@ static uint64_t now_ns(void)
 	return rcpi_now_ns();
 }
 
+static int progress(rcp_ep *ep);
+
 /* ---- the core's view of the world below ---- */
 
 static int io_send(void *ctx, int peer, const struct iovec *iov, int iovcnt, unsigned flags)
@@ -213,8 +215,17 @@ void rcp_ep_close(rcp_ep *ep)
 {
 	if (!ep)
 		return;
-	/* Give acks owed to peers one chance to go out. */
-	rcpc_flush(ep->core, now_ns());
+	/* Linger: a send that completed at once (inline) may still be in
+	 * flight, and peers may be owed acks.  Progress until nothing is
+	 * outstanding or RCP_LINGER_MS passes (peers that died make their
+	 * channels fail sooner through the peer timeout). */
+	{
+		uint64_t until = now_ns() + (uint64_t)rcpi_env_int("RCP_LINGER_MS", 2000) * 1000000ull;
+		while (rcpc_core_busy(ep->core) && now_ns() < until)
+			if (progress(ep) < 0)
+				break;
+		rcpc_flush(ep->core, now_ns());
+	}
 	rcpc_core_free(ep->core);
 	rcp_nic_close(ep->nic);
 	free(ep->names);
@@ -279,6 +290,17 @@ int rcp_progress(rcp_ep *ep)
 	return progress(ep);
 }
 
+int64_t rcp_ep_timeout_ns(const rcp_ep *ep)
+{
+	uint64_t now;
+	if (!ep)
+		return RCP_EINVAL;
+	if (ep->deadline == UINT64_MAX)
+		return -1;
+	now = now_ns();
+	return ep->deadline > now ? (int64_t)(ep->deadline - now) : 0;
+}
+
 int rcp_ep_arm(rcp_ep *ep)
 {
 	if (!ep)
@@ -306,7 +328,8 @@ static int wait_until(rcp_ep *ep, int (*done)(void *), void *arg, int64_t timeou
 			return rc;
 		if (rc > 0 || done(arg))
 			continue;
-		if ((i & 15) != 15)
+		/* Spinning: look at the clock only now and then. */
+		if (!(ep->flags & RCP_EP_SLEEP) && (i & 15) != 15)
 			continue;
 		now = now_ns();
 		if (now >= until)

@@ -47,6 +47,24 @@ static int open_ep(const struct setup *su, int child, rcp_ep **ep)
 	return rcp_ep_open(addr, &ec, ep);
 }
 
+/* On failure: what the endpoint saw, to tell loss from protocol bugs. */
+static void dump(rcp_ep *ep, const char *who)
+{
+	struct rcp_ep_stats e;
+	struct rcp_nic_stats n;
+	rcp_ep_get_stats(ep, &e);
+	rcp_nic_get_stats(rcp_ep_nic(ep), &n);
+	print_error("%s: frames %llu/%llu retx %llu timeouts %llu dup %llu bad %llu stale %llu "
+		    "ooo %llu | nic tx %llu rx %llu rxdrop %llu eagain %llu fdrop %llu\n",
+		    who, (unsigned long long)e.frames_sent, (unsigned long long)e.frames_recv,
+		    (unsigned long long)e.retransmits, (unsigned long long)e.timeouts,
+		    (unsigned long long)e.dup_frames, (unsigned long long)e.bad_frames,
+		    (unsigned long long)e.stale_frames, (unsigned long long)e.ooo_frames,
+		    (unsigned long long)n.tx_frames, (unsigned long long)n.rx_frames,
+		    (unsigned long long)n.rx_dropped, (unsigned long long)n.tx_eagain,
+		    (unsigned long long)n.f_dropped);
+}
+
 static int swap_addr(rcp_ep *ep, int rfd, int wfd, rcp_chan **ch)
 {
 	char me[RCP_NIC_ADDRSTR_MAX] = {0}, peer[RCP_NIC_ADDRSTR_MAX];
@@ -71,13 +89,17 @@ static int child_main(const struct setup *su, int rfd, int wfd, uint64_t seed, i
 		return 10;
 	for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
 		rcp_req *rq;
-		if (rcp_irecv(ep, ch, 100 + i, buf, sizes[i], &rq) || rcp_wait(rq, &st, WAIT_NS))
+		if (rcp_irecv(ep, ch, 100 + i, buf, sizes[i], &rq) || rcp_wait(rq, &st, WAIT_NS)) {
+			dump(ep, "child");
 			return 11;
+		}
 		if (st.len != sizes[i] || st.tag != 100 + i || st.chan != ch ||
 		    test_check(buf, sizes[i], i) != -1)
 			return 12;
-		if (rcp_send(ch, 200 + i, buf, sizes[i]))
+		if (rcp_send(ch, 200 + i, buf, sizes[i])) {
+			dump(ep, "child");
 			return 13;
+		}
 	}
 	/* Burst: posted with a wildcard tag, must arrive in order. */
 	for (int i = 0; i < nburst; i++) {
@@ -139,10 +161,14 @@ static void run_setup(const struct setup *su)
 			test_fill(sbuf, sizes[i], i);
 			rc = rcp_send(ch, 100 + i, sbuf, sizes[i]);
 			if (rc)
+				dump(ep, "parent");
+			if (rc)
 				fail_msg("%s%s: send %zu B: %s", su->transport, su->faults ? "+faults" : "",
 					 sizes[i], rcp_strerror(rc));
 			memset(rbuf, 0xee, sizes[i]);
 			rc = rcp_recv(ep, ch, 200 + i, rbuf, sizes[i], &s);
+			if (rc)
+				dump(ep, "parent");
 			if (rc)
 				fail_msg("%s%s: echo of %zu B: %s", su->transport,
 					 su->faults ? "+faults" : "", sizes[i], rcp_strerror(rc));
@@ -167,7 +193,11 @@ static void run_setup(const struct setup *su)
 				 rcp_strerror(rc));
 		assert_memory_equal(rbuf, "ok", 2);
 		assert_int_equal(rcp_send(ch, 7777, "x", 1), 0);
-		st = test_wait_child(child);
+		/* rcp_send of an inline message returns before it is acked:
+		 * keep progressing until the child has it and exits. */
+		while (waitpid(child, &st, WNOHANG) == 0)
+			rcp_progress(ep);
+		st = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 		if (st)
 			fail_msg("%s%s: child exited %d (seed %#llx)", su->transport,
 				 su->faults ? "+faults" : "", st, (unsigned long long)seed);

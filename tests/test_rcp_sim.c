@@ -640,6 +640,84 @@ static void t_garbage_nocrc(void **state)
 	sim_free(s);
 }
 
+/* The exchange of test_rcp (send each size, echo it back, receives posted
+ * late or early) with udp-like frames and the fault injector's mix. */
+static void echo_run(uint64_t seed, uint32_t mtu, uint32_t rxf, int rma)
+{
+	static const size_t sz[] = {0, 1, 257, 4096, 16384, 65000, 65536, 100000, 1 << 20,
+				    3 << 20, 8 << 20};
+	struct sim_opts o = {0};
+	struct sim *s;
+	unsigned char *a = malloc(8 << 20), *b = malloc(8 << 20), *c = malloc(8 << 20);
+
+	o.n = 2;
+	o.seed = seed;
+	o.link.drop = 0.1;
+	o.link.dup = 0.02;
+	o.link.reorder = 0.1;
+	o.link.reorder_max = 20000;
+	o.link.latency = 10000;
+	o.rma = rma;
+	rcpc_params_default(&o.params);
+	o.params.mtu = mtu;
+	o.params.rx_frames = rxf;
+	o.params.crc = 1;
+	s = sim_new(&o);
+	sim_chan(s, 0, 1);
+	sim_chan(s, 1, 0);
+	for (size_t i = 0; i < sizeof sz / sizeof sz[0]; i++) {
+		struct one x[2] = {{0}}, y[2] = {{0}};
+		test_fill(a, sz[i], i);
+		/* Child posts first; parent sends. */
+		assert_int_equal(rcpc_irecv(sim_core(s, 1), sim_chan(s, 1, 0), 100 + i, b, sz[i],
+					    sim_now(s), &x[1].r),
+				 0);
+		assert_int_equal(rcpc_isend(sim_chan(s, 0, 1), 100 + i, a, sz[i], sim_now(s),
+					    &x[0].r),
+				 0);
+		if (sim_run(s, two_done, x, 100 * SEC)) {
+			char d0[1024], d1[1024];
+			rcpc_chan_debug(sim_chan(s, 0, 1), d0, sizeof d0);
+			rcpc_chan_debug(sim_chan(s, 1, 0), d1, sizeof d1);
+			fail_msg("size %zu: send stalled (seed %#llx)\n  0: %s\n  1: %s", sz[i],
+				 (unsigned long long)seed, d0, d1);
+		}
+		assert_int_equal(x[0].st.error, 0);
+		assert_int_equal(x[1].st.error, 0);
+		assert_int_equal(test_check(b, sz[i], i), -1);
+		/* Echo: child sends, parent posts after. */
+		assert_int_equal(rcpc_isend(sim_chan(s, 1, 0), 200 + i, b, sz[i], sim_now(s),
+					    &y[0].r),
+				 0);
+		assert_int_equal(rcpc_irecv(sim_core(s, 0), sim_chan(s, 0, 1), 200 + i, c, sz[i],
+					    sim_now(s), &y[1].r),
+				 0);
+		if (sim_run(s, two_done, y, 100 * SEC)) {
+			char d0[1024], d1[1024];
+			rcpc_chan_debug(sim_chan(s, 0, 1), d0, sizeof d0);
+			rcpc_chan_debug(sim_chan(s, 1, 0), d1, sizeof d1);
+			fail_msg("size %zu: echo stalled (seed %#llx)\n  0: %s\n  1: %s", sz[i],
+				 (unsigned long long)seed, d0, d1);
+		}
+		assert_int_equal(y[0].st.error, 0);
+		assert_int_equal(y[1].st.error, 0);
+		assert_int_equal(test_check(c, sz[i], i), -1);
+	}
+	sim_free(s);
+	free(a);
+	free(b);
+	free(c);
+}
+
+static void t_echo_sizes(void **state)
+{
+	(void)state;
+	for (uint64_t k = 0; k < 6; k++)
+		echo_run(test_seed(400) + k, 65000, 64, 0);
+	for (uint64_t k = 0; k < 3; k++)
+		echo_run(test_seed(500) + k, 16384, 64, 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -654,6 +732,7 @@ int main(void)
 		cmocka_unit_test(t_mcast),
 		cmocka_unit_test(t_garbage),
 		cmocka_unit_test(t_garbage_nocrc),
+		cmocka_unit_test(t_echo_sizes),
 		cmocka_unit_test(t_huge_message),
 	};
 	return cmocka_run_group_tests_name("rcp core on a simulated network", tests, NULL, NULL);

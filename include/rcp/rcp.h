@@ -87,8 +87,9 @@ struct rcp_ep_stats {
 /* Opens an endpoint on a nic address ("shm:NAME", "udp:", ...).
  * Returns 0, RCP_EINVAL, RCP_ENOMEM, or any rcp_nic_open code. */
 int rcp_ep_open(const char *nic_addr, const struct rcp_ep_config *cfg, rcp_ep **out);
-/* Fails every pending request with RCP_ECLOSED, flushes what it can, frees
- * everything.  NULL accepted. */
+/* Lingers until every frame sent is acknowledged (at most RCP_LINGER_MS,
+ * default 2000), then fails every pending request with RCP_ECLOSED and
+ * frees everything.  NULL accepted. */
 void rcp_ep_close(rcp_ep *ep);
 /* The endpoint's nic address as a string.  Returns 0, RCP_EINVAL, RCP_ERANGE. */
 int rcp_ep_addr(const rcp_ep *ep, char *buf, size_t len);
@@ -100,6 +101,10 @@ int rcp_ep_fd(const rcp_ep *ep);
 /* Returns 0 if the caller may sleep on the fd now, RCP_EAGAIN if there is
  * work to progress first. */
 int rcp_ep_arm(rcp_ep *ep);
+/* How long a sleeper on rcp_ep_fd() may sleep before rcp_progress() must
+ * run for the protocol's timers (retransmission, acks, liveness): ns, 0 if
+ * due now, -1 if no timer is pending.  Returns RCP_EINVAL for NULL. */
+int64_t rcp_ep_timeout_ns(const rcp_ep *ep);
 /* Drives the protocol: receives frames, fires timers, sends what is due.
  * Returns the number of requests completed (>= 0) or a negative code. */
 int rcp_progress(rcp_ep *ep);
