@@ -1,3 +1,9 @@
 bin_PROGRAMS += perf/rcp-nic-pingpong
 perf_rcp_nic_pingpong_SOURCES = perf/nic_pingpong.c
 perf_rcp_nic_pingpong_LDADD = librcp.la
+
+bin_PROGRAMS += perf/rcp-pingpong
+perf_rcp_pingpong_SOURCES = perf/rcp_pingpong.c perf/tcp_pingpong.c perf/tcp_pingpong.h
+perf_rcp_pingpong_LDADD = librcp.la
+EXTRA_DIST += perf/sweep.sh perf/plot.py perf/pingpong_smoke.sh
+TESTS += perf/pingpong_smoke.sh
