@@ -605,6 +605,10 @@ static void db_ring(struct shm_nic *nic, struct shm_peer *p)
 static void db_flush(struct shm_nic *nic)
 {
 	uint32_t n = nic->ndirty;
+	/* Nothing published since the last check: no fence (callers flush
+	 * after every batch, most often with nothing to ring). */
+	if (!n)
+		return;
 	nic->ndirty = 0;
 	atomic_thread_fence(memory_order_seq_cst);
 	for (uint32_t i = 0; i < n; i++) {
