@@ -212,6 +212,9 @@ struct rcp_chan {
 	int have_sack;
 	uint64_t srtt, rttvar, rto;
 	uint64_t rto_base; /* last time the cumulative ack advanced */
+	uint64_t rack_at;  /* when a hole below the highest sack turns lost */
+	uint64_t tlp_at;   /* tail-loss probe due (0: none armed) */
+	uint64_t last_tx;  /* last time a new reliable frame went out */
 	int backoff;
 	uint32_t tx_msg_next;  /* next message id to assign */
 	uint32_t tx_msg_start; /* next message id whose first frame goes out */
@@ -537,7 +540,18 @@ static int slot_send(rcp_chan *ch, struct slot *s, uint64_t now)
 		ch->unsent--;
 	if (s->nsent)
 		ch->core->st.retransmits++;
+	else
+		ch->last_tx = now;
 	s->sent_at = now ? now : 1;
+	/* Tail-loss probe: if nothing is acked within ~2 round trips of the
+	 * last frame, resend the newest one so the receiver's SACK names
+	 * whatever else is missing (cheaper than waiting for the RTO). */
+	{
+		uint64_t p = ch->srtt ? 2 * ch->srtt : 2 * ch->core->p.rto_min;
+		if (p < 20000)
+			p = 20000;
+		ch->tlp_at = now + p;
+	}
 	if (s->nsent < 255)
 		s->nsent++;
 	return 0;
@@ -683,21 +697,38 @@ static int send_start(rcp_chan *ch, rcp_req *r, uint64_t now)
 }
 
 /* Resends frames taken as lost.  Returns 0 or RCP_EAGAIN. */
+/* How long a hole below the highest selectively acked frame may stay
+ * open before it is taken as lost (RACK: reordering on these links is
+ * shorter than a quarter round trip). */
+static uint64_t rack_wait(const rcp_chan *ch)
+{
+	uint64_t w = ch->srtt ? ch->srtt + ch->srtt / 4 : ch->rto;
+	return w < 20000 ? 20000 : w;
+}
+
 static int chan_retransmit(rcp_chan *ch, uint64_t now)
 {
-	uint32_t guard = (uint32_t)(ch->srtt ? ch->srtt : ch->rto);
-	if (!ch->unsent && !(ch->have_sack && rcpw_seq_lt(ch->tx_una + DUPTHRESH, ch->highest_sacked + 1)))
+	uint64_t wait = rack_wait(ch);
+	ch->rack_at = 0;
+	if (!ch->unsent && !(ch->have_sack && rcpw_seq_lt(ch->tx_una, ch->highest_sacked)))
 		return 0;
 	for (uint32_t seq = ch->tx_una; rcpw_seq_lt(seq, ch->tx_next); seq++) {
 		struct slot *s = slot_of(ch, seq);
 		int lost;
 		if (s->sacked)
 			continue;
+		/* Lost: never went out, or a later frame arrived and either
+		 * DUPTHRESH later ones did or the reordering window passed;
+		 * in both cases not resent within the last round trip. */
 		lost = s->sent_at == 0 ||
-		       (ch->have_sack && rcpw_seq_le(seq + DUPTHRESH, ch->highest_sacked) &&
-			now - s->sent_at >= guard);
-		if (!lost)
+		       (ch->have_sack && rcpw_seq_lt(seq, ch->highest_sacked) &&
+			now - s->sent_at >= wait);
+		if (!lost) {
+			if (ch->have_sack && rcpw_seq_lt(seq, ch->highest_sacked) && s->sent_at &&
+			    (!ch->rack_at || s->sent_at + wait < ch->rack_at))
+				ch->rack_at = s->sent_at + wait;
 			continue;
+		}
 		if (s->sent_at && rcpw_seq_le(ch->recover, seq)) {
 			/* One multiplicative decrease per window of loss. */
 			ch->ssthresh = ch->cwnd / 2 > 2 * CWND_ONE ? ch->cwnd / 2 : 2 * CWND_ONE;
@@ -1292,6 +1323,8 @@ static void process_ack_fields(rcp_chan *ch, const struct rcpw_hdr *h, uint64_t 
 		ch->rto_base = now;
 		ch->backoff = 0;
 		update_rto(ch);
+		if (ch->tx_una == ch->tx_next)
+			ch->tlp_at = 0;
 	}
 }
 
@@ -1528,6 +1561,19 @@ int rcpc_timers(rcpc_core *c, uint64_t now)
 				update_rto(ch);
 			}
 		}
+		/* A hole's reordering window ran out: chan_flush below resends. */
+		/* Tail-loss probe. */
+		if (!ch->failed && ch->tlp_at && now >= ch->tlp_at && ch->tx_una != ch->tx_next) {
+			uint32_t seq = ch->tx_next - 1;
+			struct slot *q = slot_of(ch, seq);
+			ch->tlp_at = 0;
+			while (q->sacked && seq != ch->tx_una) {
+				seq--;
+				q = slot_of(ch, seq);
+			}
+			if (!q->sacked && q->sent_at)
+				slot_send(ch, q, now);
+		}
 		/* Liveness. */
 		if (!ch->failed && chan_has_work(ch)) {
 			if (now > ch->last_heard + c->p.peer_timeout) {
@@ -1569,6 +1615,10 @@ uint64_t rcpc_deadline(const rcpc_core *c)
 		}
 		if (ch->ack_due && ch->ack_due < d)
 			d = ch->ack_due;
+		if (ch->rack_at && ch->rack_at < d)
+			d = ch->rack_at;
+		if (ch->tlp_at && ch->tx_una != ch->tx_next && ch->tlp_at < d)
+			d = ch->tlp_at;
 		if (ch->ack_now)
 			d = 0;
 		if (chan_has_work(ch)) {

@@ -42,6 +42,7 @@ struct rcp_ep {
 	uint64_t deadline;
 	unsigned idle_polls;
 	uint64_t now_cache, now_tsc; /* see ep_now() */
+	uint64_t active_at;          /* last time frames arrived */
 	struct peer_name *names;
 	int nnames;
 	struct rcp_nic_frame frames[BURST];
@@ -289,6 +290,8 @@ static int progress(rcp_ep *ep)
 	if (!n && ep->deadline != 0 && (++ep->idle_polls & 31))
 		return 0;
 	now = ep_now(ep);
+	if (n)
+		ep->active_at = now;
 	for (int i = 0; i < n; i++) {
 		const struct rcp_nic_frame *f = &ep->frames[i];
 		rcpc_input(ep->core, f->peer, f->src, f->srclen, f->data, f->len, now);
@@ -356,7 +359,10 @@ static int wait_until(rcp_ep *ep, int (*done)(void *), void *arg, int64_t timeou
 		now = now_ns();
 		if (now >= until)
 			return RCP_ETIMEDOUT;
-		if ((ep->flags & RCP_EP_SPIN) || now < spin_end) {
+		/* Spin while the wait is young or frames came recently: a
+		 * transfer in progress should not fall asleep between frames. */
+		if ((ep->flags & RCP_EP_SPIN) || now < spin_end ||
+		    (!(ep->flags & RCP_EP_SLEEP) && now < ep->active_at + (uint64_t)ep->spin_ns)) {
 			rcpi_cpu_relax();
 			continue;
 		}
@@ -372,8 +378,12 @@ static int wait_until(rcp_ep *ep, int (*done)(void *), void *arg, int64_t timeou
 		if (wake == UINT64_MAX) {
 			rc = poll(&pfd, 1, -1);
 		} else {
-			uint64_t ms = wake > now ? (wake - now + 999999) / 1000000 : 0;
-			rc = poll(&pfd, 1, ms > 60000 ? 60000 : (int)ms);
+			/* ppoll: timers are microseconds apart; poll()'s
+			 * millisecond rounding would stretch every one. */
+			uint64_t ns = wake > now ? wake - now : 0;
+			struct timespec ts = {(time_t)(ns / 1000000000ull),
+					      (long)(ns % 1000000000ull)};
+			rc = ppoll(&pfd, 1, &ts, NULL);
 		}
 		if (rc < 0 && errno != EINTR)
 			return RCP_ESYS;
