@@ -21,7 +21,7 @@ struct rcpi_env_var {
 };
 
 static const struct rcpi_env_var vars[] = {
-	{"RCP_LOG", "warn", "log level: error|warn|info|debug"},
+	{"RCP_LOG", "warn", "log level: error, warn, info, debug"},
 	{"RCP_FAULTS", "", "fault injection spec for every nic endpoint"},
 	{"RCP_SPIN_NS", "50000", "ns to spin before sleeping in waits"},
 	{"RCP_SHM_RING", "1m", "shm: bytes of each per-sender receive ring"},
@@ -35,14 +35,14 @@ static const struct rcpi_env_var vars[] = {
 	{"RCP_UDP_GSO", "1", "udp: send batches with UDP_SEGMENT, take bursts of equal "
 			      "frames with UDP_GRO, where offered (0: never)"},
 	{"RCP_PEER_TIMEOUT", "5000", "ms of peer silence before RCP_EPEER"},
-	{"RCP_TRANSPORT", "", "force a transport (shm|udp|...)"},
+	{"RCP_TRANSPORT", "", "force a transport (shm, udp, ...)"},
 	{"RCP_SESSION", "", "per-job session name; frames of other sessions are dropped"},
 	{"RCP_CRC", "auto", "payload CRC32C: auto (where the nic does not check), 0, 1"},
 	{"RCP_RTO_MIN_US", "250", "smallest retransmission timeout, us"},
 	{"RCP_ACK_DELAY_US", "50", "how long an ack may wait for a piggyback, us"},
 	{"RCP_CREDITS", "64", "unexpected eager messages a channel may hold"},
 	{"RCP_RMA_MIN", "65536", "messages from this size move by RMA where offered"},
-	{"RCP_WAIT", "", "spin|sleep: force the wait policy of every endpoint"},
+	{"RCP_WAIT", "", "spin or sleep: force the wait policy of every endpoint"},
 	{"RCP_LINGER_MS", "2000", "how long closing waits for frames to be acknowledged"},
 	{NULL, NULL, NULL},
 };

@@ -77,7 +77,7 @@ static void report(const struct opts *o, const char *transport, const char *mode
 	if (o->csv)
 		printf("%s,%s,%zu,%ld,%.3f,%.3f\n", transport, mode, o->size, n, med, p99);
 	else
-		printf("%-8s %-6s %8zu B  median %9.3f us  p99 %9.3f us  (%ld iters)\n",
+		printf("%-17s %-6s %8zu B  median %9.3f us  p99 %9.3f us  (%ld iters)\n",
 		       transport, mode, o->size, med, p99, n);
 	fflush(stdout);
 }
@@ -197,8 +197,11 @@ static int nic_side(const struct opts *o, const char *transport, int sleep_mode,
 
 /* ---- kernel UDP socket ping-pong (the baseline) -------------------------- */
 
-static int udp_side(const struct opts *o, int sleep_mode, int is_parent, int rfd, int wfd,
-		    uint64_t *rtt)
+/* CONNECTED: connect() to the peer and use send/recv, the fastest a kernel
+ * UDP socket goes.  Unconnected: sendto/recvfrom, what a socket that must
+ * accept unknown senders (like the udp backend) has to do. */
+static int udp_side(const struct opts *o, int sleep_mode, int connected, int is_parent, int rfd,
+		    int wfd, uint64_t *rtt)
 {
 	struct sockaddr_in me = {.sin_family = AF_INET}, peer;
 	socklen_t sl = sizeof me;
@@ -213,7 +216,7 @@ static int udp_side(const struct opts *o, int sleep_mode, int is_parent, int rfd
 	    getsockname(s, (struct sockaddr *)&me, &sl) ||
 	    write(wfd, &me, sizeof me) != (ssize_t)sizeof me ||
 	    read(rfd, &peer, sizeof peer) != (ssize_t)sizeof peer ||
-	    connect(s, (struct sockaddr *)&peer, sizeof peer)) {
+	    (connected && connect(s, (struct sockaddr *)&peer, sizeof peer))) {
 		rc = -1;
 		goto out;
 	}
@@ -221,12 +224,17 @@ static int udp_side(const struct opts *o, int sleep_mode, int is_parent, int rfd
 		uint64_t t0 = now_ns();
 		for (int turn = 0; turn < 2; turn++) {
 			if ((turn == 0) == (is_parent != 0)) {
-				if (send(s, buf, o->size, 0) != (ssize_t)o->size)
+				if (sendto(s, buf, o->size, 0, connected ? NULL : (struct sockaddr *)&peer,
+					   connected ? 0 : sizeof peer) != (ssize_t)o->size)
 					rc = -1;
 				continue;
 			}
 			for (;;) {
-				ssize_t n = recv(s, rbuf, sz + 1, sleep_mode ? 0 : MSG_DONTWAIT);
+				struct sockaddr_in from;
+				socklen_t fl = sizeof from;
+				ssize_t n = connected ? recv(s, rbuf, sz + 1, sleep_mode ? 0 : MSG_DONTWAIT)
+						      : recvfrom(s, rbuf, sz + 1, sleep_mode ? 0 : MSG_DONTWAIT,
+								 (struct sockaddr *)&from, &fl);
 				if (n == (ssize_t)o->size)
 					break;
 				if (n >= 0 || errno != EAGAIN || now_ns() > deadline) {
@@ -253,7 +261,8 @@ static int run_pair(const struct opts *o, const char *transport, const char *mod
 {
 	int p2c[2], c2p[2], sleep_mode = !strcmp(mode, "sleep"), rc, st;
 	uint64_t *rtt = calloc((size_t)o->iters, sizeof *rtt);
-	int kernel = !strcmp(transport, "kernel-udp");
+	int kernel = !strncmp(transport, "kernel-udp", 10);
+	int connected = !strcmp(transport, "kernel-udp");
 	pid_t child;
 
 	if (!rtt || pipe(p2c) || pipe(c2p))
@@ -267,7 +276,7 @@ static int run_pair(const struct opts *o, const char *transport, const char *mod
 		close(c2p[0]);
 		if (o->pin)
 			pin_cpu(1);
-		rc = kernel ? udp_side(o, sleep_mode, 0, p2c[0], c2p[1], NULL)
+		rc = kernel ? udp_side(o, sleep_mode, connected, 0, p2c[0], c2p[1], NULL)
 			    : nic_side(o, transport, sleep_mode, 0, p2c[0], c2p[1], NULL);
 		_exit(rc ? 1 : 0);
 	}
@@ -275,7 +284,7 @@ static int run_pair(const struct opts *o, const char *transport, const char *mod
 	close(c2p[1]);
 	if (o->pin)
 		pin_cpu(0);
-	rc = kernel ? udp_side(o, sleep_mode, 1, c2p[0], p2c[1], rtt)
+	rc = kernel ? udp_side(o, sleep_mode, connected, 1, c2p[0], p2c[1], rtt)
 		    : nic_side(o, transport, sleep_mode, 1, c2p[0], p2c[1], rtt);
 	close(c2p[0]);
 	close(p2c[1]);
@@ -293,12 +302,15 @@ static int run_pair(const struct opts *o, const char *transport, const char *mod
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: rcp-nic-pingpong [--transport shm,udp,kernel-udp] [--mode spin,sleep]\n"
+	fprintf(f, "usage: rcp-nic-pingpong [--transport shm,udp,kernel-udp,kernel-udp-unconn]\n"
+		   "                        [--mode spin,sleep]\n"
 		   "                        [--size BYTES] [--iters N] [--warmup N] [--csv]\n"
 		   "                        [--no-pin] [--timeout-ms MS]\n"
 		   "Bounces one frame between this process and a forked peer and prints the\n"
 		   "round trip (median, p99).  kernel-udp is a plain UDP socket ping-pong on\n"
-		   "loopback, the baseline.  Defaults: all transports, both modes, 8 B,\n"
+		   "loopback (connected: send/recv), kernel-udp-unconn the same with\n"
+		   "sendto/recvfrom, as a socket accepting unknown senders must do.\n"
+		   "Defaults: all transports, both modes, 8 B,\n"
 		   "100000 iterations (10000 in sleep mode), 10000 warm-up.\n");
 }
 
@@ -311,7 +323,7 @@ int main(int argc, char **argv)
 		{"no-pin", no_argument, 0, 'P'},          {"timeout-ms", required_argument, 0, 'T'},
 		{"help", no_argument, 0, 'h'},            {0, 0, 0, 0},
 	};
-	struct opts o = {"shm,udp,kernel-udp", "spin,sleep", 8, -1, -1, 0, 1, 0, 60000};
+	struct opts o = {"shm,udp,kernel-udp,kernel-udp-unconn", "spin,sleep", 8, -1, -1, 0, 1, 0, 60000};
 	char *tlist, *mlist, *t, *m, *s1, *s2;
 	int c, fail = 0;
 

@@ -546,7 +546,7 @@ static int slot_send(rcp_chan *ch, struct slot *s, uint64_t now)
 	/* Tail-loss probe: if nothing is acked within ~2 round trips of the
 	 * last frame, resend the newest one so the receiver's SACK names
 	 * whatever else is missing (cheaper than waiting for the RTO). */
-	{
+	if (!ch->core->p.reliable) {
 		uint64_t p = ch->srtt ? 2 * ch->srtt : 2 * ch->core->p.rto_min;
 		if (p < 20000)
 			p = 20000;

@@ -60,6 +60,7 @@ struct rcpc_params {
 	uint32_t inline_max;   /* eager sends up to this size complete at once */
 	uint32_t rma_min;      /* messages from this size use RMA when offered */
 	size_t reorder_bytes;  /* memory for out-of-order frames, per core */
+	int reliable;          /* the nic never loses frames: no loss probing */
 };
 
 /* Fills P with the defaults (RCP_* environment is applied by the glue). */

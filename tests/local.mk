@@ -55,3 +55,6 @@ tests_test_rcp_SOURCES = tests/test_rcp.c tests/testutil.h
 tests_test_rcp_CFLAGS = $(TEST_CFLAGS)
 tests_test_rcp_LDADD = $(TEST_LDADD)
 endif
+
+TESTS += tests/check_config_doc.sh
+EXTRA_DIST += tests/check_config_doc.sh
