@@ -9,6 +9,7 @@
  * addresses and the final verdict; nothing waits on time.
  */
 #include <signal.h>
+#include <sys/mman.h>
 
 #include <rcp/rcp.h>
 
@@ -292,6 +293,12 @@ static void t_peer_killed(void **state)
 		}
 		kill(child, SIGKILL);
 		test_wait_child(child);
+		if (!strcmp(su.transport, "shm")) {
+			/* A killed process cannot unlink its segment: clean up. */
+			char seg[64];
+			snprintf(seg, sizeof seg, "/rcp-tr-%d-1", (int)child);
+			shm_unlink(seg);
+		}
 		/* A large send (nobody will take it) and a receive. */
 		assert_int_equal(rcp_isend(ch, 2, big, sizeof big, &sq), 0);
 		assert_int_equal(rcp_irecv(ep, ch, 3, rb, sizeof rb, &rq), 0);
