@@ -1098,6 +1098,22 @@ static void bad(rcpc_core *c)
 	c->st.bad_frames++;
 }
 
+/* A message start that claims our READY promise (STREAM data, or FIN
+ * after an RMA put): returns the promised receive, now matched, or NULL
+ * after failing the channel if the sender broke the promise's terms —
+ * refusing is safer than guessing where its bytes belong. */
+static rcp_req *take_promised(rcp_chan *ch, const struct rcpw_hdr *h)
+{
+	rcp_req *r = ch->reserved;
+	if (!r || r->msg != h->msg || !tag_match(r->tag, h->tag)) {
+		bad(ch->core);
+		chan_fail(ch, RCP_EPROTO);
+		return NULL;
+	}
+	recv_matched(ch, r, h->msg, h->tag, h->arg);
+	return r;
+}
+
 /* Processes reliable frame H in sequence order. */
 static void process_inorder(rcp_chan *ch, const struct rcpw_hdr *h, const unsigned char *pl)
 {
@@ -1117,15 +1133,9 @@ static void process_inorder(rcp_chan *ch, const struct rcpw_hdr *h, const unsign
 		}
 		ch->rx_msg_next++;
 		if (h->flags & RCPW_F_STREAM) {
-			r = ch->reserved;
-			if (!r || r->msg != h->msg || !tag_match(r->tag, h->tag)) {
-				/* The sender broke the promise's terms: refuse
-				 * the channel rather than guess. */
-				bad(c);
-				chan_fail(ch, RCP_EPROTO);
+			r = take_promised(ch, h);
+			if (!r)
 				return;
-			}
-			recv_matched(ch, r, h->msg, h->tag, h->arg);
 			r->state = R_FILL;
 			list_add_tail(&ch->rndv, &r->link);
 			place(r, 0, pl, h->len);
@@ -1231,13 +1241,9 @@ static void process_inorder(rcp_chan *ch, const struct rcpw_hdr *h, const unsign
 				return;
 			}
 			ch->rx_msg_next++;
-			r = ch->reserved;
-			if (!r || r->msg != h->msg || !tag_match(r->tag, h->tag)) {
-				bad(c);
-				chan_fail(ch, RCP_EPROTO);
+			r = take_promised(ch, h);
+			if (!r)
 				return;
-			}
-			recv_matched(ch, r, h->msg, h->tag, h->arg);
 			complete(r, h->arg > r->len ? RCP_ETRUNC : 0);
 			try_ready(ch);
 			return;

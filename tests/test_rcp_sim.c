@@ -640,6 +640,20 @@ static void t_garbage_nocrc(void **state)
 	sim_free(s);
 }
 
+/* Runs until both requests of O complete; on a stall, fails with both
+ * channels' state (the first thing to read when a protocol change hangs). */
+static void run_two_or_dump(struct sim *s, struct one *o, const char *what, size_t size,
+			    uint64_t seed)
+{
+	char d0[1024], d1[1024];
+	if (!sim_run(s, two_done, o, 100 * SEC))
+		return;
+	rcpc_chan_debug(sim_chan(s, 0, 1), d0, sizeof d0);
+	rcpc_chan_debug(sim_chan(s, 1, 0), d1, sizeof d1);
+	fail_msg("size %zu: %s stalled (seed %#llx)\n  0: %s\n  1: %s", size, what,
+		 (unsigned long long)seed, d0, d1);
+}
+
 /* The exchange of test_rcp (send each size, echo it back, receives posted
  * late or early) with udp-like frames and the fault injector's mix. */
 static void echo_run(uint64_t seed, uint32_t mtu, uint32_t rxf, int rma)
@@ -675,13 +689,7 @@ static void echo_run(uint64_t seed, uint32_t mtu, uint32_t rxf, int rma)
 		assert_int_equal(rcpc_isend(sim_chan(s, 0, 1), 100 + i, a, sz[i], sim_now(s),
 					    &x[0].r),
 				 0);
-		if (sim_run(s, two_done, x, 100 * SEC)) {
-			char d0[1024], d1[1024];
-			rcpc_chan_debug(sim_chan(s, 0, 1), d0, sizeof d0);
-			rcpc_chan_debug(sim_chan(s, 1, 0), d1, sizeof d1);
-			fail_msg("size %zu: send stalled (seed %#llx)\n  0: %s\n  1: %s", sz[i],
-				 (unsigned long long)seed, d0, d1);
-		}
+		run_two_or_dump(s, x, "send", sz[i], seed);
 		assert_int_equal(x[0].st.error, 0);
 		assert_int_equal(x[1].st.error, 0);
 		assert_int_equal(test_check(b, sz[i], i), -1);
@@ -692,13 +700,7 @@ static void echo_run(uint64_t seed, uint32_t mtu, uint32_t rxf, int rma)
 		assert_int_equal(rcpc_irecv(sim_core(s, 0), sim_chan(s, 0, 1), 200 + i, c, sz[i],
 					    sim_now(s), &y[1].r),
 				 0);
-		if (sim_run(s, two_done, y, 100 * SEC)) {
-			char d0[1024], d1[1024];
-			rcpc_chan_debug(sim_chan(s, 0, 1), d0, sizeof d0);
-			rcpc_chan_debug(sim_chan(s, 1, 0), d1, sizeof d1);
-			fail_msg("size %zu: echo stalled (seed %#llx)\n  0: %s\n  1: %s", sz[i],
-				 (unsigned long long)seed, d0, d1);
-		}
+		run_two_or_dump(s, y, "echo", sz[i], seed);
 		assert_int_equal(y[0].st.error, 0);
 		assert_int_equal(y[1].st.error, 0);
 		assert_int_equal(test_check(c, sz[i], i), -1);
