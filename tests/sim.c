@@ -30,7 +30,17 @@ struct sim {
 	struct ev *heap;
 	size_t nheap, capheap;
 	struct sim_stats st;
+	void (*tap)(void *, int, int, const void *, size_t);
+	void *tap_arg;
 };
+
+void sim_set_tap(struct sim *s, void (*tap)(void *arg, int from, int to, const void *frame,
+					    size_t len),
+		 void *arg)
+{
+	s->tap = tap;
+	s->tap_arg = arg;
+}
 
 static uint64_t rnd(struct sim *s)
 {
@@ -362,6 +372,8 @@ int sim_run(struct sim *s, int (*done)(void *), void *arg, uint64_t limit)
 			if (!s->nodes[e.to].dead && !s->nodes[e.from].dead) {
 				int src = e.from;
 				s->st.delivered++;
+				if (s->tap)
+					s->tap(s->tap_arg, e.from, e.to, e.data, e.len);
 				rcpc_input(s->nodes[e.to].core, e.from, &src, sizeof src, e.data,
 					   e.len, s->now);
 			}

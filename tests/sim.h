@@ -53,6 +53,12 @@ void sim_kill(struct sim *s, int i);
 /* Injects raw bytes as a frame from peer FROM to core TO, now. */
 void sim_inject(struct sim *s, int from, int to, const void *frame, size_t len);
 
+/* Calls TAP for every frame delivered (after faults), e.g. to record
+ * real frames for replay tests.  NULL removes it. */
+void sim_set_tap(struct sim *s, void (*tap)(void *arg, int from, int to, const void *frame,
+					    size_t len),
+		 void *arg);
+
 /* Counters. */
 struct sim_stats {
 	uint64_t sent, delivered, dropped, duplicated, reordered, corrupted;

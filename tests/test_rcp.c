@@ -314,12 +314,129 @@ static void t_peer_killed(void **state)
 	unsetenv("RCP_PEER_TIMEOUT");
 }
 
+/* The public calls not exercised above, in one process with two shm
+ * endpoints progressed in turn: probe, test, waitany, cancel, mcast,
+ * the timeout hint, and argument errors. */
+static void t_api(void **state)
+{
+	rcp_ep *a, *b, *c;
+	rcp_chan *ab, *ba, *ac, *ca;
+	char an[64], bn[64], cn[64], buf[64];
+	rcp_req *r[3], *s1;
+	struct rcp_status st;
+	int idx, rc;
+	(void)state;
+
+	snprintf(an, sizeof an, "shm:tapi-%d-a", (int)getpid());
+	snprintf(bn, sizeof bn, "shm:tapi-%d-b", (int)getpid());
+	snprintf(cn, sizeof cn, "shm:tapi-%d-c", (int)getpid());
+	assert_int_equal(rcp_ep_open(an, NULL, &a), 0);
+	assert_int_equal(rcp_ep_open(bn, NULL, &b), 0);
+	assert_int_equal(rcp_ep_open(cn, NULL, &c), 0);
+	assert_int_equal(rcp_connect(a, bn, &ab), 0);
+	assert_int_equal(rcp_connect(b, an, &ba), 0);
+	assert_int_equal(rcp_connect(a, cn, &ac), 0);
+	assert_int_equal(rcp_connect(c, an, &ca), 0);
+	assert_ptr_equal(rcp_chan_find(a, bn), ab);
+	{
+		rcp_chan *again;
+		assert_int_equal(rcp_connect(a, bn, &again), 0);
+		assert_ptr_equal(again, ab);
+	}
+	assert_int_equal(rcp_chan_peer_addr(ab, buf, sizeof buf), 0);
+	assert_string_equal(buf, bn);
+	assert_int_equal(rcp_chan_peer_addr(ab, buf, 3), RCP_ERANGE);
+
+	/* Argument errors. */
+	assert_int_equal(rcp_isend(ab, RCP_ANY_TAG, "x", 1, &s1), RCP_EINVAL);
+	assert_int_equal(rcp_isend(NULL, 1, "x", 1, &s1), RCP_EINVAL);
+	assert_int_equal(rcp_irecv(NULL, NULL, 1, buf, 1, &s1), RCP_EINVAL);
+	assert_int_equal(rcp_test(NULL, &st), RCP_EINVAL);
+	{
+		rcp_ep *none = (rcp_ep *)1;
+		assert_int_equal(rcp_ep_open(NULL, NULL, &none), RCP_EINVAL);
+		assert_int_equal(rcp_ep_open("nosuch:x", NULL, &none), RCP_ENOENT);
+		assert_null(none);
+	}
+
+	/* Probe sees an unexpected message without taking it. */
+	assert_int_equal(rcp_send(ab, 42, "hello", 5), 0);
+	rc = 0;
+	for (int i = 0; i < 100000 && rc == 0; i++)
+		rc = rcp_probe(b, RCP_ANY_CHAN, 42, &st);
+	assert_int_equal(rc, 1);
+	assert_int_equal(st.len, 5);
+	assert_ptr_equal(st.chan, ba);
+	assert_int_equal(rcp_probe(b, ba, 43, &st), 0);
+	assert_int_equal(rcp_recv(b, ba, 42, buf, sizeof buf, &st), 0);
+	assert_memory_equal(buf, "hello", 5);
+	assert_int_equal(rcp_probe(b, RCP_ANY_CHAN, 42, &st), 0);
+
+	/* waitany: three receives, one message for the middle one. */
+	assert_int_equal(rcp_irecv(b, ba, 1, buf, 8, &r[0]), 0);
+	assert_int_equal(rcp_irecv(b, ba, 2, buf + 8, 8, &r[1]), 0);
+	assert_int_equal(rcp_irecv(b, ba, 3, buf + 16, 8, &r[2]), 0);
+	assert_int_equal(rcp_test(r[1], &st), RCP_EAGAIN);
+	assert_int_equal(rcp_send(ab, 2, "two", 3), 0);
+	assert_int_equal(rcp_waitany(r, 3, &idx, &st, WAIT_NS), 0);
+	assert_int_equal(idx, 1);
+	assert_null(r[1]);
+	assert_int_equal(st.tag, 2);
+	assert_int_equal(st.len, 3);
+	/* Cancel: exactly one completion, with RCP_ECANCELED. */
+	assert_int_equal(rcp_cancel(r[0]), 0);
+	assert_int_equal(rcp_test(r[0], &st), RCP_ECANCELED);
+	assert_int_equal(st.error, RCP_ECANCELED);
+	assert_int_equal(rcp_cancel(r[2]), 0);
+	assert_int_equal(rcp_wait(r[2], &st, WAIT_NS), RCP_ECANCELED);
+	/* A wait that cannot finish times out and leaves the request. */
+	assert_int_equal(rcp_irecv(b, ba, 9, buf, 8, &r[0]), 0);
+	assert_int_equal(rcp_wait(r[0], &st, 1000000), RCP_ETIMEDOUT);
+	assert_int_equal(rcp_cancel(r[0]), 0);
+	assert_int_equal(rcp_test(r[0], NULL), RCP_ECANCELED);
+
+	/* Multicast one buffer to two endpoints. */
+	{
+		rcp_chan *to[2] = {ab, ac};
+		static char big[100000];
+		static char g1[100000], g2[100000];
+		rcp_req *m, *q1, *q2;
+		test_fill(big, sizeof big, 3);
+		assert_int_equal(rcp_irecv(b, ba, 7, g1, sizeof g1, &q1), 0);
+		assert_int_equal(rcp_irecv(c, ca, 7, g2, sizeof g2, &q2), 0);
+		assert_int_equal(rcp_mcast(to, 2, 7, big, sizeof big, &m), 0);
+		/* Drive all three endpoints until everything completes. */
+		for (int done = 0, i = 0; done != 7 && i < 10000000; i++) {
+			rcp_progress(a);
+			rcp_progress(b);
+			rcp_progress(c);
+			if (!(done & 1) && rcp_test(q1, &st) != RCP_EAGAIN)
+				done |= 1;
+			if (!(done & 2) && rcp_test(q2, &st) != RCP_EAGAIN)
+				done |= 2;
+			if (!(done & 4) && rcp_test(m, &st) != RCP_EAGAIN)
+				done |= 4;
+		}
+		assert_int_equal(test_check(g1, sizeof g1, 3), -1);
+		assert_int_equal(test_check(g2, sizeof g2, 3), -1);
+	}
+	/* The timeout hint: -1 or a bounded wait, never garbage. */
+	{
+		int64_t t = rcp_ep_timeout_ns(a);
+		assert_true(t == -1 || (t >= 0 && t < 10ll * 1000000000));
+	}
+	rcp_ep_close(c);
+	rcp_ep_close(b);
+	rcp_ep_close(a);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(t_shm),        cmocka_unit_test(t_udp),
 		cmocka_unit_test(t_shm_faults), cmocka_unit_test(t_udp_faults),
 		cmocka_unit_test(t_peer_killed),
+		cmocka_unit_test(t_api),
 	};
 	return cmocka_run_group_tests_name("rcp channels between processes", tests, NULL, NULL);
 }
