@@ -21,30 +21,32 @@ struct rcpi_env_var {
 };
 
 static const struct rcpi_env_var vars[] = {
-	{"RCP_LOG", "warn", "log level: error, warn, info, debug"},
-	{"RCP_FAULTS", "", "fault injection spec for every nic endpoint"},
-	{"RCP_SPIN_NS", "50000", "ns to spin before sleeping in waits"},
-	{"RCP_SHM_RING", "1m", "shm: bytes of each per-sender receive ring"},
-	{"RCP_SHM_MTU", "16k", "shm: largest frame"},
-	{"RCP_SHM_PEERS", "64", "shm: senders one endpoint accepts"},
-	{"RCP_SHM_DIR", "/dev/shm", "shm: where segments live (for checks)"},
-	{"RCP_UDP_MTU", "0", "udp: largest frame (0: 65000 on loopback, interface "
-			      "MTU-28 (IPv4) / -48 (IPv6) elsewhere; config.mtu may lower it)"},
-	{"RCP_UDP_RCVBUF", "4m", "udp: socket receive buffer (config.rx_bytes overrides)"},
-	{"RCP_UDP_SNDBUF", "4m", "udp: socket send buffer"},
-	{"RCP_UDP_GSO", "1", "udp: send batches with UDP_SEGMENT, take bursts of equal "
-			      "frames with UDP_GRO, where offered (0: never)"},
-	{"RCP_PEER_TIMEOUT", "5000", "ms of peer silence before RCP_EPEER"},
-	{"RCP_TRANSPORT", "", "force a transport (shm, udp, ...)"},
-	{"RCP_SESSION", "", "per-job session name; frames of other sessions are dropped"},
-	{"RCP_CRC", "auto", "payload CRC32C: auto (where the nic does not check), 0, 1"},
-	{"RCP_RTO_MIN_US", "250", "smallest retransmission timeout, us"},
-	{"RCP_ACK_DELAY_US", "50", "how long an ack may wait for a piggyback, us"},
-	{"RCP_CREDITS", "64", "unexpected eager messages a channel may hold"},
-	{"RCP_RMA_MIN", "65536", "messages from this size move by RMA where offered"},
-	{"RCP_WAIT", "", "spin or sleep: force the wait policy of every endpoint"},
-	{"RCP_LINGER_MS", "2000", "how long closing waits for frames to be acknowledged"},
-	{NULL, NULL, NULL},
+    {"RCP_LOG", "warn", "log level: error, warn, info, debug"},
+    {"RCP_FAULTS", "", "fault injection spec for every nic endpoint"},
+    {"RCP_SPIN_NS", "50000", "ns to spin before sleeping in waits"},
+    {"RCP_SHM_RING", "1m", "shm: bytes of each per-sender receive ring"},
+    {"RCP_SHM_MTU", "16k", "shm: largest frame"},
+    {"RCP_SHM_PEERS", "64", "shm: senders one endpoint accepts"},
+    {"RCP_SHM_DIR", "/dev/shm", "shm: where segments live (for checks)"},
+    {"RCP_UDP_MTU", "0",
+     "udp: largest frame (0: 65000 on loopback, interface "
+     "MTU-28 (IPv4) / -48 (IPv6) elsewhere; config.mtu may lower it)"},
+    {"RCP_UDP_RCVBUF", "4m", "udp: socket receive buffer (config.rx_bytes overrides)"},
+    {"RCP_UDP_SNDBUF", "4m", "udp: socket send buffer"},
+    {"RCP_UDP_GSO", "1",
+     "udp: send batches with UDP_SEGMENT, take bursts of equal "
+     "frames with UDP_GRO, where offered (0: never)"},
+    {"RCP_PEER_TIMEOUT", "5000", "ms of peer silence before RCP_EPEER"},
+    {"RCP_TRANSPORT", "", "force a transport (shm, udp, ...)"},
+    {"RCP_SESSION", "", "per-job session name; frames of other sessions are dropped"},
+    {"RCP_CRC", "auto", "payload CRC32C: auto (where the nic does not check), 0, 1"},
+    {"RCP_RTO_MIN_US", "250", "smallest retransmission timeout, us"},
+    {"RCP_ACK_DELAY_US", "50", "how long an ack may wait for a piggyback, us"},
+    {"RCP_CREDITS", "64", "unexpected eager messages a channel may hold"},
+    {"RCP_RMA_MIN", "65536", "messages from this size move by RMA where offered"},
+    {"RCP_WAIT", "", "spin or sleep: force the wait policy of every endpoint"},
+    {"RCP_LINGER_MS", "2000", "how long closing waits for frames to be acknowledged"},
+    {NULL, NULL, NULL},
 };
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -63,8 +65,8 @@ static void scan(void)
 		const char *eq = strchr(*e, '=');
 		size_t len = eq ? (size_t)(eq - *e) : strlen(*e);
 		if (len > 4 && !strncmp(*e, "RCP_", 4) && !find(*e, len))
-			rcpi_warn("unknown variable %.*s ignored (see docs/config.md)",
-				  (int)len, *e);
+			rcpi_warn("unknown variable %.*s ignored (see docs/config.md)", (int)len,
+			          *e);
 	}
 	rcpi_log_init();
 }
@@ -90,14 +92,22 @@ int64_t rcpi_env_int(const char *name, int64_t def)
 		return def;
 	x = strtoll(v, &end, 0);
 	switch (tolower((unsigned char)*end)) {
-	case 'k': x *= 1024; end++; break;
-	case 'm': x *= 1024 * 1024; end++; break;
-	case 'g': x *= 1024ll * 1024 * 1024; end++; break;
+	case 'k':
+		x *= 1024;
+		end++;
+		break;
+	case 'm':
+		x *= 1024 * 1024;
+		end++;
+		break;
+	case 'g':
+		x *= 1024ll * 1024 * 1024;
+		end++;
+		break;
 	default: break;
 	}
 	if (end == v || *end) {
-		rcpi_warn("%s=%s is not a number; using %lld", name, v,
-			  (long long)def);
+		rcpi_warn("%s=%s is not a number; using %lld", name, v, (long long)def);
 		return def;
 	}
 	return x;

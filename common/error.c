@@ -35,15 +35,22 @@ int rcpi_errno_to_rcp(int err)
 	switch (err) {
 	case 0: return RCP_OK;
 	case EINVAL: return RCP_EINVAL;
-	case ENOMEM: case ENOBUFS: return RCP_ENOMEM;
+	case ENOMEM:
+	case ENOBUFS: return RCP_ENOMEM;
 	case EAGAIN: return RCP_EAGAIN;
 	case EMSGSIZE: return RCP_EMSGSIZE;
-	case EPERM: case EACCES: return RCP_EPERM;
+	case EPERM:
+	case EACCES: return RCP_EPERM;
 	case ENOENT: return RCP_ENOENT;
 	case EADDRINUSE: return RCP_EADDRINUSE;
-	case EADDRNOTAVAIL: case EAFNOSUPPORT: return RCP_EADDR;
-	case ESRCH: case ECONNREFUSED: case EHOSTUNREACH: case ENETUNREACH:
-	case ECONNRESET: case EPIPE: return RCP_EPEER;
+	case EADDRNOTAVAIL:
+	case EAFNOSUPPORT: return RCP_EADDR;
+	case ESRCH:
+	case ECONNREFUSED:
+	case EHOSTUNREACH:
+	case ENETUNREACH:
+	case ECONNRESET:
+	case EPIPE: return RCP_EPEER;
 	case ETIMEDOUT: return RCP_ETIMEDOUT;
 	case EBUSY: return RCP_EBUSY;
 	case EOPNOTSUPP: return RCP_ENOTSUP;

@@ -14,27 +14,26 @@
 
 #include <rcp/error.h>
 
-#define RCPI_LIKELY(x) __builtin_expect(!!(x), 1)
+#define RCPI_LIKELY(x)   __builtin_expect(!!(x), 1)
 #define RCPI_UNLIKELY(x) __builtin_expect(!!(x), 0)
-#define RCPI_CACHELINE 64
+#define RCPI_CACHELINE   64
 
 /* ---- logging: RCP_LOG=error|warn|info|debug (default warn) ---- */
 enum { RCPI_LOG_ERROR, RCPI_LOG_WARN, RCPI_LOG_INFO, RCPI_LOG_DEBUG };
 extern int rcpi_log_level;
 void rcpi_log_init(void);
-void rcpi_log(int level, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-#define rcpi_err(...) rcpi_log(RCPI_LOG_ERROR, __VA_ARGS__)
+void rcpi_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#define rcpi_err(...)  rcpi_log(RCPI_LOG_ERROR, __VA_ARGS__)
 #define rcpi_warn(...) rcpi_log(RCPI_LOG_WARN, __VA_ARGS__)
-#define rcpi_info(...)                                                       \
-	do {                                                                 \
-		if (rcpi_log_level >= RCPI_LOG_INFO)                          \
-			rcpi_log(RCPI_LOG_INFO, __VA_ARGS__);                 \
+#define rcpi_info(...)                                                                             \
+	do {                                                                                       \
+		if (rcpi_log_level >= RCPI_LOG_INFO)                                               \
+			rcpi_log(RCPI_LOG_INFO, __VA_ARGS__);                                      \
 	} while (0)
-#define rcpi_debug(...)                                                      \
-	do {                                                                 \
-		if (rcpi_log_level >= RCPI_LOG_DEBUG)                         \
-			rcpi_log(RCPI_LOG_DEBUG, __VA_ARGS__);                \
+#define rcpi_debug(...)                                                                            \
+	do {                                                                                       \
+		if (rcpi_log_level >= RCPI_LOG_DEBUG)                                              \
+			rcpi_log(RCPI_LOG_DEBUG, __VA_ARGS__);                                     \
 	} while (0)
 
 /* ---- configuration from RCP_* environment variables ----

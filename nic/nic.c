@@ -23,9 +23,9 @@
 
 /* Built backends.  A backend not built is simply not listed here. */
 static const struct rcpi_nic_ops *const backends[] = {
-	&rcpi_nic_shm_ops,
-	&rcpi_nic_udp_ops,
-	NULL,
+    &rcpi_nic_shm_ops,
+    &rcpi_nic_udp_ops,
+    NULL,
 };
 
 static const char *const backend_names[] = {"shm", "udp", NULL};
@@ -148,13 +148,12 @@ int rcp_nic_peer_remove(rcp_nic *nic, int peer)
 	return nic->ops->peer_remove(nic, peer);
 }
 
-int rcp_nic_send(rcp_nic *nic, int peer, const struct iovec *iov, int iovcnt,
-		 unsigned flags)
+int rcp_nic_send(rcp_nic *nic, int peer, const struct iovec *iov, int iovcnt, unsigned flags)
 {
 	int64_t total;
 
 	if (RCPI_UNLIKELY(!nic || peer < 0 || iovcnt < 0 || (iovcnt && !iov) ||
-			  (flags & ~RCP_NIC_MORE)))
+	                  (flags & ~RCP_NIC_MORE)))
 		return RCP_EINVAL;
 	total = rcpi_iov_total(iov, iovcnt);
 	if (RCPI_UNLIKELY(total < 0))
@@ -246,8 +245,7 @@ int rcp_nic_wait(rcp_nic *nic, int64_t timeout_ns, int64_t spin_ns)
 	}
 }
 
-int rcp_nic_mr_reg(rcp_nic *nic, void *addr, size_t len, unsigned access,
-		   rcp_nic_mr **out)
+int rcp_nic_mr_reg(rcp_nic *nic, void *addr, size_t len, unsigned access, rcp_nic_mr **out)
 {
 	if (!nic || !addr || !len || !out ||
 	    (access & ~(unsigned)(RCP_NIC_ACCESS_READ | RCP_NIC_ACCESS_WRITE)))
@@ -272,8 +270,8 @@ int rcp_nic_mr_pack(const rcp_nic_mr *mr, void *rkey, size_t *len)
 	return mr->nic->ops->mr_pack(mr, rkey, len);
 }
 
-int rcp_nic_get(rcp_nic *nic, int peer, void *local, size_t len,
-		const void *rkey, size_t rkeylen, uint64_t offset)
+int rcp_nic_get(rcp_nic *nic, int peer, void *local, size_t len, const void *rkey, size_t rkeylen,
+                uint64_t offset)
 {
 	if (!nic || peer < 0 || (!local && len) || !rkey)
 		return RCP_EINVAL;
@@ -282,8 +280,8 @@ int rcp_nic_get(rcp_nic *nic, int peer, void *local, size_t len,
 	return nic->ops->get(nic, peer, local, len, rkey, rkeylen, offset);
 }
 
-int rcp_nic_put(rcp_nic *nic, int peer, const void *local, size_t len,
-		const void *rkey, size_t rkeylen, uint64_t offset)
+int rcp_nic_put(rcp_nic *nic, int peer, const void *local, size_t len, const void *rkey,
+                size_t rkeylen, uint64_t offset)
 {
 	if (!nic || peer < 0 || (!local && len) || !rkey)
 		return RCP_EINVAL;

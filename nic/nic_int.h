@@ -30,8 +30,7 @@ struct rcpi_nic_ops {
 	uint8_t id;       /* enum rcpi_nic_id */
 
 	/* REST is the address after "name:".  Must fill nic->ops. */
-	int (*open)(const char *rest, const struct rcp_nic_config *cfg,
-		    rcp_nic **out);
+	int (*open)(const char *rest, const struct rcp_nic_config *cfg, rcp_nic **out);
 	void (*close)(rcp_nic *nic);
 	void (*query)(const rcp_nic *nic, struct rcp_nic_info *info);
 	int (*addr_str)(const rcp_nic *nic, char *buf, size_t len);
@@ -42,8 +41,8 @@ struct rcpi_nic_ops {
 	 * another backend's prefix with RCP_EADDR. */
 	int (*peer_add_str)(rcp_nic *nic, const char *rest, int *peer);
 	int (*peer_remove)(rcp_nic *nic, int peer);
-	int (*send)(rcp_nic *nic, int peer, const struct iovec *iov, int iovcnt,
-		    size_t total, unsigned flags);
+	int (*send)(rcp_nic *nic, int peer, const struct iovec *iov, int iovcnt, size_t total,
+	            unsigned flags);
 	int (*flush)(rcp_nic *nic);
 	int (*recv)(rcp_nic *nic, struct rcp_nic_frame *frames, int max);
 	void (*release)(rcp_nic *nic, struct rcp_nic_frame *frames, int n);
@@ -52,14 +51,13 @@ struct rcpi_nic_ops {
 	/* Cheap check used while spinning: nonzero if frames may be waiting. */
 	int (*pending)(rcp_nic *nic);
 	/* Optional (NULL: RCP_ENOTSUP). */
-	int (*mr_reg)(rcp_nic *nic, void *addr, size_t len, unsigned access,
-		      rcp_nic_mr **out);
+	int (*mr_reg)(rcp_nic *nic, void *addr, size_t len, unsigned access, rcp_nic_mr **out);
 	int (*mr_dereg)(rcp_nic_mr *mr);
 	int (*mr_pack)(const rcp_nic_mr *mr, void *rkey, size_t *len);
-	int (*get)(rcp_nic *nic, int peer, void *local, size_t len,
-		   const void *rkey, size_t rkeylen, uint64_t offset);
-	int (*put)(rcp_nic *nic, int peer, const void *local, size_t len,
-		   const void *rkey, size_t rkeylen, uint64_t offset);
+	int (*get)(rcp_nic *nic, int peer, void *local, size_t len, const void *rkey,
+	           size_t rkeylen, uint64_t offset);
+	int (*put)(rcp_nic *nic, int peer, const void *local, size_t len, const void *rkey,
+	           size_t rkeylen, uint64_t offset);
 };
 
 /* The part of every endpoint the dispatcher owns. */

@@ -67,8 +67,8 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-static void report(const struct opts *o, const char *transport, const char *mode,
-		   uint64_t *rtt, long n)
+static void report(const struct opts *o, const char *transport, const char *mode, uint64_t *rtt,
+                   long n)
 {
 	double med, p99;
 	qsort(rtt, (size_t)n, sizeof *rtt, cmp_u64);
@@ -77,8 +77,8 @@ static void report(const struct opts *o, const char *transport, const char *mode
 	if (o->csv)
 		printf("%s,%s,%zu,%ld,%.3f,%.3f\n", transport, mode, o->size, n, med, p99);
 	else
-		printf("%-17s %-6s %8zu B  median %9.3f us  p99 %9.3f us  (%ld iters)\n",
-		       transport, mode, o->size, med, p99, n);
+		printf("%-17s %-6s %8zu B  median %9.3f us  p99 %9.3f us  (%ld iters)\n", transport,
+		       mode, o->size, med, p99, n);
 	fflush(stdout);
 }
 
@@ -116,7 +116,7 @@ static int nic_await(rcp_nic *nic, int sleep_mode, uint64_t expect, uint64_t dea
 }
 
 static int nic_side(const struct opts *o, const char *transport, int sleep_mode, int is_parent,
-		    int rfd, int wfd, uint64_t *rtt)
+                    int rfd, int wfd, uint64_t *rtt)
 {
 	char addr[RCP_NIC_ADDRSTR_MAX], peer_addr[RCP_NIC_ADDRSTR_MAX];
 	rcp_nic *nic = NULL;
@@ -186,7 +186,7 @@ static int nic_side(const struct opts *o, const char *transport, int sleep_mode,
 	}
 	if (rc)
 		fprintf(stderr, "rcp-nic-pingpong: %s %s: %s\n", transport,
-			is_parent ? "parent" : "child", rcp_strerror(rc));
+		        is_parent ? "parent" : "child", rcp_strerror(rc));
 	free(buf);
 	/* Make sure the peer is done with our endpoint before we close it. */
 	if (write(wfd, "d", 1) != 1 || read(rfd, addr, 1) != 1)
@@ -201,7 +201,7 @@ static int nic_side(const struct opts *o, const char *transport, int sleep_mode,
  * UDP socket goes.  Unconnected: sendto/recvfrom, what a socket that must
  * accept unknown senders (like the udp backend) has to do. */
 static int udp_side(const struct opts *o, int sleep_mode, int connected, int is_parent, int rfd,
-		    int wfd, uint64_t *rtt)
+                    int wfd, uint64_t *rtt)
 {
 	struct sockaddr_in me = {.sin_family = AF_INET}, peer;
 	socklen_t sl = sizeof me;
@@ -224,17 +224,20 @@ static int udp_side(const struct opts *o, int sleep_mode, int connected, int is_
 		uint64_t t0 = now_ns();
 		for (int turn = 0; turn < 2; turn++) {
 			if ((turn == 0) == (is_parent != 0)) {
-				if (sendto(s, buf, o->size, 0, connected ? NULL : (struct sockaddr *)&peer,
-					   connected ? 0 : sizeof peer) != (ssize_t)o->size)
+				if (sendto(s, buf, o->size, 0,
+				           connected ? NULL : (struct sockaddr *)&peer,
+				           connected ? 0 : sizeof peer) != (ssize_t)o->size)
 					rc = -1;
 				continue;
 			}
 			for (;;) {
 				struct sockaddr_in from;
 				socklen_t fl = sizeof from;
-				ssize_t n = connected ? recv(s, rbuf, sz + 1, sleep_mode ? 0 : MSG_DONTWAIT)
-						      : recvfrom(s, rbuf, sz + 1, sleep_mode ? 0 : MSG_DONTWAIT,
-								 (struct sockaddr *)&from, &fl);
+				ssize_t n =
+				    connected
+				        ? recv(s, rbuf, sz + 1, sleep_mode ? 0 : MSG_DONTWAIT)
+				        : recvfrom(s, rbuf, sz + 1, sleep_mode ? 0 : MSG_DONTWAIT,
+				                   (struct sockaddr *)&from, &fl);
 				if (n == (ssize_t)o->size)
 					break;
 				if (n >= 0 || errno != EAGAIN || now_ns() > deadline) {
@@ -277,7 +280,7 @@ static int run_pair(const struct opts *o, const char *transport, const char *mod
 		if (o->pin)
 			pin_cpu(1);
 		rc = kernel ? udp_side(o, sleep_mode, connected, 0, p2c[0], c2p[1], NULL)
-			    : nic_side(o, transport, sleep_mode, 0, p2c[0], c2p[1], NULL);
+		            : nic_side(o, transport, sleep_mode, 0, p2c[0], c2p[1], NULL);
 		_exit(rc ? 1 : 0);
 	}
 	close(p2c[0]);
@@ -285,7 +288,7 @@ static int run_pair(const struct opts *o, const char *transport, const char *mod
 	if (o->pin)
 		pin_cpu(0);
 	rc = kernel ? udp_side(o, sleep_mode, connected, 1, c2p[0], p2c[1], rtt)
-		    : nic_side(o, transport, sleep_mode, 1, c2p[0], p2c[1], rtt);
+	            : nic_side(o, transport, sleep_mode, 1, c2p[0], p2c[1], rtt);
 	close(c2p[0]);
 	close(p2c[1]);
 	if (rc)
@@ -303,27 +306,33 @@ static int run_pair(const struct opts *o, const char *transport, const char *mod
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: rcp-nic-pingpong [--transport shm,udp,kernel-udp,kernel-udp-unconn]\n"
-		   "                        [--mode spin,sleep]\n"
-		   "                        [--size BYTES] [--iters N] [--warmup N] [--csv]\n"
-		   "                        [--no-pin] [--timeout-ms MS]\n"
-		   "Bounces one frame between this process and a forked peer and prints the\n"
-		   "round trip (median, p99).  kernel-udp is a plain UDP socket ping-pong on\n"
-		   "loopback (connected: send/recv), kernel-udp-unconn the same with\n"
-		   "sendto/recvfrom, as a socket accepting unknown senders must do.\n"
-		   "Defaults: all transports, both modes, 8 B,\n"
-		   "100000 iterations (10000 in sleep mode), 10000 warm-up.\n");
+	           "                        [--mode spin,sleep]\n"
+	           "                        [--size BYTES] [--iters N] [--warmup N] [--csv]\n"
+	           "                        [--no-pin] [--timeout-ms MS]\n"
+	           "Bounces one frame between this process and a forked peer and prints the\n"
+	           "round trip (median, p99).  kernel-udp is a plain UDP socket ping-pong on\n"
+	           "loopback (connected: send/recv), kernel-udp-unconn the same with\n"
+	           "sendto/recvfrom, as a socket accepting unknown senders must do.\n"
+	           "Defaults: all transports, both modes, 8 B,\n"
+	           "100000 iterations (10000 in sleep mode), 10000 warm-up.\n");
 }
 
 int main(int argc, char **argv)
 {
 	static const struct option lo[] = {
-		{"transport", required_argument, 0, 't'}, {"mode", required_argument, 0, 'm'},
-		{"size", required_argument, 0, 's'},      {"iters", required_argument, 0, 'n'},
-		{"warmup", required_argument, 0, 'w'},    {"csv", no_argument, 0, 'c'},
-		{"no-pin", no_argument, 0, 'P'},          {"timeout-ms", required_argument, 0, 'T'},
-		{"help", no_argument, 0, 'h'},            {0, 0, 0, 0},
+	    {"transport", required_argument, 0, 't'},
+	    {"mode", required_argument, 0, 'm'},
+	    {"size", required_argument, 0, 's'},
+	    {"iters", required_argument, 0, 'n'},
+	    {"warmup", required_argument, 0, 'w'},
+	    {"csv", no_argument, 0, 'c'},
+	    {"no-pin", no_argument, 0, 'P'},
+	    {"timeout-ms", required_argument, 0, 'T'},
+	    {"help", no_argument, 0, 'h'},
+	    {0, 0, 0, 0},
 	};
-	struct opts o = {"shm,udp,kernel-udp,kernel-udp-unconn", "spin,sleep", 8, -1, -1, 0, 1, 0, 60000};
+	struct opts o = {
+	    "shm,udp,kernel-udp,kernel-udp-unconn", "spin,sleep", 8, -1, -1, 0, 1, 0, 60000};
 	char *tlist, *mlist, *t, *m, *s1, *s2;
 	int c, fail = 0;
 

@@ -82,13 +82,13 @@
 #include "rcp/core.h"
 #include "rcp/wire.h"
 
-#define RXW 1024u           /* receive window in frames (bitmap size) */
-#define TXW_MAX 1024u       /* largest send ring */
-#define DUPTHRESH 3u        /* later frames acked before a gap is a loss */
-#define ACK_EVERY 4u        /* in-order frames between forced acks */
-#define INLINE_CAP 2048u    /* bytes a slot can hold inline */
-#define CWND_ONE 1024u      /* cwnd fixed point */
-#define RKEY_MAX RCP_NIC_RKEY_MAX
+#define RXW        1024u /* receive window in frames (bitmap size) */
+#define TXW_MAX    1024u /* largest send ring */
+#define DUPTHRESH  3u    /* later frames acked before a gap is a loss */
+#define ACK_EVERY  4u    /* in-order frames between forced acks */
+#define INLINE_CAP 2048u /* bytes a slot can hold inline */
+#define CWND_ONE   1024u /* cwnd fixed point */
+#define RKEY_MAX   RCP_NIC_RKEY_MAX
 
 /* ---- lists --------------------------------------------------------------- */
 
@@ -117,7 +117,7 @@ static void list_del(struct list *n)
 	n->next->prev = n->prev;
 	n->next = n->prev = n;
 }
-#define container_of(p, T, m) ((T *)(void *)((char *)(p) - offsetof(T, m)))
+#define container_of(p, T, m) ((T *)(void *)((char *)(p)-offsetof(T, m)))
 #define list_for_each_safe(pos, tmp, head)                                                         \
 	for (pos = (head)->next, tmp = pos->next; pos != (head); pos = tmp, tmp = pos->next)
 
@@ -132,9 +132,9 @@ enum req_state {
 	S_STREAM,     /* streaming DATA (streamq while bytes are left) */
 	S_WAITACK,    /* all frames out, waiting for acks (busyq) */
 	/* recv */
-	R_POSTED,     /* in core->posted */
-	R_READY,      /* in core->posted and ch->reserved: READY sent */
-	R_FILL,       /* matched to a message, bytes arriving (ch->rndv) */
+	R_POSTED, /* in core->posted */
+	R_READY,  /* in core->posted and ch->reserved: READY sent */
+	R_FILL,   /* matched to a message, bytes arriving (ch->rndv) */
 	/* all */
 	Q_DONE,
 };
@@ -165,7 +165,7 @@ struct slot {
 	rcp_req *req;        /* DATA frames of a non-inline send */
 	uint64_t sent_at;    /* 0: never went out (nic said EAGAIN) */
 	uint32_t seq;
-	uint32_t plen;       /* payload bytes */
+	uint32_t plen;                /* payload bytes */
 	const unsigned char *payload; /* user buffer or inl */
 	uint8_t in_use, sacked, nsent;
 	unsigned char inl[INLINE_CAP];
@@ -278,10 +278,10 @@ void rcpc_params_default(struct rcpc_params *p)
 	p->session = 0x52435031u; /* "RCP1" */
 	p->epoch = 1;
 	p->peer_timeout = 5000000000ull;
-	p->rto_min = 250000;      /* 250 us: LAN round trips are tens of us */
-	p->rto_max = 1000000000;  /* 1 s */
-	p->rto_init = 10000000;   /* 10 ms before the first sample */
-	p->ack_delay = 50000;     /* 50 us */
+	p->rto_min = 250000;     /* 250 us: LAN round trips are tens of us */
+	p->rto_max = 1000000000; /* 1 s */
+	p->rto_init = 10000000;  /* 10 ms before the first sample */
+	p->ack_delay = 50000;    /* 50 us */
 	p->credits = 64;
 	p->inline_max = 2048;
 	p->rma_min = 65536;
@@ -448,9 +448,9 @@ static void rx_set(rcp_chan *ch, uint32_t seq, int v)
 
 static int chan_has_work(const rcp_chan *ch)
 {
-	return ch->tx_una != ch->tx_next || !list_empty(&ch->startq) ||
-	       !list_empty(&ch->streamq) || !list_empty(&ch->busyq) || !list_empty(&ch->rndv) ||
-	       ch->posted_specific || ch->ctl_count;
+	return ch->tx_una != ch->tx_next || !list_empty(&ch->startq) || !list_empty(&ch->streamq) ||
+	       !list_empty(&ch->busyq) || !list_empty(&ch->rndv) || ch->posted_specific ||
+	       ch->ctl_count;
 }
 
 /* Called before a channel takes on work: silence while idle is no failure. */
@@ -463,7 +463,7 @@ static void chan_touch(rcp_chan *ch, uint64_t now)
 /* ---- building and sending frames ---------------------------------------------- */
 
 static void hdr_fill(rcp_chan *ch, struct rcpw_hdr *h, uint8_t type, uint16_t flags, uint32_t seq,
-		     uint32_t msg, uint64_t tag, uint64_t arg, uint32_t len)
+                     uint32_t msg, uint64_t tag, uint64_t arg, uint32_t len)
 {
 	rcpc_core *c = ch->core;
 	h->magic = RCPW_MAGIC;
@@ -558,9 +558,9 @@ static int slot_send(rcp_chan *ch, struct slot *s, uint64_t now)
 }
 
 /* Takes the next sequence number and a slot for a reliable frame. */
-static struct slot *slot_new(rcp_chan *ch, rcp_req *req, uint8_t type, uint16_t flags,
-			     uint32_t msg, uint64_t tag, uint64_t arg, const void *payload,
-			     uint32_t plen, int copy)
+static struct slot *slot_new(rcp_chan *ch, rcp_req *req, uint8_t type, uint16_t flags, uint32_t msg,
+                             uint64_t tag, uint64_t arg, const void *payload, uint32_t plen,
+                             int copy)
 {
 	uint32_t seq = ch->tx_next++;
 	struct slot *s = slot_of(ch, seq);
@@ -634,11 +634,11 @@ static int send_start(rcp_chan *ch, rcp_req *r, uint64_t now)
 		ch->ready_valid = 0;
 		if ((ch->ready.flags & RCPW_F_RMA) && c->io.put && r->total >= c->p.rma_min) {
 			rc = c->io.put(c->io.ctx, ch->peer, r->buf, r->total, ch->ready.rkey,
-				       ch->ready.rkeylen, 0);
+			               ch->ready.rkeylen, 0);
 			if (!rc) {
 				c->st.rma_msgs++;
 				s = slot_new(ch, r, RCPW_FIN, RCPW_F_FIRST | RCPW_F_ACKREQ, r->msg,
-					     r->tag, r->total, NULL, 0, 0);
+				             r->tag, r->total, NULL, 0, 0);
 				r->state = S_WAITACK;
 				list_add_tail(&ch->busyq, &r->link);
 				return slot_send(ch, s, now);
@@ -649,7 +649,7 @@ static int send_start(rcp_chan *ch, rcp_req *r, uint64_t now)
 		c->st.rndv_msgs++;
 		r->next_off = c->payload_max;
 		s = slot_new(ch, r, RCPW_DATA, RCPW_F_FIRST | RCPW_F_STREAM, r->msg, r->tag,
-			     r->total, r->buf, c->payload_max, 0);
+		             r->total, r->buf, c->payload_max, 0);
 		r->state = S_STREAM;
 		list_add_tail(&ch->streamq, &r->link);
 		return slot_send(ch, s, now);
@@ -664,8 +664,8 @@ static int send_start(rcp_chan *ch, rcp_req *r, uint64_t now)
 		int inl = r->total <= c->p.inline_max && r->total <= INLINE_CAP;
 		ch->credits_used++;
 		s = slot_new(ch, inl ? NULL : r, RCPW_DATA,
-			     RCPW_F_FIRST | RCPW_F_EAGER | (inl ? 0 : RCPW_F_ACKREQ), r->msg, r->tag,
-			     r->total, r->buf, (uint32_t)r->total, inl);
+		             RCPW_F_FIRST | RCPW_F_EAGER | (inl ? 0 : RCPW_F_ACKREQ), r->msg,
+		             r->tag, r->total, r->buf, (uint32_t)r->total, inl);
 		if (inl) {
 			complete(r, 0);
 		} else {
@@ -685,9 +685,9 @@ static int send_start(rcp_chan *ch, rcp_req *r, uint64_t now)
 		unsigned char rkey[RKEY_MAX];
 		size_t rklen = sizeof rkey;
 		if (!c->io.mr_reg(c->io.ctx, r->buf, r->total, RCP_NIC_ACCESS_READ, &r->mr, rkey,
-				  &rklen)) {
+		                  &rklen)) {
 			s = slot_new(ch, NULL, RCPW_RTS, RCPW_F_RMA, r->msg, r->tag, r->total, rkey,
-				     (uint32_t)rklen, 1);
+			             (uint32_t)rklen, 1);
 			r->reserved_rma = 1;
 			return slot_send(ch, s, now);
 		}
@@ -720,9 +720,8 @@ static int chan_retransmit(rcp_chan *ch, uint64_t now)
 		/* Lost: never went out, or a later frame arrived and either
 		 * DUPTHRESH later ones did or the reordering window passed;
 		 * in both cases not resent within the last round trip. */
-		lost = s->sent_at == 0 ||
-		       (ch->have_sack && rcpw_seq_lt(seq, ch->highest_sacked) &&
-			now - s->sent_at >= wait);
+		lost = s->sent_at == 0 || (ch->have_sack && rcpw_seq_lt(seq, ch->highest_sacked) &&
+		                           now - s->sent_at >= wait);
 		if (!lost) {
 			if (ch->have_sack && rcpw_seq_lt(seq, ch->highest_sacked) && s->sent_at &&
 			    (!ch->rack_at || s->sent_at + wait < ch->rack_at))
@@ -757,7 +756,7 @@ static void chan_pump(rcp_chan *ch, uint64_t now)
 		if (ch->ctl_count) {
 			struct ctl *k = &ch->ctlq[ch->ctl_head];
 			s = slot_new(ch, NULL, k->type, k->flags, k->msg, k->tag, k->arg, k->rkey,
-				     k->rkeylen, 1);
+			             k->rkeylen, 1);
 			ch->ctl_head = (ch->ctl_head + 1) % ch->ctl_cap;
 			ch->ctl_count--;
 			rc = slot_send(ch, s, now);
@@ -777,7 +776,7 @@ static void chan_pump(rcp_chan *ch, uint64_t now)
 				list_add_tail(&ch->busyq, &r->link);
 			}
 			s = slot_new(ch, r, RCPW_DATA, fl, r->msg, r->tag, r->next_off,
-				     r->buf + r->next_off, (uint32_t)n, 0);
+			             r->buf + r->next_off, (uint32_t)n, 0);
 			r->next_off += n;
 			rc = slot_send(ch, s, now);
 		} else {
@@ -966,8 +965,8 @@ static void credit_return(rcp_chan *ch)
 }
 
 /* RTS for MSG matched receive R: pull by RMA, or say READY. */
-static void rts_matched(rcp_chan *ch, rcp_req *r, uint32_t msg, uint64_t tag, size_t total,
-			int rma, const unsigned char *rkey, uint32_t rkeylen)
+static void rts_matched(rcp_chan *ch, rcp_req *r, uint32_t msg, uint64_t tag, size_t total, int rma,
+                        const unsigned char *rkey, uint32_t rkeylen)
 {
 	rcpc_core *c = ch->core;
 	struct ctl k = {0};
@@ -1034,7 +1033,7 @@ static void try_ready(rcp_chan *ch)
 	if (c->io.mr_reg && r->len >= c->p.rma_min) {
 		size_t rklen = sizeof k.rkey;
 		if (!c->io.mr_reg(c->io.ctx, r->buf, r->len, RCP_NIC_ACCESS_WRITE, &r->mr, k.rkey,
-				  &rklen))
+		                  &rklen))
 			k.rkeylen = (uint8_t)rklen;
 	}
 	if (k.rkeylen)
@@ -1190,7 +1189,7 @@ static void process_inorder(rcp_chan *ch, const struct rcpw_hdr *h, const unsign
 		r = match_posted(c, ch, h->tag);
 		if (r) {
 			rts_matched(ch, r, h->msg, h->tag, h->arg, !!(h->flags & RCPW_F_RMA), pl,
-				    h->len);
+			            h->len);
 		} else {
 			struct unexp *u = calloc(1, sizeof *u);
 			if (!u) {
@@ -1257,8 +1256,7 @@ static void process_inorder(rcp_chan *ch, const struct rcpw_hdr *h, const unsign
 		list_del(&r->link);
 		complete(r, 0);
 		return;
-	default:
-		bad(c);
+	default: bad(c);
 	}
 }
 
@@ -1335,7 +1333,7 @@ static void process_ack_fields(rcp_chan *ch, const struct rcpw_hdr *h, uint64_t 
 }
 
 static void process_sack(rcp_chan *ch, const struct rcpw_hdr *h, const unsigned char *pl,
-			 uint64_t now)
+                         uint64_t now)
 {
 	uint32_t words = h->len / 8;
 	for (uint32_t w = 0; w < words; w++) {
@@ -1439,7 +1437,7 @@ static void process_reliable(rcp_chan *ch, const struct rcpw_hdr *h, const unsig
 }
 
 void rcpc_input(rcpc_core *c, int peer, const void *src, size_t srclen, const void *frame,
-		size_t len, uint64_t now)
+                size_t len, uint64_t now)
 {
 	struct rcpw_hdr h;
 	const unsigned char *pl;
@@ -1492,14 +1490,9 @@ void rcpc_input(rcpc_core *c, int peer, const void *src, size_t srclen, const vo
 	ch->last_heard = now;
 	process_ack_fields(ch, &h, now);
 	switch (h.type) {
-	case RCPW_ACK:
-		process_sack(ch, &h, pl, now);
-		break;
-	case RCPW_PING:
-		ch->ack_now = 1;
-		break;
-	default:
-		process_reliable(ch, &h, pl);
+	case RCPW_ACK: process_sack(ch, &h, pl, now); break;
+	case RCPW_PING: ch->ack_now = 1; break;
+	default: process_reliable(ch, &h, pl);
 	}
 }
 
@@ -1553,10 +1546,12 @@ int rcpc_timers(rcpc_core *c, uint64_t now)
 			uint64_t base = s->sent_at > ch->rto_base ? s->sent_at : ch->rto_base;
 			if (s->sent_at && now >= base + ch->rto) {
 				ch->core->st.timeouts++;
-				ch->ssthresh = ch->cwnd / 2 > 2 * CWND_ONE ? ch->cwnd / 2 : 2 * CWND_ONE;
+				ch->ssthresh =
+				    ch->cwnd / 2 > 2 * CWND_ONE ? ch->cwnd / 2 : 2 * CWND_ONE;
 				ch->cwnd = ch->ssthresh;
 				ch->recover = ch->tx_next;
-				for (uint32_t seq = ch->tx_una; rcpw_seq_lt(seq, ch->tx_next); seq++) {
+				for (uint32_t seq = ch->tx_una; rcpw_seq_lt(seq, ch->tx_next);
+				     seq++) {
 					struct slot *q = slot_of(ch, seq);
 					if (!q->sacked && q->sent_at && now >= q->sent_at + ch->rto)
 						if (slot_send(ch, q, now))
@@ -1643,7 +1638,7 @@ uint64_t rcpc_deadline(const rcpc_core *c)
 /* ---- the API --------------------------------------------------------------------- */
 
 int rcpc_core_new(const struct rcpc_params *p, const struct rcpc_io *io, void *owner,
-		  rcpc_core **out)
+                  rcpc_core **out)
 {
 	rcpc_core *c;
 
@@ -1812,8 +1807,7 @@ void rcpc_chan_close(rcp_chan *ch, uint64_t now)
 		c->io.peer_remove(c->io.ctx, peer);
 }
 
-int rcpc_isend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, uint64_t now,
-	       rcp_req **req)
+int rcpc_isend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, uint64_t now, rcp_req **req)
 {
 	rcpc_core *c;
 	rcp_req *r;
@@ -1845,7 +1839,7 @@ int rcpc_isend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, uint64_t
 }
 
 int rcpc_irecv(rcpc_core *c, rcp_chan *ch, uint64_t tag, void *buf, size_t len, uint64_t now,
-	       rcp_req **req)
+               rcp_req **req)
 {
 	struct list *p;
 	rcp_req *r;
@@ -1929,7 +1923,7 @@ int rcpc_irecv(rcpc_core *c, rcp_chan *ch, uint64_t tag, void *buf, size_t len, 
 }
 
 int rcpc_mcast(rcp_chan **chans, int n, uint64_t tag, const void *buf, size_t len, uint64_t now,
-	       rcp_req **req)
+               rcp_req **req)
 {
 	rcpc_core *c;
 	rcp_req *pa;
@@ -2056,20 +2050,19 @@ static int list_len(const struct list *l)
 int rcpc_chan_debug(const rcp_chan *ch, char *buf, size_t len)
 {
 	const rcpc_core *c = ch->core;
-	return snprintf(buf, len,
-			"peer %d failed %d tx una %u next %u cwnd %u/%u peer_wnd %u rto %llu "
-			"backoff %d unsent %u sack %d/%u | msgs next %u start %u | startq %d "
-			"streamq %d busyq %d ctl %u ready %d(%u) | rx next %u gaps %u msg %u "
-			"rndv %d reserved %d posted %d unexp %d credits %u/%u given %u",
-			ch->peer, ch->failed, ch->tx_una, ch->tx_next, ch->cwnd / CWND_ONE,
-			window(ch), ch->peer_wnd, (unsigned long long)ch->rto, ch->backoff,
-			ch->unsent, ch->have_sack, ch->highest_sacked, ch->tx_msg_next,
-			ch->tx_msg_start, list_len(&ch->startq), list_len(&ch->streamq),
-			list_len(&ch->busyq), ch->ctl_count, ch->ready_valid, ch->ready.msg,
-			ch->rx_next, ch->rx_gaps, ch->rx_msg_next, list_len(&ch->rndv),
-			ch->reserved ? (int)ch->reserved->msg : -1, list_len(&c->posted),
-			list_len(&c->unexp), ch->credits_used, ch->credits_granted,
-			ch->credits_given);
+	return snprintf(
+	    buf, len,
+	    "peer %d failed %d tx una %u next %u cwnd %u/%u peer_wnd %u rto %llu "
+	    "backoff %d unsent %u sack %d/%u | msgs next %u start %u | startq %d "
+	    "streamq %d busyq %d ctl %u ready %d(%u) | rx next %u gaps %u msg %u "
+	    "rndv %d reserved %d posted %d unexp %d credits %u/%u given %u",
+	    ch->peer, ch->failed, ch->tx_una, ch->tx_next, ch->cwnd / CWND_ONE, window(ch),
+	    ch->peer_wnd, (unsigned long long)ch->rto, ch->backoff, ch->unsent, ch->have_sack,
+	    ch->highest_sacked, ch->tx_msg_next, ch->tx_msg_start, list_len(&ch->startq),
+	    list_len(&ch->streamq), list_len(&ch->busyq), ch->ctl_count, ch->ready_valid,
+	    ch->ready.msg, ch->rx_next, ch->rx_gaps, ch->rx_msg_next, list_len(&ch->rndv),
+	    ch->reserved ? (int)ch->reserved->msg : -1, list_len(&c->posted), list_len(&c->unexp),
+	    ch->credits_used, ch->credits_granted, ch->credits_given);
 }
 
 int rcpc_core_busy(const rcpc_core *c)

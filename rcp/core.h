@@ -32,13 +32,13 @@ struct rcpc_io {
 	int (*flush)(void *ctx);
 	/* Optional one-sided RMA (NULL if the nic has none): register a
 	 * buffer, pack its key, move bytes.  Synchronous. */
-	int (*mr_reg)(void *ctx, void *addr, size_t len, unsigned access, void **mr,
-		      void *rkey, size_t *rkeylen);
+	int (*mr_reg)(void *ctx, void *addr, size_t len, unsigned access, void **mr, void *rkey,
+	              size_t *rkeylen);
 	void (*mr_dereg)(void *ctx, void *mr);
 	int (*get)(void *ctx, int peer, void *local, size_t len, const void *rkey, size_t rkeylen,
-		   uint64_t off);
+	           uint64_t off);
 	int (*put)(void *ctx, int peer, const void *local, size_t len, const void *rkey,
-		   size_t rkeylen, uint64_t off);
+	           size_t rkeylen, uint64_t off);
 	/* RCP_EP_ACCEPT: make a peer index for an unknown sender's address
 	 * blob.  Returns 0 or a negative code (then the frame is dropped). */
 	int (*peer_add)(void *ctx, const void *src, size_t srclen, int *peer);
@@ -47,20 +47,20 @@ struct rcpc_io {
 };
 
 struct rcpc_params {
-	uint32_t mtu;          /* largest frame the nic takes, header included */
-	uint32_t rx_frames;    /* frames our nic holds per sender: our window */
-	uint32_t session;      /* per-job cookie */
-	uint32_t epoch;        /* this incarnation, nonzero, random per open */
-	int crc;               /* 1: checksum payloads and require it */
-	unsigned flags;        /* RCP_EP_ACCEPT */
-	uint64_t peer_timeout; /* ns of silence before RCP_EPEER */
+	uint32_t mtu;                        /* largest frame the nic takes, header included */
+	uint32_t rx_frames;                  /* frames our nic holds per sender: our window */
+	uint32_t session;                    /* per-job cookie */
+	uint32_t epoch;                      /* this incarnation, nonzero, random per open */
+	int crc;                             /* 1: checksum payloads and require it */
+	unsigned flags;                      /* RCP_EP_ACCEPT */
+	uint64_t peer_timeout;               /* ns of silence before RCP_EPEER */
 	uint64_t rto_min, rto_max, rto_init; /* ns */
-	uint64_t ack_delay;    /* ns an ack may wait for a piggyback */
-	uint32_t credits;      /* unexpected eager messages per channel */
-	uint32_t inline_max;   /* eager sends up to this size complete at once */
-	uint32_t rma_min;      /* messages from this size use RMA when offered */
-	size_t reorder_bytes;  /* memory for out-of-order frames, per core */
-	int reliable;          /* the nic never loses frames: no loss probing */
+	uint64_t ack_delay;                  /* ns an ack may wait for a piggyback */
+	uint32_t credits;                    /* unexpected eager messages per channel */
+	uint32_t inline_max;                 /* eager sends up to this size complete at once */
+	uint32_t rma_min;                    /* messages from this size use RMA when offered */
+	size_t reorder_bytes;                /* memory for out-of-order frames, per core */
+	int reliable;                        /* the nic never loses frames: no loss probing */
 };
 
 /* Fills P with the defaults (RCP_* environment is applied by the glue). */
@@ -68,7 +68,7 @@ void rcpc_params_default(struct rcpc_params *p);
 
 /* Returns 0, RCP_EINVAL, RCP_ENOMEM. */
 int rcpc_core_new(const struct rcpc_params *p, const struct rcpc_io *io, void *owner,
-		  rcpc_core **out);
+                  rcpc_core **out);
 /* Completes all pending requests with RCP_ECLOSED and frees everything. */
 void rcpc_core_free(rcpc_core *c);
 void *rcpc_core_owner(const rcpc_core *c);
@@ -85,7 +85,7 @@ void rcpc_chan_close(rcp_chan *ch, uint64_t now);
  * RCP_NIC_PEER_NONE (then SRC/SRCLEN name the sender).  Never trusts the
  * frame: a bad one is counted and dropped. */
 void rcpc_input(rcpc_core *c, int peer, const void *src, size_t srclen, const void *frame,
-		size_t len, uint64_t now);
+                size_t len, uint64_t now);
 /* Sends acks and anything the window now allows; call after a batch of
  * rcpc_input calls.  Returns the count of requests completed since the
  * last call. */
@@ -97,11 +97,11 @@ int rcpc_timers(rcpc_core *c, uint64_t now);
 uint64_t rcpc_deadline(const rcpc_core *c);
 
 int rcpc_isend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, uint64_t now,
-	       rcp_req **req);
+               rcp_req **req);
 int rcpc_irecv(rcpc_core *c, rcp_chan *ch, uint64_t tag, void *buf, size_t len, uint64_t now,
-	       rcp_req **req);
+               rcp_req **req);
 int rcpc_mcast(rcp_chan **chans, int n, uint64_t tag, const void *buf, size_t len, uint64_t now,
-	       rcp_req **req);
+               rcp_req **req);
 /* 1 if REQ is complete (ST filled, REQ freed), 0 if not. */
 int rcpc_req_done(rcp_req *req, struct rcp_status *st);
 rcpc_core *rcpc_req_core(const rcp_req *req);

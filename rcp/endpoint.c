@@ -87,7 +87,7 @@ static int io_flush(void *ctx)
 }
 
 static int io_mr_reg(void *ctx, void *addr, size_t len, unsigned access, void **mr, void *rkey,
-		     size_t *rkeylen)
+                     size_t *rkeylen)
 {
 	rcp_ep *ep = ctx;
 	rcp_nic_mr *m;
@@ -110,14 +110,14 @@ static void io_mr_dereg(void *ctx, void *mr)
 }
 
 static int io_get(void *ctx, int peer, void *local, size_t len, const void *rkey, size_t rkeylen,
-		  uint64_t off)
+                  uint64_t off)
 {
 	rcp_ep *ep = ctx;
 	return rcp_nic_get(ep->nic, peer, local, len, rkey, rkeylen, off);
 }
 
 static int io_put(void *ctx, int peer, const void *local, size_t len, const void *rkey,
-		  size_t rkeylen, uint64_t off)
+                  size_t rkeylen, uint64_t off)
 {
 	rcp_ep *ep = ctx;
 	return rcp_nic_put(ep->nic, peer, local, len, rkey, rkeylen, off);
@@ -205,7 +205,8 @@ int rcp_ep_open(const char *nic_addr, const struct rcp_ep_config *cfg, rcp_ep **
 	p.crc = crc < 0 ? !(ep->info.caps & RCP_NIC_CAP_CHECKED) : crc;
 	p.peer_timeout = (uint64_t)rcpi_env_int("RCP_PEER_TIMEOUT", 5000) * 1000000ull;
 	p.rto_min = (uint64_t)rcpi_env_int("RCP_RTO_MIN_US", (int64_t)(p.rto_min / 1000)) * 1000;
-	p.ack_delay = (uint64_t)rcpi_env_int("RCP_ACK_DELAY_US", (int64_t)(p.ack_delay / 1000)) * 1000;
+	p.ack_delay =
+	    (uint64_t)rcpi_env_int("RCP_ACK_DELAY_US", (int64_t)(p.ack_delay / 1000)) * 1000;
 	p.credits = (uint32_t)rcpi_env_int("RCP_CREDITS", p.credits);
 	p.rma_min = (uint32_t)rcpi_env_int("RCP_RMA_MIN", p.rma_min);
 	if (ep->info.caps & RCP_NIC_CAP_RELIABLE) {
@@ -249,7 +250,8 @@ void rcp_ep_close(rcp_ep *ep)
 	 * outstanding or RCP_LINGER_MS passes (peers that died make their
 	 * channels fail sooner through the peer timeout). */
 	{
-		uint64_t until = now_ns() + (uint64_t)rcpi_env_int("RCP_LINGER_MS", 2000) * 1000000ull;
+		uint64_t until =
+		    now_ns() + (uint64_t)rcpi_env_int("RCP_LINGER_MS", 2000) * 1000000ull;
 		while (rcpc_core_busy(ep->core) && now_ns() < until)
 			if (progress(ep) < 0)
 				break;
@@ -397,7 +399,7 @@ static int wait_until(rcp_ep *ep, int (*done)(void *), void *arg, int64_t timeou
 			 * millisecond rounding would stretch every one. */
 			uint64_t ns = wake > now ? wake - now : 0;
 			struct timespec ts = {(time_t)(ns / 1000000000ull),
-					      (long)(ns % 1000000000ull)};
+			                      (long)(ns % 1000000000ull)};
 			rc = ppoll(&pfd, 1, &ts, NULL);
 		}
 		if (rc < 0 && errno != EINTR)

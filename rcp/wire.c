@@ -24,7 +24,8 @@ static void crc_init(void)
 	}
 	for (uint32_t i = 0; i < 256; i++)
 		for (int t = 1; t < 8; t++)
-			crc_tab[t][i] = (crc_tab[t - 1][i] >> 8) ^ crc_tab[0][crc_tab[t - 1][i] & 0xff];
+			crc_tab[t][i] =
+			    (crc_tab[t - 1][i] >> 8) ^ crc_tab[0][crc_tab[t - 1][i] & 0xff];
 	__atomic_store_n(&crc_ready, 1, __ATOMIC_RELEASE);
 }
 
@@ -55,7 +56,7 @@ uint32_t rcpw_crc32c(uint32_t crc, const void *buf, size_t len)
 }
 
 enum rcpw_verdict rcpw_parse(const void *frame, size_t len, uint32_t session, int require_crc,
-			     struct rcpw_hdr *h, const unsigned char **payload)
+                             struct rcpw_hdr *h, const unsigned char **payload)
 {
 	const unsigned char *p = frame;
 
@@ -88,8 +89,7 @@ enum rcpw_verdict rcpw_parse(const void *frame, size_t len, uint32_t session, in
 	case RCPW_DATA:
 		/* A whole-message frame is also a first frame; its total is its
 		 * payload length. */
-		if ((h->flags & RCPW_F_EAGER) &&
-		    (!(h->flags & RCPW_F_FIRST) || h->arg != h->len))
+		if ((h->flags & RCPW_F_EAGER) && (!(h->flags & RCPW_F_FIRST) || h->arg != h->len))
 			return RCPW_BAD_FIELDS;
 		if ((h->flags & RCPW_F_FIRST) && h->len > h->arg)
 			return RCPW_BAD_FIELDS;
@@ -113,8 +113,7 @@ enum rcpw_verdict rcpw_parse(const void *frame, size_t len, uint32_t session, in
 		if (h->len)
 			return RCPW_BAD_FIELDS;
 		break;
-	default:
-		return RCPW_BAD_TYPE;
+	default: return RCPW_BAD_TYPE;
 	}
 	*payload = p + RCPW_HLEN;
 	return RCPW_OK;

@@ -22,9 +22,9 @@
 #include <stdint.h>
 #include <string.h>
 
-#define RCPW_MAGIC 0x5243u
+#define RCPW_MAGIC   0x5243u
 #define RCPW_VERSION 1u
-#define RCPW_HLEN 64u
+#define RCPW_HLEN    64u
 
 /* Frame types.  DATA..FIN are reliable: they take a sequence number, are
  * acknowledged and retransmitted.  ACK and PING are not. */
@@ -109,7 +109,7 @@ static inline void rcpw_hdr_swap(struct rcpw_hdr *h)
  * REQUIRE_CRC, a frame without FLAG_CRC is refused.  *PAYLOAD points into
  * FRAME.  Never reads outside [FRAME, FRAME+LEN). */
 enum rcpw_verdict rcpw_parse(const void *frame, size_t len, uint32_t session, int require_crc,
-			     struct rcpw_hdr *h, const unsigned char **payload);
+                             struct rcpw_hdr *h, const unsigned char **payload);
 
 /* Fills the CRC of a header whose other fields are final (host order in,
  * wire order out) over header + payload iovec-like pieces. */

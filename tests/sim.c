@@ -34,9 +34,8 @@ struct sim {
 	void *tap_arg;
 };
 
-void sim_set_tap(struct sim *s, void (*tap)(void *arg, int from, int to, const void *frame,
-					    size_t len),
-		 void *arg)
+void sim_set_tap(struct sim *s,
+                 void (*tap)(void *arg, int from, int to, const void *frame, size_t len), void *arg)
 {
 	s->tap = tap;
 	s->tap_arg = arg;
@@ -99,7 +98,7 @@ static struct ev heap_pop(struct sim *s)
 }
 
 static void enqueue(struct sim *s, int from, int to, const unsigned char *data, size_t len,
-		    uint64_t extra)
+                    uint64_t extra)
 {
 	struct ev e;
 	struct node *n = &s->nodes[from];
@@ -179,7 +178,7 @@ struct sim_mr {
 };
 
 static int io_mr_reg(void *ctx, void *addr, size_t len, unsigned access, void **mr, void *rkey,
-		     size_t *rkeylen)
+                     size_t *rkeylen)
 {
 	struct sim_mr *m = malloc(sizeof *m);
 	(void)ctx;
@@ -205,7 +204,7 @@ static void io_mr_dereg(void *ctx, void *mr)
 }
 
 static int rma(void *ctx, int peer, int write, void *local, const void *clocal, size_t len,
-	       const void *rkey, size_t rkeylen, uint64_t off)
+               const void *rkey, size_t rkeylen, uint64_t off)
 {
 	struct node *n = ctx;
 	struct sim_mr m;
@@ -229,13 +228,13 @@ static int rma(void *ctx, int peer, int write, void *local, const void *clocal, 
 }
 
 static int io_get(void *ctx, int peer, void *local, size_t len, const void *rkey, size_t rkeylen,
-		  uint64_t off)
+                  uint64_t off)
 {
 	return rma(ctx, peer, 0, local, NULL, len, rkey, rkeylen, off);
 }
 
 static int io_put(void *ctx, int peer, const void *local, size_t len, const void *rkey,
-		  size_t rkeylen, uint64_t off)
+                  size_t rkeylen, uint64_t off)
 {
 	return rma(ctx, peer, 1, NULL, local, len, rkey, rkeylen, off);
 }
@@ -375,7 +374,7 @@ int sim_run(struct sim *s, int (*done)(void *), void *arg, uint64_t limit)
 				if (s->tap)
 					s->tap(s->tap_arg, e.from, e.to, e.data, e.len);
 				rcpc_input(s->nodes[e.to].core, e.from, &src, sizeof src, e.data,
-					   e.len, s->now);
+				           e.len, s->now);
 			}
 			free(e.data);
 		}

@@ -27,13 +27,13 @@ struct sim_link {
 struct sim;
 
 struct sim_opts {
-	int n;                   /* endpoints */
+	int n; /* endpoints */
 	uint64_t seed;
 	struct sim_link link;
-	int rma;                 /* offer simulated RMA */
-	int accept;              /* RCP_EP_ACCEPT on every core */
+	int rma;                   /* offer simulated RMA */
+	int accept;                /* RCP_EP_ACCEPT on every core */
 	struct rcpc_params params; /* zeroed: defaults with mtu 4096 */
-	uint64_t bandwidth;      /* bytes per second per link (0: infinite) */
+	uint64_t bandwidth;        /* bytes per second per link (0: infinite) */
 };
 
 struct sim *sim_new(const struct sim_opts *o);
@@ -55,9 +55,9 @@ void sim_inject(struct sim *s, int from, int to, const void *frame, size_t len);
 
 /* Calls TAP for every frame delivered (after faults), e.g. to record
  * real frames for replay tests.  NULL removes it. */
-void sim_set_tap(struct sim *s, void (*tap)(void *arg, int from, int to, const void *frame,
-					    size_t len),
-		 void *arg);
+void sim_set_tap(struct sim *s,
+                 void (*tap)(void *arg, int from, int to, const void *frame, size_t len),
+                 void *arg);
 
 /* Counters. */
 struct sim_stats {

@@ -215,10 +215,9 @@ static void t_info_and_addresses(void **state)
 	blob[0] ^= 0x7f; /* another backend's tag */
 	assert_int_equal(rcp_nic_peer_add(nic, blob, blen, &p3), RCP_EADDR);
 	assert_int_equal(rcp_nic_peer_add_str(nic, "nocolon", &p3), RCP_EADDR);
-	assert_int_equal(rcp_nic_peer_add_str(nic, !strcmp(backend, "shm") ? "udp:127.0.0.1:9" :
-									       "shm:abc",
-					      &p3),
-			 RCP_EADDR);
+	assert_int_equal(
+	    rcp_nic_peer_add_str(nic, !strcmp(backend, "shm") ? "udp:127.0.0.1:9" : "shm:abc", &p3),
+	    RCP_EADDR);
 	assert_int_equal(rcp_nic_peer_remove(nic, p1), 0);
 	assert_int_equal(rcp_nic_peer_remove(nic, -1), RCP_EINVAL);
 
@@ -294,7 +293,8 @@ static int child_receiver(struct link *l, long count, uint64_t seed, int expect_
 			rc = recv_one(nic, buf, info.mtu, &from);
 			if (rc < 0)
 				return 11;
-			want = 8 + (size_t)(test_rand(&s) % (info.mtu > 9000 ? 9000 : info.mtu - 8));
+			want =
+			    8 + (size_t)(test_rand(&s) % (info.mtu > 9000 ? 9000 : info.mtu - 8));
 			if (rc < 8)
 				return 12;
 			memcpy(&id, buf, 8);
@@ -341,7 +341,8 @@ static void t_frames_between_processes(void **state)
 		/* Alternate single frames and bursts batched with MORE. */
 		int burst = (id / WIN) & 1;
 		for (long i = 0; i < win; i++, id++) {
-			size_t len = 8 + (size_t)(test_rand(&s) % (info.mtu > 9000 ? 9000 : info.mtu - 8));
+			size_t len =
+			    8 + (size_t)(test_rand(&s) % (info.mtu > 9000 ? 9000 : info.mtu - 8));
 			uint64_t v = (uint64_t)id;
 			/* header and body in separate iovecs: gather is exercised. */
 			struct iovec iov[2] = {{&v, 8}, {buf, len - 8}};
@@ -352,7 +353,7 @@ static void t_frames_between_processes(void **state)
 				rcp_nic_flush(nic);
 			if (rc)
 				fail_msg("send id %ld: %s (seed %#llx)", id, rcp_strerror(rc),
-					 (unsigned long long)seed);
+				         (unsigned long long)seed);
 			if (flags) {
 				/* With MORE the backend may keep pointers into the iov data:
 				 * keep it alive by flushing before the buffers change. */
@@ -362,12 +363,13 @@ static void t_frames_between_processes(void **state)
 		}
 		if (link_get(&l, &acked, sizeof acked))
 			fail_msg("child died after %ld frames (seed %#llx)", id,
-				 (unsigned long long)seed);
+			         (unsigned long long)seed);
 		assert_int_equal(acked, id);
 	}
 	st = test_wait_child(child);
 	if (st)
-		fail_msg("receiver child failed with %d (seed %#llx)", st, (unsigned long long)seed);
+		fail_msg("receiver child failed with %d (seed %#llx)", st,
+		         (unsigned long long)seed);
 	free(buf);
 	rcp_nic_close(nic);
 }
@@ -435,7 +437,8 @@ static void t_burst_recv(void **state)
 				memcpy(bufs[i], &id, 8);
 				test_fill(bufs[i] + 8, LEN - 8, id);
 				while ((rc = rcp_nic_send(nic, peer, &iov, 1,
-							  i + 1 < N ? RCP_NIC_MORE : 0)) == RCP_EAGAIN)
+				                          i + 1 < N ? RCP_NIC_MORE : 0)) ==
+				       RCP_EAGAIN)
 					;
 				assert_int_equal(rc, 0);
 			}
@@ -579,30 +582,27 @@ int main(int argc, char **argv)
 
 	for (int i = 0; names[i]; i++) {
 		const struct CMUnitTest tests[] = {
-			cmocka_unit_test_prestate_setup_teardown(t_strerror, setup_backend, NULL,
-								 (void *)names[i]),
-			cmocka_unit_test_prestate_setup_teardown(t_bad_open, setup_backend, NULL,
-								 (void *)names[i]),
-			cmocka_unit_test_prestate_setup_teardown(t_info_and_addresses,
-								 setup_backend, NULL,
-								 (void *)names[i]),
-			cmocka_unit_test_prestate_setup_teardown(t_oversize_and_bad_send,
-								 setup_backend, NULL,
-								 (void *)names[i]),
-			cmocka_unit_test_prestate_setup_teardown(t_frames_between_processes,
-								 setup_backend, NULL,
-								 (void *)names[i]),
-			cmocka_unit_test_prestate_setup_teardown(t_burst_recv, setup_backend, NULL,
-								 (void *)names[i]),
-			cmocka_unit_test_prestate_setup_teardown(t_wait_fd, setup_backend, NULL,
-								 (void *)names[i]),
-			cmocka_unit_test_prestate_setup_teardown(t_env_warning, setup_backend, NULL,
-								 (void *)names[i]),
+		    cmocka_unit_test_prestate_setup_teardown(t_strerror, setup_backend, NULL,
+		                                             (void *)names[i]),
+		    cmocka_unit_test_prestate_setup_teardown(t_bad_open, setup_backend, NULL,
+		                                             (void *)names[i]),
+		    cmocka_unit_test_prestate_setup_teardown(t_info_and_addresses, setup_backend,
+		                                             NULL, (void *)names[i]),
+		    cmocka_unit_test_prestate_setup_teardown(t_oversize_and_bad_send, setup_backend,
+		                                             NULL, (void *)names[i]),
+		    cmocka_unit_test_prestate_setup_teardown(t_frames_between_processes,
+		                                             setup_backend, NULL, (void *)names[i]),
+		    cmocka_unit_test_prestate_setup_teardown(t_burst_recv, setup_backend, NULL,
+		                                             (void *)names[i]),
+		    cmocka_unit_test_prestate_setup_teardown(t_wait_fd, setup_backend, NULL,
+		                                             (void *)names[i]),
+		    cmocka_unit_test_prestate_setup_teardown(t_env_warning, setup_backend, NULL,
+		                                             (void *)names[i]),
 		};
 		char group[64];
 		snprintf(group, sizeof group, "nic conformance: %s", names[i]);
 		fail |= _cmocka_run_group_tests(group, tests, sizeof tests / sizeof tests[0], NULL,
-						NULL);
+		                                NULL);
 		groups++;
 	}
 	return fail ? 1 : (groups ? 0 : TEST_SKIP_CODE);

@@ -23,14 +23,14 @@ struct setup {
 };
 
 static const struct setup setups[] = {
-	{"shm", NULL},
-	{"udp", NULL},
-	{"shm", "drop=0.1,dup=0.02,reorder=0.1,seed=11"},
-	{"udp", "drop=0.1,dup=0.02,reorder=0.1,seed=12"},
+    {"shm", NULL},
+    {"udp", NULL},
+    {"shm", "drop=0.1,dup=0.02,reorder=0.1,seed=11"},
+    {"udp", "drop=0.1,dup=0.02,reorder=0.1,seed=12"},
 };
 
-static const size_t sizes[] = {0,     1,     7,     256,   257,   1000,    4096,    16320,
-			       16321, 16384, 65000, 65536, 100000, 1 << 20, 3 << 20, 8 << 20};
+static const size_t sizes[] = {0,     1,     7,     256,   257,    1000,    4096,    16320,
+                               16321, 16384, 65000, 65536, 100000, 1 << 20, 3 << 20, 8 << 20};
 
 static int open_ep(const struct setup *su, int child, rcp_ep **ep)
 {
@@ -56,14 +56,14 @@ static void dump(rcp_ep *ep, const char *who)
 	rcp_ep_get_stats(ep, &e);
 	rcp_nic_get_stats(rcp_ep_nic(ep), &n);
 	print_error("%s: frames %llu/%llu retx %llu timeouts %llu dup %llu bad %llu stale %llu "
-		    "ooo %llu | nic tx %llu rx %llu rxdrop %llu eagain %llu fdrop %llu\n",
-		    who, (unsigned long long)e.frames_sent, (unsigned long long)e.frames_recv,
-		    (unsigned long long)e.retransmits, (unsigned long long)e.timeouts,
-		    (unsigned long long)e.dup_frames, (unsigned long long)e.bad_frames,
-		    (unsigned long long)e.stale_frames, (unsigned long long)e.ooo_frames,
-		    (unsigned long long)n.tx_frames, (unsigned long long)n.rx_frames,
-		    (unsigned long long)n.rx_dropped, (unsigned long long)n.tx_eagain,
-		    (unsigned long long)n.f_dropped);
+	            "ooo %llu | nic tx %llu rx %llu rxdrop %llu eagain %llu fdrop %llu\n",
+	            who, (unsigned long long)e.frames_sent, (unsigned long long)e.frames_recv,
+	            (unsigned long long)e.retransmits, (unsigned long long)e.timeouts,
+	            (unsigned long long)e.dup_frames, (unsigned long long)e.bad_frames,
+	            (unsigned long long)e.stale_frames, (unsigned long long)e.ooo_frames,
+	            (unsigned long long)n.tx_frames, (unsigned long long)n.rx_frames,
+	            (unsigned long long)n.rx_dropped, (unsigned long long)n.tx_eagain,
+	            (unsigned long long)n.f_dropped);
 }
 
 static int swap_addr(rcp_ep *ep, int rfd, int wfd, rcp_chan **ch)
@@ -164,15 +164,15 @@ static void run_setup(const struct setup *su)
 			if (rc)
 				dump(ep, "parent");
 			if (rc)
-				fail_msg("%s%s: send %zu B: %s", su->transport, su->faults ? "+faults" : "",
-					 sizes[i], rcp_strerror(rc));
+				fail_msg("%s%s: send %zu B: %s", su->transport,
+				         su->faults ? "+faults" : "", sizes[i], rcp_strerror(rc));
 			memset(rbuf, 0xee, sizes[i]);
 			rc = rcp_recv(ep, ch, 200 + i, rbuf, sizes[i], &s);
 			if (rc)
 				dump(ep, "parent");
 			if (rc)
 				fail_msg("%s%s: echo of %zu B: %s", su->transport,
-					 su->faults ? "+faults" : "", sizes[i], rcp_strerror(rc));
+				         su->faults ? "+faults" : "", sizes[i], rcp_strerror(rc));
 			assert_int_equal(s.len, sizes[i]);
 			assert_int_equal(test_check(rbuf, sizes[i], i), -1);
 		}
@@ -180,7 +180,8 @@ static void run_setup(const struct setup *su)
 			size_t len = (size_t)(test_rand(&r) % 70000);
 			bb[i] = malloc(len + 1);
 			test_fill(bb[i], len, (uint64_t)(1000 + i));
-			assert_int_equal(rcp_isend(ch, (uint64_t)(1000 + i), bb[i], len, &reqs[i]), 0);
+			assert_int_equal(rcp_isend(ch, (uint64_t)(1000 + i), bb[i], len, &reqs[i]),
+			                 0);
 		}
 		for (int i = 0; i < NBURST; i++) {
 			rc = rcp_wait(reqs[i], NULL, WAIT_NS);
@@ -190,8 +191,8 @@ static void run_setup(const struct setup *su)
 		}
 		rc = rcp_recv(ep, ch, 9999, rbuf, 2, &s);
 		if (rc)
-			fail_msg("%s%s: child verdict: %s", su->transport, su->faults ? "+faults" : "",
-				 rcp_strerror(rc));
+			fail_msg("%s%s: child verdict: %s", su->transport,
+			         su->faults ? "+faults" : "", rcp_strerror(rc));
 		assert_memory_equal(rbuf, "ok", 2);
 		assert_int_equal(rcp_send(ch, 7777, "x", 1), 0);
 		/* rcp_send of an inline message returns before it is acked:
@@ -201,17 +202,17 @@ static void run_setup(const struct setup *su)
 		st = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 		if (st)
 			fail_msg("%s%s: child exited %d (seed %#llx)", su->transport,
-				 su->faults ? "+faults" : "", st, (unsigned long long)seed);
+			         su->faults ? "+faults" : "", st, (unsigned long long)seed);
 		{
 			struct rcp_ep_stats es;
 			rcp_ep_get_stats(ep, &es);
-			print_message("  %s%s: %llu msgs, %llu frames, %llu retransmits, %llu dups, "
-				      "%llu rma\n",
-				      su->transport, su->faults ? "+faults" : "",
-				      (unsigned long long)es.msgs_sent, (unsigned long long)es.frames_sent,
-				      (unsigned long long)es.retransmits,
-				      (unsigned long long)es.dup_frames,
-				      (unsigned long long)es.rma_msgs);
+			print_message(
+			    "  %s%s: %llu msgs, %llu frames, %llu retransmits, %llu dups, "
+			    "%llu rma\n",
+			    su->transport, su->faults ? "+faults" : "",
+			    (unsigned long long)es.msgs_sent, (unsigned long long)es.frames_sent,
+			    (unsigned long long)es.retransmits, (unsigned long long)es.dup_frames,
+			    (unsigned long long)es.rma_msgs);
 			if (su->faults)
 				assert_true(es.retransmits > 0); /* the faults were real */
 		}
@@ -433,10 +434,9 @@ static void t_api(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(t_shm),        cmocka_unit_test(t_udp),
-		cmocka_unit_test(t_shm_faults), cmocka_unit_test(t_udp_faults),
-		cmocka_unit_test(t_peer_killed),
-		cmocka_unit_test(t_api),
+	    cmocka_unit_test(t_shm),         cmocka_unit_test(t_udp),
+	    cmocka_unit_test(t_shm_faults),  cmocka_unit_test(t_udp_faults),
+	    cmocka_unit_test(t_peer_killed), cmocka_unit_test(t_api),
 	};
 	return cmocka_run_group_tests_name("rcp channels between processes", tests, NULL, NULL);
 }

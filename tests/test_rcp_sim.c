@@ -85,8 +85,8 @@ static void flow_post(struct work *w, struct flow *f, int upto)
 	for (; f->posted < upto && f->posted < f->n; f->posted++) {
 		int i = f->posted;
 		int rc = rcpc_irecv(sim_core(w->s, f->to), sim_chan(w->s, f->to, f->from),
-				    (i % 3) ? f->m[i].tag : RCP_ANY_TAG, f->rbuf[i], f->m[i].len,
-				    sim_now(w->s), &f->rreq[i]);
+		                    (i % 3) ? f->m[i].tag : RCP_ANY_TAG, f->rbuf[i], f->m[i].len,
+		                    sim_now(w->s), &f->rreq[i]);
 		assert_int_equal(rc, 0);
 	}
 }
@@ -105,8 +105,8 @@ static int work_done(void *arg)
 				f->sreq[i] = NULL;
 				if (st.error) {
 					print_error("flow %d send %d: %s (seed %#llx)\n", k, i,
-						    rcp_strerror(st.error),
-						    (unsigned long long)w->seed);
+					            rcp_strerror(st.error),
+					            (unsigned long long)w->seed);
 					f->failures++;
 				}
 				f->sent_done++;
@@ -116,12 +116,13 @@ static int work_done(void *arg)
 				f->recv_done++;
 				if (st.error || st.len != f->m[i].len || st.tag != f->m[i].tag ||
 				    memcmp(f->rbuf[i], f->sbuf[i], f->m[i].len)) {
-					print_error("flow %d recv %d: err %s len %zu/%zu tag %llu/%llu "
-						    "(seed %#llx)\n",
-						    k, i, rcp_strerror(st.error), st.len, f->m[i].len,
-						    (unsigned long long)st.tag,
-						    (unsigned long long)f->m[i].tag,
-						    (unsigned long long)w->seed);
+					print_error(
+					    "flow %d recv %d: err %s len %zu/%zu tag %llu/%llu "
+					    "(seed %#llx)\n",
+					    k, i, rcp_strerror(st.error), st.len, f->m[i].len,
+					    (unsigned long long)st.tag,
+					    (unsigned long long)f->m[i].tag,
+					    (unsigned long long)w->seed);
 					f->failures++;
 				}
 			}
@@ -136,7 +137,7 @@ static int work_done(void *arg)
 }
 
 static void run_workload(uint64_t seed, const struct sim_link *link, int rma, int nmsg,
-			 uint32_t mtu)
+                         uint32_t mtu)
 {
 	struct sim_opts o = {0};
 	struct work w = {0};
@@ -164,7 +165,7 @@ static void run_workload(uint64_t seed, const struct sim_link *link, int rma, in
 		struct flow *f = &w.f[k];
 		for (int i = 0; i < f->n; i++) {
 			rc = rcpc_isend(sim_chan(w.s, f->from, f->to), f->m[i].tag, f->sbuf[i],
-					f->m[i].len, sim_now(w.s), &f->sreq[i]);
+			                f->m[i].len, sim_now(w.s), &f->sreq[i]);
 			assert_int_equal(rc, 0);
 		}
 	}
@@ -173,10 +174,10 @@ static void run_workload(uint64_t seed, const struct sim_link *link, int rma, in
 		struct sim_stats ss;
 		sim_stats(w.s, &ss);
 		fail_msg("workload did not finish: sent %d/%d recv %d/%d, %d/%d; "
-			 "sim sent %llu dropped %llu (seed %#llx)",
-			 w.f[0].sent_done, nmsg, w.f[0].recv_done, nmsg, w.f[1].sent_done,
-			 w.f[1].recv_done, (unsigned long long)ss.sent,
-			 (unsigned long long)ss.dropped, (unsigned long long)seed);
+		         "sim sent %llu dropped %llu (seed %#llx)",
+		         w.f[0].sent_done, nmsg, w.f[0].recv_done, nmsg, w.f[1].sent_done,
+		         w.f[1].recv_done, (unsigned long long)ss.sent,
+		         (unsigned long long)ss.dropped, (unsigned long long)seed);
 	}
 	assert_int_equal(w.f[0].failures + w.f[1].failures, 0);
 	/* The window never exceeded what the receiver said it holds. */
@@ -185,7 +186,7 @@ static void run_workload(uint64_t seed, const struct sim_link *link, int rma, in
 		rcpc_chan_window_stats(sim_chan(w.s, k, 1 - k), &maxin, &pw);
 		if (maxin > o.params.rx_frames)
 			fail_msg("window %u > receiver's %u (seed %#llx)", maxin,
-				 o.params.rx_frames, (unsigned long long)seed);
+			         o.params.rx_frames, (unsigned long long)seed);
 	}
 	flow_free(&w.f[0]);
 	flow_free(&w.f[1]);
@@ -217,11 +218,11 @@ static void t_dup_reorder_corrupt(void **state)
 	(void)state;
 	for (uint64_t k = 0; k < 8; k++) {
 		struct sim_link l = {.drop = 0.05,
-				     .dup = 0.05,
-				     .reorder = 0.1,
-				     .corrupt = 0.05,
-				     .latency = 5000,
-				     .reorder_max = 30000};
+		                     .dup = 0.05,
+		                     .reorder = 0.1,
+		                     .corrupt = 0.05,
+		                     .latency = 5000,
+		                     .reorder_max = 30000};
 		run_workload(test_seed(200) + k, &l, 0, 40, 4096);
 	}
 }
@@ -230,8 +231,8 @@ static void t_rma_paths(void **state)
 {
 	(void)state;
 	for (uint64_t k = 0; k < 4; k++) {
-		struct sim_link l = {.drop = k ? 0.05 : 0, .reorder = 0.05, .latency = 5000,
-				     .reorder_max = 20000};
+		struct sim_link l = {
+		    .drop = k ? 0.05 : 0, .reorder = 0.05, .latency = 5000, .reorder_max = 20000};
 		run_workload(test_seed(300) + k, &l, 1, 40, 4096);
 	}
 }
@@ -296,11 +297,11 @@ static void t_huge_message(void **state)
 		s = pair(test_seed(7), 0.01, rma, 65536);
 		memset(dst, 0, len);
 		memset(o, 0, sizeof o);
-		assert_int_equal(rcpc_irecv(sim_core(s, 1), sim_chan(s, 1, 0), 5, dst, len,
-					    sim_now(s), &o[1].r),
-				 0);
+		assert_int_equal(
+		    rcpc_irecv(sim_core(s, 1), sim_chan(s, 1, 0), 5, dst, len, sim_now(s), &o[1].r),
+		    0);
 		assert_int_equal(rcpc_isend(sim_chan(s, 0, 1), 5, src, len, sim_now(s), &o[0].r),
-				 0);
+		                 0);
 		assert_int_equal(sim_run(s, two_done, o, 3600 * SEC), 0);
 		assert_int_equal(o[0].st.error, 0);
 		assert_int_equal(o[1].st.error, 0);
@@ -321,9 +322,8 @@ static void t_zero_and_truncate(void **state)
 
 	/* Zero bytes, sender first. */
 	assert_int_equal(rcpc_isend(sim_chan(s, 0, 1), 1, NULL, 0, sim_now(s), &o[0].r), 0);
-	assert_int_equal(rcpc_irecv(sim_core(s, 1), NULL, RCP_ANY_TAG, none, 0, sim_now(s),
-				    &o[1].r),
-			 0);
+	assert_int_equal(
+	    rcpc_irecv(sim_core(s, 1), NULL, RCP_ANY_TAG, none, 0, sim_now(s), &o[1].r), 0);
 	assert_int_equal(sim_run(s, two_done, o, 10 * SEC), 0);
 	assert_int_equal(o[1].st.error, 0);
 	assert_int_equal(o[1].st.len, 0);
@@ -336,17 +336,16 @@ static void t_zero_and_truncate(void **state)
 		test_fill(big, sizeof big, 99);
 		if (!late)
 			assert_int_equal(rcpc_irecv(sim_core(s, 1), sim_chan(s, 1, 0), 2, small,
-						    sizeof small, sim_now(s), &o[1].r),
-					 0);
-		assert_int_equal(rcpc_isend(sim_chan(s, 0, 1), 2, big, sizeof big, sim_now(s),
-					    &o[0].r),
-				 0);
+			                            sizeof small, sim_now(s), &o[1].r),
+			                 0);
+		assert_int_equal(
+		    rcpc_isend(sim_chan(s, 0, 1), 2, big, sizeof big, sim_now(s), &o[0].r), 0);
 		if (late) {
 			struct one dummy = {.r = o[0].r};
 			sim_run(s, one_done, &dummy, SEC / 1000);
 			assert_int_equal(rcpc_irecv(sim_core(s, 1), sim_chan(s, 1, 0), 2, small,
-						    sizeof small, sim_now(s), &o[1].r),
-					 0);
+			                            sizeof small, sim_now(s), &o[1].r),
+			                 0);
 			if (dummy.done) {
 				o[0].done = 1;
 				o[0].st = dummy.st;
@@ -383,16 +382,16 @@ static void t_wildcards_many(void **state)
 	for (int f = 1; f < N; f++)
 		sim_chan(s, 0, f);
 	for (int i = 0; i < N * M; i++)
-		assert_int_equal(rcpc_irecv(sim_core(s, 0), NULL, RCP_ANY_TAG, rbuf[i], 600,
-					    sim_now(s), &rr[i]),
-				 0);
+		assert_int_equal(
+		    rcpc_irecv(sim_core(s, 0), NULL, RCP_ANY_TAG, rbuf[i], 600, sim_now(s), &rr[i]),
+		    0);
 	for (int f = 1; f < N; f++)
 		for (int i = 0; i < M; i++) {
 			size_t len = 1 + (size_t)(f * 37 + i * 11) % 599;
 			test_fill(sbuf[f][i], len, (uint64_t)(f * 1000 + i));
 			assert_int_equal(rcpc_isend(sim_chan(s, f, 0), (uint64_t)(f * 1000 + i),
-						    sbuf[f][i], len, sim_now(s), &sr[f][i]),
-					 0);
+			                            sbuf[f][i], len, sim_now(s), &sr[f][i]),
+			                 0);
 		}
 	for (int i = 0; i < (N - 1) * M; i++) {
 		struct one w = {.r = rr[i]};
@@ -439,9 +438,9 @@ static void t_peer_timeout(void **state)
 	sim_kill(s, 1);
 	t0 = sim_now(s);
 	assert_int_equal(rcpc_isend(sim_chan(s, 0, 1), 1, big, sizeof big, sim_now(s), &o[0].r), 0);
-	assert_int_equal(rcpc_irecv(sim_core(s, 0), sim_chan(s, 0, 1), 1, rb, sizeof rb,
-				    sim_now(s), &o[1].r),
-			 0);
+	assert_int_equal(
+	    rcpc_irecv(sim_core(s, 0), sim_chan(s, 0, 1), 1, rb, sizeof rb, sim_now(s), &o[1].r),
+	    0);
 	assert_int_equal(rcpc_irecv(sim_core(s, 0), NULL, 1, rb, sizeof rb, sim_now(s), &anyr), 0);
 	assert_int_equal(sim_run(s, two_done, o, 60 * SEC), 0);
 	assert_int_equal(o[0].st.error, RCP_EPEER);
@@ -471,9 +470,8 @@ static void t_credits(void **state)
 
 	for (int i = 0; i < M; i++) {
 		test_fill(sb[i], sizeof sb[i], (uint64_t)i);
-		assert_int_equal(rcpc_isend(sim_chan(s, 0, 1), 3, sb[i], sizeof sb[i], sim_now(s),
-					    &sr[i]),
-				 0);
+		assert_int_equal(
+		    rcpc_isend(sim_chan(s, 0, 1), 3, sb[i], sizeof sb[i], sim_now(s), &sr[i]), 0);
 	}
 	{
 		struct one w = {.r = sr[M - 1]};
@@ -490,8 +488,8 @@ static void t_credits(void **state)
 	for (int i = 0; i < M; i++) {
 		struct one w = {0};
 		assert_int_equal(rcpc_irecv(sim_core(s, 1), sim_chan(s, 1, 0), 3, rbuf[i],
-					    sizeof rbuf[i], sim_now(s), &rr[i]),
-				 0);
+		                            sizeof rbuf[i], sim_now(s), &rr[i]),
+		                 0);
 		w.r = rr[i];
 		assert_int_equal(sim_run(s, one_done, &w, 10 * SEC), 0);
 		assert_int_equal(w.st.error, 0);
@@ -529,9 +527,9 @@ static void t_mcast(void **state)
 	assert_int_equal(rcpc_mcast(chans, N - 1, 9, src, sizeof src, sim_now(s), &m.r), 0);
 	for (int i = 1; i < N; i++) {
 		struct one w = {0};
-		assert_int_equal(rcpc_irecv(sim_core(s, i), NULL, 9, dst[i], sizeof dst[i],
-					    sim_now(s), &w.r),
-				 0);
+		assert_int_equal(
+		    rcpc_irecv(sim_core(s, i), NULL, 9, dst[i], sizeof dst[i], sim_now(s), &w.r),
+		    0);
 		assert_int_equal(sim_run(s, one_done, &w, 60 * SEC), 0);
 		assert_int_equal(w.st.error, 0);
 		assert_memory_equal(dst[i], src, sizeof src);
@@ -582,9 +580,9 @@ static void t_garbage(void **state)
 	assert_true(st.bad_frames + st.stale_frames > 0);
 	/* The channel still works both ways (CRC on: nothing unchecked got in). */
 	test_fill(sb, sizeof sb, 5);
-	assert_int_equal(rcpc_irecv(sim_core(s, 1), sim_chan(s, 1, 0), 1, rb, sizeof rb,
-				    sim_now(s), &o[1].r),
-			 0);
+	assert_int_equal(
+	    rcpc_irecv(sim_core(s, 1), sim_chan(s, 1, 0), 1, rb, sizeof rb, sim_now(s), &o[1].r),
+	    0);
 	assert_int_equal(rcpc_isend(sim_chan(s, 0, 1), 1, sb, sizeof sb, sim_now(s), &o[0].r), 0);
 	assert_int_equal(sim_run(s, two_done, o, 10 * SEC), 0);
 	assert_int_equal(o[1].st.error, 0);
@@ -628,11 +626,11 @@ static void t_replay(void **state)
 		size_t len = i % 2 ? 100 : sizeof sb[i];
 		memset(o, 0, sizeof o);
 		test_fill(sb[i], len, (uint64_t)i);
-		assert_int_equal(rcpc_irecv(sim_core(s, 1), sim_chan(s, 1, 0), 1, rb[i], sizeof rb[i],
-					    sim_now(s), &o[1].r),
-				 0);
+		assert_int_equal(rcpc_irecv(sim_core(s, 1), sim_chan(s, 1, 0), 1, rb[i],
+		                            sizeof rb[i], sim_now(s), &o[1].r),
+		                 0);
 		assert_int_equal(rcpc_isend(sim_chan(s, 0, 1), 1, sb[i], len, sim_now(s), &o[0].r),
-				 0);
+		                 0);
 		assert_int_equal(sim_run(s, two_done, o, 10 * SEC), 0);
 		assert_int_equal(o[1].st.error, 0);
 		assert_int_equal(test_check(rb[i], len, (uint64_t)i), -1);
@@ -641,8 +639,8 @@ static void t_replay(void **state)
 	assert_true(t.n > 16);
 	/* A receive that would catch any message delivered again. */
 	assert_int_equal(rcpc_irecv(sim_core(s, 1), sim_chan(s, 1, 0), RCP_ANY_TAG, extra,
-				    sizeof extra, sim_now(s), &late),
-			 0);
+	                            sizeof extra, sim_now(s), &late),
+	                 0);
 	for (int round = 0; round < 3; round++) {
 		for (int k = 0; k < t.n; k++) {
 			int i = (int)(test_rand(&r) % (uint64_t)t.n);
@@ -662,8 +660,8 @@ static void t_replay(void **state)
 	{
 		struct one w[2] = {{0}};
 		w[1].r = late;
-		assert_int_equal(rcpc_isend(sim_chan(s, 0, 1), 2, "abcdefg", 8, sim_now(s), &w[0].r),
-				 0);
+		assert_int_equal(
+		    rcpc_isend(sim_chan(s, 0, 1), 2, "abcdefg", 8, sim_now(s), &w[0].r), 0);
 		assert_int_equal(sim_run(s, two_done, w, 10 * SEC), 0);
 		assert_int_equal(w[1].st.error, 0);
 		assert_int_equal(w[1].st.tag, 2);
@@ -725,7 +723,7 @@ static void t_garbage_nocrc(void **state)
 /* Runs until both requests of O complete; on a stall, fails with both
  * channels' state (the first thing to read when a protocol change hangs). */
 static void run_two_or_dump(struct sim *s, struct one *o, const char *what, size_t size,
-			    uint64_t seed)
+                            uint64_t seed)
 {
 	char d0[1024], d1[1024];
 	if (!sim_run(s, two_done, o, 100 * SEC))
@@ -733,15 +731,15 @@ static void run_two_or_dump(struct sim *s, struct one *o, const char *what, size
 	rcpc_chan_debug(sim_chan(s, 0, 1), d0, sizeof d0);
 	rcpc_chan_debug(sim_chan(s, 1, 0), d1, sizeof d1);
 	fail_msg("size %zu: %s stalled (seed %#llx)\n  0: %s\n  1: %s", size, what,
-		 (unsigned long long)seed, d0, d1);
+	         (unsigned long long)seed, d0, d1);
 }
 
 /* The exchange of test_rcp (send each size, echo it back, receives posted
  * late or early) with udp-like frames and the fault injector's mix. */
 static void echo_run(uint64_t seed, uint32_t mtu, uint32_t rxf, int rma)
 {
-	static const size_t sz[] = {0, 1, 257, 4096, 16384, 65000, 65536, 100000, 1 << 20,
-				    3 << 20, 8 << 20};
+	static const size_t sz[] = {0,     1,      257,     4096,    16384,  65000,
+	                            65536, 100000, 1 << 20, 3 << 20, 8 << 20};
 	struct sim_opts o = {0};
 	struct sim *s;
 	unsigned char *a = malloc(8 << 20), *b = malloc(8 << 20), *c = malloc(8 << 20);
@@ -766,22 +764,20 @@ static void echo_run(uint64_t seed, uint32_t mtu, uint32_t rxf, int rma)
 		test_fill(a, sz[i], i);
 		/* Child posts first; parent sends. */
 		assert_int_equal(rcpc_irecv(sim_core(s, 1), sim_chan(s, 1, 0), 100 + i, b, sz[i],
-					    sim_now(s), &x[1].r),
-				 0);
-		assert_int_equal(rcpc_isend(sim_chan(s, 0, 1), 100 + i, a, sz[i], sim_now(s),
-					    &x[0].r),
-				 0);
+		                            sim_now(s), &x[1].r),
+		                 0);
+		assert_int_equal(
+		    rcpc_isend(sim_chan(s, 0, 1), 100 + i, a, sz[i], sim_now(s), &x[0].r), 0);
 		run_two_or_dump(s, x, "send", sz[i], seed);
 		assert_int_equal(x[0].st.error, 0);
 		assert_int_equal(x[1].st.error, 0);
 		assert_int_equal(test_check(b, sz[i], i), -1);
 		/* Echo: child sends, parent posts after. */
-		assert_int_equal(rcpc_isend(sim_chan(s, 1, 0), 200 + i, b, sz[i], sim_now(s),
-					    &y[0].r),
-				 0);
+		assert_int_equal(
+		    rcpc_isend(sim_chan(s, 1, 0), 200 + i, b, sz[i], sim_now(s), &y[0].r), 0);
 		assert_int_equal(rcpc_irecv(sim_core(s, 0), sim_chan(s, 0, 1), 200 + i, c, sz[i],
-					    sim_now(s), &y[1].r),
-				 0);
+		                            sim_now(s), &y[1].r),
+		                 0);
 		run_two_or_dump(s, y, "echo", sz[i], seed);
 		assert_int_equal(y[0].st.error, 0);
 		assert_int_equal(y[1].st.error, 0);
@@ -805,20 +801,20 @@ static void t_echo_sizes(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(t_lossless),
-		cmocka_unit_test(t_loss_sweep),
-		cmocka_unit_test(t_dup_reorder_corrupt),
-		cmocka_unit_test(t_rma_paths),
-		cmocka_unit_test(t_zero_and_truncate),
-		cmocka_unit_test(t_wildcards_many),
-		cmocka_unit_test(t_peer_timeout),
-		cmocka_unit_test(t_credits),
-		cmocka_unit_test(t_mcast),
-		cmocka_unit_test(t_garbage),
-		cmocka_unit_test(t_garbage_nocrc),
-		cmocka_unit_test(t_replay),
-		cmocka_unit_test(t_echo_sizes),
-		cmocka_unit_test(t_huge_message),
+	    cmocka_unit_test(t_lossless),
+	    cmocka_unit_test(t_loss_sweep),
+	    cmocka_unit_test(t_dup_reorder_corrupt),
+	    cmocka_unit_test(t_rma_paths),
+	    cmocka_unit_test(t_zero_and_truncate),
+	    cmocka_unit_test(t_wildcards_many),
+	    cmocka_unit_test(t_peer_timeout),
+	    cmocka_unit_test(t_credits),
+	    cmocka_unit_test(t_mcast),
+	    cmocka_unit_test(t_garbage),
+	    cmocka_unit_test(t_garbage_nocrc),
+	    cmocka_unit_test(t_replay),
+	    cmocka_unit_test(t_echo_sizes),
+	    cmocka_unit_test(t_huge_message),
 	};
 	return cmocka_run_group_tests_name("rcp core on a simulated network", tests, NULL, NULL);
 }

@@ -94,8 +94,8 @@ struct rcp_nic_info {
 struct rcp_nic_stats {
 	uint64_t tx_frames, tx_bytes, tx_eagain;
 	uint64_t rx_frames, rx_bytes;
-	uint64_t rx_dropped;  /* malformed/oversized/unattributable input */
-	uint64_t wakeups;     /* doorbells sent (shm) */
+	uint64_t rx_dropped; /* malformed/oversized/unattributable input */
+	uint64_t wakeups;    /* doorbells sent (shm) */
 	/* faults wrapper */
 	uint64_t f_dropped, f_duplicated, f_reordered, f_corrupted, f_delayed;
 };
@@ -104,11 +104,11 @@ struct rcp_nic_stats {
 struct rcp_nic_frame {
 	const void *data;
 	uint32_t len;
-	int32_t peer;        /* peer index, or RCP_NIC_PEER_NONE */
-	const void *src;     /* sender's address blob (for rcp_nic_peer_add) */
+	int32_t peer;    /* peer index, or RCP_NIC_PEER_NONE */
+	const void *src; /* sender's address blob (for rcp_nic_peer_add) */
 	uint32_t srclen;
 	uint32_t reserved;
-	uintptr_t token;     /* backend private */
+	uintptr_t token; /* backend private */
 };
 
 /* ---- endpoints -------------------------------------------------------- */
@@ -117,8 +117,7 @@ struct rcp_nic_frame {
  * CFG may be NULL for defaults.
  * Returns 0, RCP_EINVAL, RCP_EADDR (malformed), RCP_ENOENT (no such backend
  * built), RCP_EADDRINUSE, RCP_EPERM, RCP_ENOMEM, RCP_ESYS. */
-int rcp_nic_open(const char *addr, const struct rcp_nic_config *cfg,
-		 rcp_nic **out);
+int rcp_nic_open(const char *addr, const struct rcp_nic_config *cfg, rcp_nic **out);
 
 /* Closes the endpoint, releasing all peers and registrations.  NULL is
  * accepted. */
@@ -155,8 +154,7 @@ int rcp_nic_peer_remove(rcp_nic *nic, int peer);
  * Returns 0, RCP_EINVAL (bad peer/iov), RCP_EMSGSIZE (frame > mtu),
  * RCP_EAGAIN (no room now: poll and retry), RCP_EPEER (peer gone),
  * RCP_ESYS. */
-int rcp_nic_send(rcp_nic *nic, int peer, const struct iovec *iov, int iovcnt,
-		 unsigned flags);
+int rcp_nic_send(rcp_nic *nic, int peer, const struct iovec *iov, int iovcnt, unsigned flags);
 
 /* Pushes out frames batched with RCP_NIC_MORE.  Returns 0, RCP_EAGAIN
  * (some frames still queued) or RCP_ESYS. */
@@ -193,8 +191,7 @@ int rcp_nic_wait(rcp_nic *nic, int64_t timeout_ns, int64_t spin_ns);
 
 /* Registers [ADDR, ADDR+LEN) for peers' RMA with ACCESS flags.
  * Returns 0, RCP_EINVAL, RCP_ENOTSUP (no RCP_NIC_CAP_RMA), RCP_ENOMEM. */
-int rcp_nic_mr_reg(rcp_nic *nic, void *addr, size_t len, unsigned access,
-		   rcp_nic_mr **out);
+int rcp_nic_mr_reg(rcp_nic *nic, void *addr, size_t len, unsigned access, rcp_nic_mr **out);
 /* Deregisters; NULL accepted.  Returns 0 or RCP_EINVAL. */
 int rcp_nic_mr_dereg(rcp_nic_mr *mr);
 /* Packs a remote key a peer passes to rcp_nic_get/put.  *LEN in/out.
@@ -205,10 +202,10 @@ int rcp_nic_mr_pack(const rcp_nic_mr *mr, void *rkey, size_t *len);
  * (get), or from LOCAL into it (put).  Synchronous: on return the data has
  * moved.  Returns 0, RCP_EINVAL, RCP_ENOTSUP, RCP_EACCES (outside the
  * region or not permitted by the key), RCP_EPEER (peer gone), RCP_ESYS. */
-int rcp_nic_get(rcp_nic *nic, int peer, void *local, size_t len,
-		const void *rkey, size_t rkeylen, uint64_t offset);
-int rcp_nic_put(rcp_nic *nic, int peer, const void *local, size_t len,
-		const void *rkey, size_t rkeylen, uint64_t offset);
+int rcp_nic_get(rcp_nic *nic, int peer, void *local, size_t len, const void *rkey, size_t rkeylen,
+                uint64_t offset);
+int rcp_nic_put(rcp_nic *nic, int peer, const void *local, size_t len, const void *rkey,
+                size_t rkeylen, uint64_t offset);
 
 /* Names of the backends built into this library, NULL-terminated. */
 const char *const *rcp_nic_backends(void);

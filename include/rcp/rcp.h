@@ -45,7 +45,7 @@ typedef struct rcp_ep rcp_ep;
 typedef struct rcp_chan rcp_chan;
 typedef struct rcp_req rcp_req;
 
-#define RCP_ANY_TAG UINT64_MAX
+#define RCP_ANY_TAG  UINT64_MAX
 #define RCP_ANY_CHAN ((rcp_chan *)0)
 
 /* rcp_ep_config.flags */
@@ -68,10 +68,10 @@ struct rcp_ep_config {
 };
 
 struct rcp_status {
-	int error;        /* 0 or RCP_E* */
-	rcp_chan *chan;   /* channel the message came from / went to */
+	int error;      /* 0 or RCP_E* */
+	rcp_chan *chan; /* channel the message came from / went to */
 	uint64_t tag;
-	size_t len;       /* bytes of the whole message (may exceed the buffer) */
+	size_t len; /* bytes of the whole message (may exceed the buffer) */
 };
 
 struct rcp_ep_stats {

@@ -27,7 +27,7 @@
 #define SELF "pvmt-stock"
 #endif
 
-#define BIG (64u << 20)
+#define BIG    (64u << 20)
 #define T_QUIT 999
 #define T_ECHO 1
 
@@ -45,13 +45,13 @@ static int fail(const char *fmt, ...)
 	va_end(ap);
 	return -1;
 }
-#define CHECK(c, ...)                                                                      \
-	do {                                                                               \
-		if (!(c)) {                                                                \
-			char m_[300];                                                      \
-			snprintf(m_, sizeof m_, __VA_ARGS__);                              \
-			return fail("%s:%d: %s: %s", __FILE__, __LINE__, #c, m_);          \
-		}                                                                          \
+#define CHECK(c, ...)                                                                              \
+	do {                                                                                       \
+		if (!(c)) {                                                                        \
+			char m_[300];                                                              \
+			snprintf(m_, sizeof m_, __VA_ARGS__);                                      \
+			return fail("%s:%d: %s: %s", __FILE__, __LINE__, #c, m_);                  \
+		}                                                                                  \
 	} while (0)
 
 static void fill(void *b, size_t n, uint32_t seed)
@@ -82,7 +82,7 @@ static int spawn(const char *role, int n, int *tids, const char *prog)
 	int k = pvm_spawn((char *)(prog ? prog : SELF), av, PvmTaskDefault, "", n, tids);
 	if (k != n) {
 		fprintf(stderr, "pvm_spawn %s %s: %d of %d (tid[0]=%d)\n", prog ? prog : SELF, role,
-			k, n, tids[0]);
+		        k, n, tids[0]);
 		return -1;
 	}
 	return 0;
@@ -145,13 +145,14 @@ static int recv_mixed(int src, int n)
 		int atid = 0, atag = 0, alen = 0, b;
 		switch (i % 4) {
 		case 0:
-			CHECK(pvm_precv(src, -1, &v, 1, PVM_INT, &atid, &atag, &alen) == 0, "precv");
+			CHECK(pvm_precv(src, -1, &v, 1, PVM_INT, &atid, &atag, &alen) == 0,
+			      "precv");
 			CHECK(alen == 4 && atag == 5 && atid == src, "alen %d atag %d", alen, atag);
 			break;
 		case 1:
 			CHECK((b = pvm_recv(-1, 5)) > 0, "recv");
 			CHECK(pvm_bufinfo(b, &alen, &atag, &atid) == 0 && alen == 4 && atag == 5 &&
-				      atid == src,
+			          atid == src,
 			      "bufinfo %d %d %x", alen, atag, atid);
 			CHECK(pvm_upkint(&v, 1, 1) == 0, "upk");
 			break;
@@ -262,9 +263,8 @@ static int child_killer(void)
 
 static int t_datatypes(void)
 {
-	static const int dts[] = {PVM_BYTE,  PVM_SHORT, PVM_INT,    PVM_FLOAT,
-				  PVM_CPLX,  PVM_DOUBLE, PVM_DCPLX, PVM_LONG,
-				  PVM_USHORT, PVM_UINT,  PVM_ULONG};
+	static const int dts[] = {PVM_BYTE,  PVM_SHORT, PVM_INT,    PVM_FLOAT, PVM_CPLX, PVM_DOUBLE,
+	                          PVM_DCPLX, PVM_LONG,  PVM_USHORT, PVM_UINT,  PVM_ULONG};
 	static const int sizes[] = {1, 2, 4, 4, 8, 8, 16, 8, 2, 4, 8};
 	int tid, atid, atag, alen;
 	char *a = malloc(1 << 16), *b = malloc(1 << 16);
@@ -275,15 +275,17 @@ static int t_datatypes(void)
 			fill(a, (size_t)n * sizes[i], i * 100 + n);
 			memset(b, 0, (size_t)n * sizes[i]);
 			CHECK(pvm_psend(tid, T_ECHO, a, n, dts[i]) == 0, "psend dt %d", dts[i]);
-			CHECK(pvm_precv(tid, T_ECHO, b, n, dts[i], &atid, &atag, &alen) == 0, "precv");
+			CHECK(pvm_precv(tid, T_ECHO, b, n, dts[i], &atid, &atag, &alen) == 0,
+			      "precv");
 			CHECK(atid == tid && atag == T_ECHO, "tid/tag");
-			CHECK(alen == n * sizes[i], "dt %d n %d: rlen %d (bytes expected)", dts[i], n,
-			      alen);
+			CHECK(alen == n * sizes[i], "dt %d n %d: rlen %d (bytes expected)", dts[i],
+			      n, alen);
 			CHECK(check(b, (size_t)alen, i * 100 + n) == -1, "dt %d bytes", dts[i]);
 		}
 	}
 	CHECK(pvm_psend(tid, T_ECHO, a, 4, PVM_STR) == PvmNotImpl, "psend PVM_STR");
-	CHECK(pvm_precv(tid, T_ECHO, b, 4, PVM_STR, &atid, &atag, &alen) == PvmNotImpl, "precv STR");
+	CHECK(pvm_precv(tid, T_ECHO, b, 4, PVM_STR, &atid, &atag, &alen) == PvmNotImpl,
+	      "precv STR");
 	CHECK(pvm_psend(tid, T_ECHO, a, 4, 99) == PvmBadParam, "psend bad dt");
 	CHECK(pvm_precv(tid, T_ECHO, b, 4, 99, &atid, &atag, &alen) == PvmBadParam, "precv bad dt");
 	/* 0-length */
@@ -321,7 +323,8 @@ static int t_big(void)
 	CHECK(pvm_psend(tid, 9, a, (int)BIG, PVM_BYTE) == 0, "psend");
 	{
 		int bid = pvm_recv(tid, 9), nb;
-		CHECK(bid > 0 && pvm_bufinfo(bid, &nb, &atag, &atid) == 0 && nb == (int)BIG, "recv");
+		CHECK(bid > 0 && pvm_bufinfo(bid, &nb, &atag, &atid) == 0 && nb == (int)BIG,
+		      "recv");
 		memset(b, 0, BIG);
 		CHECK(pvm_upkbyte(b, (int)BIG, 1) == 0 && check(b, BIG, 64) == -1, "upk");
 	}
@@ -465,7 +468,7 @@ static int pmcast_to(int *tids, int n, size_t len, int tag)
 	fill(a, len, (uint32_t)tag);
 	for (int i = 0; i < n; i++)
 		lst[m++] = tids[i];
-	lst[m++] = me; /* never to self */
+	lst[m++] = me;      /* never to self */
 	lst[m++] = tids[0]; /* repeated: once */
 #ifndef PVMT_STOCK
 	CHECK(pvm_pmcast(lst, m, tag, a, (int)len, PVM_BYTE) == 0, "pmcast");
@@ -519,7 +522,7 @@ static int t_fallback(void)
 #ifndef PVMT_STOCK
 	CHECK(spawn("echo", 1, &tid, NULL) == 0, "spawn");
 	CHECK(pvm_psend(tid, 2, a, 1, PVM_BYTE) == 0 &&
-		      pvm_precv(tid, 2, b, 1, PVM_BYTE, &atid, &atag, &alen) == 0,
+	          pvm_precv(tid, 2, b, 1, PVM_BYTE, &atid, &atag, &alen) == 0,
 	      "round trip");
 	CHECK(pvm_rcp_route(tid), "a relinked task reported as stock");
 	quit(&tid, 1);
@@ -560,10 +563,10 @@ static const struct {
 	const char *name;
 	int (*fn)(void);
 } tests[] = {
-	{"datatypes+0len", t_datatypes}, {"truncation", t_trunc}, {"mixed-order", t_mixed},
-	{"wildcards", t_wild},           {"contexts", t_ctx},     {"probe-nrecv-trecv", t_probe},
-	{"pmcast-1-3-16", t_pmcast},     {"fallback", t_fallback}, {"64MiB", t_big},
-	{"peer-killed", t_kill},
+    {"datatypes+0len", t_datatypes}, {"truncation", t_trunc},  {"mixed-order", t_mixed},
+    {"wildcards", t_wild},           {"contexts", t_ctx},      {"probe-nrecv-trecv", t_probe},
+    {"pmcast-1-3-16", t_pmcast},     {"fallback", t_fallback}, {"64MiB", t_big},
+    {"peer-killed", t_kill},
 };
 
 int main(int argc, char **argv)
@@ -573,9 +576,10 @@ int main(int argc, char **argv)
 		static const struct {
 			const char *r;
 			int (*fn)(void);
-		} roles[] = {{"echo", child_echo},   {"mixed", child_mixed},     {"wild", child_wild},
-			     {"ctx", child_ctx},     {"mc", child_mc},           {"sleeper", child_sleeper},
-			     {"killer", child_killer}};
+		} roles[] = {{"echo", child_echo},    {"mixed", child_mixed},
+		             {"wild", child_wild},    {"ctx", child_ctx},
+		             {"mc", child_mc},        {"sleeper", child_sleeper},
+		             {"killer", child_killer}};
 		int rc = 3;
 		for (unsigned i = 0; i < sizeof roles / sizeof roles[0]; i++)
 			if (!strcmp(argv[2], roles[i].r))
