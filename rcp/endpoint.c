@@ -345,10 +345,21 @@ int64_t rcp_ep_timeout_ns(const rcp_ep *ep)
 
 int rcp_ep_arm(rcp_ep *ep)
 {
+	uint64_t now;
 	if (!ep)
 		return RCP_EINVAL;
-	if (ep->deadline <= now_ns())
-		return RCP_EAGAIN;
+	now = now_ns();
+	if (ep->deadline <= now) {
+		/* Fire due timers here rather than send the caller round the
+		 * progress loop (idle polls look at the clock only now and then). */
+		if (rcpc_timers(ep->core, now) > 0) {
+			ep->deadline = rcpc_deadline(ep->core);
+			return RCP_EAGAIN; /* requests completed: look at them */
+		}
+		ep->deadline = rcpc_deadline(ep->core);
+		if (ep->deadline <= now)
+			return RCP_EAGAIN;
+	}
 	return rcp_nic_arm(ep->nic);
 }
 
