@@ -363,12 +363,12 @@ int rcp_ep_arm(rcp_ep *ep)
 	return rcp_nic_arm(ep->nic);
 }
 
-/* Waits until DONE(arg) is true, progressing; TIMEOUT_NS < 0: forever. */
+/* Waits until DONE(arg) is true, progressing; TIMEOUT_NS < 0: forever.
+ * The clock is read only once the wait turns out not to be instant (an
+ * inline send is complete before its wait even starts). */
 static int wait_until(rcp_ep *ep, int (*done)(void *), void *arg, int64_t timeout_ns)
 {
-	uint64_t start = now_ns();
-	uint64_t until = timeout_ns < 0 ? UINT64_MAX : start + (uint64_t)timeout_ns;
-	uint64_t spin_end = (ep->flags & RCP_EP_SLEEP) ? start : start + (uint64_t)ep->spin_ns;
+	uint64_t start = 0, until = UINT64_MAX, spin_end = 0;
 	int rc;
 
 	for (unsigned i = 0;; i++) {
@@ -382,9 +382,15 @@ static int wait_until(rcp_ep *ep, int (*done)(void *), void *arg, int64_t timeou
 		if (rc > 0 || done(arg))
 			continue;
 		/* Spinning: look at the clock only now and then. */
-		if (!(ep->flags & RCP_EP_SLEEP) && (i & 15) != 15)
+		if (start && !(ep->flags & RCP_EP_SLEEP) && (i & 15) != 15)
 			continue;
 		now = now_ns();
+		if (!start) {
+			start = now;
+			if (timeout_ns >= 0)
+				until = start + (uint64_t)timeout_ns;
+			spin_end = (ep->flags & RCP_EP_SLEEP) ? start : start + (uint64_t)ep->spin_ns;
+		}
 		if (now >= until)
 			return RCP_ETIMEDOUT;
 		/* Spin while the wait is young or frames came recently: a
