@@ -1767,6 +1767,17 @@ int rcpc_chan_open(rcpc_core *c, int peer, uint64_t now, rcp_chan **out)
 	return 0;
 }
 
+void rcp_chan_set_user(rcp_chan *ch, void *user)
+{
+	if (ch)
+		ch->user = user;
+}
+
+void *rcp_chan_get_user(const rcp_chan *ch)
+{
+	return ch ? ch->user : NULL;
+}
+
 rcp_chan *rcpc_chan_by_peer(rcpc_core *c, int peer)
 {
 	return peer >= 0 && peer < c->npeers ? c->by_peer[peer] : NULL;

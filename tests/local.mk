@@ -58,3 +58,6 @@ endif
 
 TESTS += tests/check_config_doc.sh
 EXTRA_DIST += tests/check_config_doc.sh
+
+TESTS += tests/check_exports.sh
+EXTRA_DIST += tests/check_exports.sh

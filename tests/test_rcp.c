@@ -347,6 +347,10 @@ static void t_api(void **state)
 	assert_int_equal(rcp_chan_peer_addr(ab, buf, sizeof buf), 0);
 	assert_string_equal(buf, bn);
 	assert_int_equal(rcp_chan_peer_addr(ab, buf, 3), RCP_ERANGE);
+	assert_null(rcp_chan_get_user(ab));
+	rcp_chan_set_user(ab, buf);
+	assert_ptr_equal(rcp_chan_get_user(ab), buf);
+	rcp_chan_set_user(ab, NULL);
 
 	/* Argument errors. */
 	assert_int_equal(rcp_isend(ab, RCP_ANY_TAG, "x", 1, &s1), RCP_EINVAL);
