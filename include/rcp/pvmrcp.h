@@ -1,0 +1,50 @@
+/*
+ * rcp/pvmrcp.h — PVM 3.4 programs over RCP channels, by relinking.
+ *
+ * Link with  cc prog.c -lpvmrcp -lpvm3  (libpvmrcp BEFORE libpvm3), or
+ * `pkg-config --cflags --libs pvmrcp`, or run an unchanged dynamically
+ * linked program with LD_PRELOAD=libpvmrcp.so.  pvm_psend and pvm_precv
+ * then travel over RCP (shared memory on one host, udp between hosts)
+ * whenever both tasks are relinked, and over stock PVM otherwise; every
+ * other PVM call keeps its stock behaviour and sees messages of both
+ * paths, in order per sender.  See docs/pvm.md.
+ *
+ * Start-up is automatic on the first PVM communication call; the calls
+ * below are optional.  PVMRCP=0 in a task's environment turns the library
+ * into a pass-through to libpvm3.
+ */
+#ifndef RCP_PVMRCP_H
+#define RCP_PVMRCP_H
+
+#include <pvm3.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Starts RCP for this task now (enrolling in PVM if needed), to fail
+ * early.  Returns 0, or a PVM error code (PvmSysErr: no pvmd or no RCP
+ * endpoint; PvmNotImpl: disabled by PVMRCP=0).  Without it, start-up
+ * happens on first use and a failure there silently means stock PVM. */
+int pvm_rcp_init(void);
+
+/* 1 if this task's messages may travel over RCP, else 0. */
+int pvm_rcp_active(void);
+
+/* 1 if messages to TID go over RCP now, 0 if by stock PVM (TID not
+ * relinked, not started yet, or this task itself).  May ask pvmd. */
+int pvm_rcp_route(int tid);
+
+/* Sends LEN elements of DATATYPE at BUF with MSGTAG to each of the NTASK
+ * tasks in TIDS (the caller itself and repeated tids skipped), without
+ * packing the data into PVM buffers: one RCP multicast to the relinked
+ * tasks, one stock pvm_mcast to the others.  Receivers use pvm_precv (or
+ * pvm_recv and friends).  Returns 0, PvmBadParam, PvmNotImpl (PVM_STR, as
+ * pvm_psend), PvmNoMem, PvmNoTask (a destination exited during the send)
+ * or PvmSysErr. */
+int pvm_pmcast(int *tids, int ntask, int msgtag, void *buf, int len, int datatype);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

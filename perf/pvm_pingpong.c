@@ -1,0 +1,132 @@
+/*
+ * rcp-pvm-pingpong — pvm_psend/pvm_precv ping-pong between two PVM tasks:
+ * round trip (median, p5, p99) and bandwidth = size / (median / 2), for the
+ * configuration given on the command line.  perf/pvm_bench.sh runs it for
+ * stock PVM (default route through pvmd, and PvmRouteDirect) and for the
+ * relinked path (RCP, spinning and sleeping) in one VM and prints the
+ * ratios.
+ *
+ *   rcp-pvm-pingpong LABEL rcp|stock default|direct spin|sleep [iters]
+ *
+ * The binary is linked with libpvmrcp; "stock" sets PVMRCP=0 in both tasks
+ * (before their first PVM call), which makes libpvmrcp a pass-through, so
+ * stock and relinked figures come from the same binary.  The parent spawns
+ * one copy of itself (found on pvmd's ep= path) with the same arguments.
+ * Each size is warmed up; buffers are allocated and touched once; every
+ * echo's length and first/last bytes are checked.  Output: CSV lines
+ *   label,bytes,iters,rtt_median_us,rtt_p5_us,rtt_p99_us,MBps
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <rcp/pvmrcp.h>
+
+#define MAXSZ    (4 << 20)
+#define TAG_PING 1
+#define TAG_QUIT 2
+
+static double now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+static int cmpd(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+static void configure(char **argv)
+{
+	if (!strcmp(argv[2], "stock"))
+		setenv("PVMRCP", "0", 1);
+	setenv("RCP_WAIT", argv[4], 1);
+}
+
+static int child(void)
+{
+	int parent = pvm_parent(), atid, atag, alen;
+	char *buf = malloc(MAXSZ);
+	memset(buf, 0, MAXSZ);
+	for (;;) {
+		if (pvm_precv(parent, -1, buf, MAXSZ, PVM_BYTE, &atid, &atag, &alen) < 0)
+			return 1;
+		if (atag == TAG_QUIT)
+			return 0;
+		if (pvm_psend(parent, TAG_PING, buf, alen, PVM_BYTE) < 0)
+			return 1;
+	}
+}
+
+int main(int argc, char **argv)
+{
+	static const int sizes[] = {8, 64, 1024, 4096, 65536, 1 << 20, 4 << 20};
+	int iters, ctid, atid, atag, alen, rc = 0;
+	char *buf, *rbuf;
+	double *t;
+
+	if (argc < 5) {
+		fprintf(stderr, "usage: %s LABEL rcp|stock default|direct spin|sleep [iters]\n",
+		        argv[0]);
+		return 2;
+	}
+	configure(argv);
+	iters = argc > 5 ? atoi(argv[5]) : 2000;
+	if (pvm_mytid() < 0)
+		return 1;
+	if (!strcmp(argv[3], "direct"))
+		pvm_setopt(PvmRoute, PvmRouteDirect);
+	if (pvm_parent() > 0) {
+		rc = child();
+		pvm_exit();
+		return rc;
+	}
+	{
+		char *av[6] = {argv[1], argv[2], argv[3], argv[4], "0", NULL};
+		if (pvm_spawn("rcp-pvm-pingpong", av, PvmTaskDefault, "", 1, &ctid) != 1) {
+			fprintf(stderr, "spawn failed: %d\n", ctid);
+			pvm_exit();
+			return 1;
+		}
+	}
+	buf = malloc(MAXSZ);
+	rbuf = malloc(MAXSZ);
+	t = malloc(sizeof(double) * (size_t)iters);
+	memset(buf, 0x5a, MAXSZ);
+	memset(rbuf, 0, MAXSZ);
+	for (unsigned k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+		int s = sizes[k], n = s >= (1 << 20) ? iters / 20 : s >= 65536 ? iters / 4 : iters;
+		if (n < 20)
+			n = 20;
+		for (int i = -n / 10 - 5; i < n; i++) {
+			double t0 = now_us();
+			buf[0] = (char)i;
+			buf[s - 1] = (char)(i + 1);
+			if (pvm_psend(ctid, TAG_PING, buf, s, PVM_BYTE) ||
+			    pvm_precv(ctid, TAG_PING, rbuf, MAXSZ, PVM_BYTE, &atid, &atag, &alen)) {
+				fprintf(stderr, "psend/precv failed\n");
+				rc = 1;
+				goto out;
+			}
+			if (i >= 0)
+				t[i] = now_us() - t0;
+			if (alen != s || rbuf[0] != (char)i || rbuf[s - 1] != (char)(i + 1)) {
+				fprintf(stderr, "bad echo at size %d\n", s);
+				rc = 1;
+				goto out;
+			}
+		}
+		qsort(t, (size_t)n, sizeof *t, cmpd);
+		printf("%s,%d,%d,%.3f,%.3f,%.3f,%.1f\n", argv[1], s, n, t[n / 2], t[n / 20],
+		       t[(n * 99) / 100], s / (t[n / 2] / 2));
+		fflush(stdout);
+	}
+out:
+	pvm_psend(ctid, TAG_QUIT, buf, 1, PVM_BYTE);
+	pvm_exit();
+	return rc;
+}

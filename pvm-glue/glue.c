@@ -1,0 +1,482 @@
+/*
+ * pvm-glue/glue.c — PVM 3.4 programs over RCP channels, by relinking.
+ *
+ * WHAT IT IS.  libpvmrcp defines pvm_psend, pvm_precv and the new
+ * pvm_pmcast, plus thin wrappers of the libpvm3 calls that must see
+ * messages that came over RCP (pvm_recv, pvm_nrecv, pvm_trecv, pvm_probe,
+ * pvm_bufinfo, pvm_getminfo, pvm_freebuf), of the calls whose messages
+ * must stay in order with RCP ones (pvm_send, pvm_mcast) and of pvm_exit.
+ * Linked before -lpvm3 (or LD_PRELOADed) it wins the symbol lookup of the
+ * program and of libpvm3/libgpvm3 themselves; each wrapper reaches the
+ * real function with dlsym(RTLD_NEXT, ...) (real.c).  A static libpvm3.a
+ * cannot be wrapped this way: its internal calls are bound at link time.
+ * PVMRCP=0 in the environment turns every wrapper into a pass-through.
+ *
+ * START-UP (glue.c).  On the first call of any wrapper, or pvm_rcp_init():
+ * the task opens one RCP endpoint with RCP_EP_ACCEPT — "shm:pvmrcp-TID-PID"
+ * when the virtual machine has one host, a udp endpoint on the host's
+ * address otherwise, RCP_TRANSPORT=shm|udp forces one — and publishes the
+ * address string in the PVM mailbox under "pvmrcp:TID" (pvm_putinfo; pvmd
+ * deletes the entry when the task exits).  RCP's own peer-silence timeout
+ * is raised (RCP_PEER_TIMEOUT, unless set) because a PVM task may compute
+ * for minutes without calling the library; liveness comes from pvmd
+ * instead (below).
+ *
+ * TID -> CHANNEL TABLE.  A hash table of struct pr_peer keyed by tid,
+ * filled lazily: the first psend to a tid looks the mailbox up
+ * (pvm_recvinfo, one pvmd round trip); found -> rcp_connect, route RCP;
+ * not found (a stock task, or one that has not started yet) -> route
+ * STOCK, looked up again after 1 ms, 2 ms, ... up to 1 s.  A task that
+ * receives over a channel it did not open learns the tid from the HELLO
+ * message that starts every channel direction, so replies need no lookup.
+ * Crossing first sends are harmless: RCP channels are static, both ends
+ * name the same pair of addresses.
+ *
+ * FALLBACK.  psend/pmcast to a task without RCP, to oneself, with a
+ * negative tag or context, or before start-up worked, is stock PVM
+ * (pvm_psend / pvm_mcast of an in-place buffer).
+ *
+ * ORDER BETWEEN THE TWO PATHS.  PVM keeps order per sender.  A relinked
+ * sender counts, per destination and context, the messages it sends by
+ * stock PVM (send.c wraps pvm_send/pvm_mcast for that).  Before an RCP
+ * message that follows stock ones it sends BARRIER{ctx, count} on the
+ * channel.  The receiver moves stock messages out of libpvm3's queue into
+ * its own held queue (pvm_nrecv(-1,-1) under the current context, buffer
+ * detached with pvm_setrbuf(0)), numbering them k = 1, 2, ... per (sender,
+ * context).  An RCP message carries the requirement r of the last BARRIER
+ * before it; it sorts after stock message r and before r+1, and may be
+ * delivered only once r stock messages from that sender have been moved
+ * (if a message handler ate some, the wait ends after PVMRCP_ORDER_MS with
+ * a warning).  Senders that never mix paths never send a BARRIER.
+ *
+ * RECEIVING (recv.c).  Every receive call runs one matcher over (a) the
+ * held queue — stock messages moved out of libpvm3 and RCP messages taken
+ * out of RCP early — and (b) RCP's own unexpected queue, read with
+ * rcp_probe: with a tag, rcp_probe(chan or any, (ctx<<31)|tag) finds the
+ * first such message; with tag -1 the head of the channel is examined and
+ * control messages or messages of other contexts are taken out of the way
+ * in order.  The earliest candidate by the order rule wins.  pvm_precv of
+ * an RCP message posts rcp_irecv(channel, exact tag, user buffer): data go
+ * straight into the user's buffer (eager copy, or one process_vm_readv for
+ * large shm messages).  pvm_recv/nrecv/trecv/probe of an RCP message pack
+ * its bytes into a PvmDataRaw buffer (pvm_mkbuf + pvm_pkbyte), so
+ * pvm_upk* reads them as from a stock psend; pvm_bufinfo/pvm_getminfo
+ * report its real source, tag and length (table syn[], entries dropped by
+ * pvm_freebuf and checked against libpvm3's own view of the buffer).
+ * Stock messages are moved only when needed: when no RCP candidate is
+ * found (at most every 10 us while spinning), when an RCP candidate waits
+ * for them, and every 1 ms so wildcard receives cannot starve them.
+ *
+ * CONTEXTS.  The current context (pvm_getcontext) is sent in the RCP tag;
+ * matching takes the receiver's current context as PVM does.
+ *
+ * TRUNCATION.  As stock precv: a message longer than the buffer fills the
+ * buffer, the rest is dropped, *rlen reports the whole length in bytes, and
+ * the call returns 0.  Lengths are in bytes as in stock PVM 3.4.
+ *
+ * SENDING (send.c).  Messages up to PVMRCP_COPY_MAX bytes (16 KiB) are
+ * copied and psend returns at once (the copy is freed when RCP completes
+ * the send, reaped in later calls).  Larger ones go from the user's buffer
+ * and psend waits for RCP to complete them (the receiver pulls them).
+ * While it waits longer than PVMRCP_STASH_US it takes other peers'
+ * messages into the held queue, so two tasks psending to each other (or
+ * any cycle) cannot deadlock.  pvm_pmcast: rcp_mcast to the RCP peers,
+ * one stock pvm_mcast to the others; never to the caller itself.
+ *
+ * EXIT AND FAILURE (wait.c).  pvm_exit reaps pending sends, deletes the
+ * mailbox entry, closes the endpoint (RCP lingers until its frames are
+ * acknowledged) and calls the real pvm_exit; an atexit hook closes the
+ * endpoint of a task that never called pvm_exit.  A task blocked in psend,
+ * pmcast or precv on a specific tid asks pvmd (pvm_pstat) every
+ * PVMRCP_LIVE_MS (200 ms) whether the peer still runs; when it is gone the
+ * channel is closed, pending requests complete, and the call returns
+ * PvmNoTask (after one last look for messages that arrived before).
+ *
+ * THREADS.  Like libpvm3: one thread.
+ */
+#include <dlfcn.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <rcp/pvmrcp.h>
+
+#include "pvm-glue/glue.h"
+
+struct pr_state pvmrcpi_st = {.state = PR_UNINIT};
+#define S pvmrcpi_st
+
+uint64_t pvmrcpi_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int pvmrcpi_dtsize(int dt)
+{
+	switch (dt) {
+	case PVM_BYTE: return 1;
+	case PVM_SHORT:
+	case PVM_USHORT: return (int)sizeof(short);
+	case PVM_INT:
+	case PVM_UINT: return (int)sizeof(int);
+	case PVM_LONG:
+	case PVM_ULONG: return (int)sizeof(long);
+	case PVM_FLOAT: return (int)sizeof(float);
+	case PVM_CPLX: return 2 * (int)sizeof(float);
+	case PVM_DOUBLE: return (int)sizeof(double);
+	case PVM_DCPLX: return 2 * (int)sizeof(double);
+	case PVM_STR: return PvmNotImpl; /* as stock 3.4 */
+	default: return PvmBadParam;
+	}
+}
+
+int pvmrcpi_err(int rc)
+{
+	switch (rc) {
+	case 0: return 0;
+	case RCP_ENOMEM: return PvmNoMem;
+	case RCP_EINVAL: return PvmBadParam;
+	case RCP_EPEER:
+	case RCP_ECLOSED: return PvmNoTask;
+	default: return PvmSysErr;
+	}
+}
+
+static int64_t env_int(const char *name, int64_t def)
+{
+	const char *v = getenv(name);
+	return v && *v ? strtoll(v, NULL, 0) : def;
+}
+
+/* ---- peers ---- */
+
+static unsigned hash_tid(int tid, unsigned cap)
+{
+	return ((uint32_t)tid * 2654435761u) & (cap - 1);
+}
+
+struct pr_peer *pvmrcpi_peer(int tid, int create)
+{
+	struct pr_peer *p;
+	unsigned h;
+
+	if (!S.htab) {
+		if (!create)
+			return NULL;
+		S.hcap = 256;
+		S.htab = calloc(S.hcap, sizeof *S.htab);
+		if (!S.htab)
+			return NULL;
+	}
+	h = hash_tid(tid, S.hcap);
+	for (p = S.htab[h]; p; p = p->hnext)
+		if (p->tid == tid)
+			return p;
+	if (!create)
+		return NULL;
+	p = calloc(1, sizeof *p);
+	if (!p)
+		return NULL;
+	p->tid = tid;
+	p->route = PR_UNKNOWN;
+	p->hnext = S.htab[h];
+	S.htab[h] = p;
+	return p;
+}
+
+struct pr_ctxstate *pvmrcpi_cs(struct pr_peer *p, int ctx)
+{
+	for (int i = 0; i < p->ncs; i++)
+		if (p->cs[i].ctx == ctx)
+			return &p->cs[i];
+	if (p->ncs == p->capcs) {
+		int nc = p->capcs ? 2 * p->capcs : 4;
+		struct pr_ctxstate *n = realloc(p->cs, (size_t)nc * sizeof *n);
+		if (!n)
+			return NULL;
+		p->cs = n;
+		p->capcs = nc;
+	}
+	memset(&p->cs[p->ncs], 0, sizeof p->cs[0]);
+	p->cs[p->ncs].ctx = ctx;
+	return &p->cs[p->ncs++];
+}
+
+/* Channel -> peer.  rcp.h declares rcp_chan_set_user/get_user but librcp
+ * does not define them (reported); this small map stands in. */
+struct chmap {
+	const rcp_chan *ch;
+	struct pr_peer *p;
+};
+static struct chmap *chmap;
+static int nchmap, capchmap;
+
+void pvmrcpi_chan_set(const rcp_chan *ch, struct pr_peer *p)
+{
+	for (int i = 0; i < nchmap; i++) {
+		if (chmap[i].ch == ch) {
+			if (p)
+				chmap[i].p = p;
+			else
+				chmap[i] = chmap[--nchmap];
+			return;
+		}
+	}
+	if (!p)
+		return;
+	if (nchmap == capchmap) {
+		int nc = capchmap ? 2 * capchmap : 32;
+		struct chmap *n = realloc(chmap, (size_t)nc * sizeof *n);
+		if (!n)
+			return;
+		chmap = n;
+		capchmap = nc;
+	}
+	chmap[nchmap++] = (struct chmap){ch, p};
+}
+
+struct pr_peer *pvmrcpi_chan_get(const rcp_chan *ch)
+{
+	for (int i = 0; i < nchmap; i++)
+		if (chmap[i].ch == ch)
+			return chmap[i].p;
+	return NULL;
+}
+
+static void mbox_name(int tid, char *buf, size_t len)
+{
+	snprintf(buf, len, "pvmrcp:%x", (unsigned)tid);
+}
+
+/* Looks TID's address up in the mailbox.  0 and ADDR, or a PVM code. */
+static int mbox_lookup(int tid, char *addr, size_t len)
+{
+	char name[64];
+	int save, b, rc;
+
+	mbox_name(tid, name, sizeof name);
+	save = pvm_setrbuf(0);
+	b = pvm_recvinfo(name, 0, PvmMboxDefault);
+	if (b > 0) {
+		char tmp[RCP_NIC_ADDRSTR_MAX + 16] = {0};
+		rc = pvm_upkstr(tmp);
+		if (!rc && strlen(tmp) < len)
+			strcpy(addr, tmp);
+		else
+			rc = PvmNotFound;
+		pvmrcpi_real.freebuf(pvm_setrbuf(save));
+		return rc;
+	}
+	pvm_setrbuf(save);
+	return b < 0 ? b : PvmNotFound;
+}
+
+int pvmrcpi_route(struct pr_peer *p)
+{
+	char addr[RCP_NIC_ADDRSTR_MAX];
+	uint64_t now;
+
+	if (p->route == PR_RCP)
+		return PR_RCP;
+	if (p->dead || p->tid == S.mytid)
+		return PR_STOCK;
+	now = pvmrcpi_now();
+	if (p->route == PR_STOCK && now < p->recheck_ns)
+		return PR_STOCK;
+	if (mbox_lookup(p->tid, addr, sizeof addr) == 0 && rcp_connect(S.ep, addr, &p->ch) == 0) {
+		pvmrcpi_chan_set(p->ch, p);
+		p->route = PR_RCP;
+		return PR_RCP;
+	}
+	p->backoff_ns = p->backoff_ns ? p->backoff_ns * 2 : 1000000;
+	if (p->backoff_ns > 1000000000ull)
+		p->backoff_ns = 1000000000ull;
+	p->recheck_ns = now + p->backoff_ns;
+	p->route = PR_STOCK;
+	return PR_STOCK;
+}
+
+void pvmrcpi_peer_dead(struct pr_peer *p)
+{
+	p->dead = 1;
+	if (p->ch) {
+		pvmrcpi_chan_set(p->ch, NULL);
+		rcp_chan_close(p->ch);
+		p->ch = NULL;
+	}
+	p->route = PR_STOCK;
+}
+
+/* ---- start-up and exit ---- */
+
+static void at_exit(void)
+{
+	if (S.state == PR_READY) {
+		pvmrcpi_reap(1);
+		rcp_ep_close(S.ep);
+		S.ep = NULL;
+		S.state = PR_CLOSED;
+	}
+}
+
+static int pick_addr(char *buf, size_t len, int mytid)
+{
+	const char *t = getenv("RCP_TRANSPORT");
+	int nhost = 1, narch;
+	struct pvmhostinfo *hi;
+
+	if (!t || !*t) {
+		if (pvm_config(&nhost, &narch, &hi) < 0)
+			nhost = 1;
+		t = nhost > 1 ? "udp" : "shm";
+	}
+	if (!strcmp(t, "shm")) {
+		/* PVM_VMID in the name lets a harness clean up after killed tasks */
+		const char *vm = getenv("PVM_VMID");
+		snprintf(buf, len, "shm:pvmrcp-%.12s-%x-%d", vm && *vm ? vm : "0", (unsigned)mytid,
+		         (int)getpid());
+		return 0;
+	}
+	if (!strcmp(t, "udp")) {
+		char host[256];
+		struct addrinfo hints = {0}, *res = NULL;
+		snprintf(buf, len, "udp:");
+		hints.ai_family = AF_INET;
+		if (nhost > 1 && gethostname(host, sizeof host) == 0 &&
+		    getaddrinfo(host, NULL, &hints, &res) == 0 && res) {
+			char ip[64];
+			if (getnameinfo(res->ai_addr, res->ai_addrlen, ip, sizeof ip, NULL, 0,
+			                NI_NUMERICHOST) == 0)
+				snprintf(buf, len, "udp:%s:", ip);
+		}
+		if (res)
+			freeaddrinfo(res);
+		return 0;
+	}
+	fprintf(stderr, "libpvmrcp: RCP_TRANSPORT=%s not supported here (shm|udp)\n", t);
+	return -1;
+}
+
+static int do_init(void)
+{
+	struct rcp_ep_config ec = {0};
+	char addr[RCP_NIC_ADDRSTR_MAX];
+	const char *w;
+	int tid, rc, b, save;
+
+	tid = pvm_mytid();
+	if (tid < 0)
+		return tid;
+	S.mytid = tid;
+	S.held.next = S.held.prev = &S.held;
+	w = getenv("RCP_WAIT");
+	S.spin_ns = env_int("RCP_SPIN_NS", 50000);
+	if (w && !strcmp(w, "spin"))
+		S.spin_ns = -1;
+	else if (w && !strcmp(w, "sleep"))
+		S.spin_ns = 0;
+	S.stash_ns = (uint64_t)env_int("PVMRCP_STASH_US", 1000) * 1000;
+	S.live_ns = (uint64_t)env_int("PVMRCP_LIVE_MS", 200) * 1000000;
+	S.order_ns = (uint64_t)env_int("PVMRCP_ORDER_MS", 2000) * 1000000;
+	S.copy_max = (size_t)env_int("PVMRCP_COPY_MAX", 16384);
+	/* Liveness comes from pvmd; RCP must not fail a channel because a peer
+	 * computes for a long time without calling the library. */
+	setenv("RCP_PEER_TIMEOUT", "86400000", 0);
+	if (pick_addr(addr, sizeof addr, tid))
+		return PvmBadParam;
+	ec.flags = RCP_EP_ACCEPT;
+	ec.crc = -1;
+	rc = rcp_ep_open(addr, &ec, &S.ep);
+	if (rc) {
+		fprintf(stderr, "libpvmrcp: t%x: rcp_ep_open(%s): %s; using stock PVM\n",
+		        (unsigned)tid, addr, rcp_strerror(rc));
+		return pvmrcpi_err(rc);
+	}
+	rcp_ep_addr(S.ep, S.addr, sizeof S.addr);
+	mbox_name(tid, S.mbox, sizeof S.mbox);
+	b = pvm_mkbuf(PvmDataDefault);
+	save = pvm_setsbuf(b);
+	pvm_pkstr(S.addr);
+	rc = pvm_putinfo(S.mbox, b, PvmMboxDefault);
+	pvm_setsbuf(save);
+	pvmrcpi_real.freebuf(b);
+	if (rc < 0) {
+		fprintf(stderr, "libpvmrcp: t%x: pvm_putinfo(%s): %d; using stock PVM\n",
+		        (unsigned)tid, S.mbox, rc);
+		rcp_ep_close(S.ep);
+		S.ep = NULL;
+		return rc;
+	}
+	atexit(at_exit);
+	return 0;
+}
+
+int pvmrcpi_ready(void)
+{
+	const char *e;
+	int rc;
+
+	if (S.state == PR_READY)
+		return 1;
+	if (S.state != PR_UNINIT)
+		return 0;
+	if (pvmrcpi_resolve())
+		return 0;
+	e = getenv("PVMRCP");
+	if (e && (!strcmp(e, "0") || !strcmp(e, "off") || !strcmp(e, "no"))) {
+		S.state = PR_OFF;
+		return 0;
+	}
+	S.state = PR_INITING;
+	rc = do_init();
+	if (rc == 0) {
+		S.state = PR_READY;
+		return 1;
+	}
+	/* No pvmd yet: try again on the next call; other failures: stock. */
+	S.state = rc == PvmSysErr && !S.ep ? PR_UNINIT : PR_OFF;
+	return 0;
+}
+
+int pvm_rcp_init(void)
+{
+	if (pvmrcpi_ready())
+		return 0;
+	if (S.state == PR_OFF)
+		return pvmrcpi_resolve() ? PvmSysErr : PvmNotImpl;
+	return S.state == PR_CLOSED ? PvmSysErr : pvm_mytid() < 0 ? pvm_mytid() : PvmSysErr;
+}
+
+int pvm_rcp_active(void)
+{
+	return S.state == PR_READY;
+}
+
+int pvm_rcp_route(int tid)
+{
+	struct pr_peer *p;
+	if (!pvmrcpi_ready())
+		return 0;
+	p = pvmrcpi_peer(tid, 1);
+	return p && pvmrcpi_route(p) == PR_RCP;
+}
+
+int pvm_exit(void)
+{
+	if (pvmrcpi_resolve())
+		return PvmSysErr;
+	if (S.state == PR_READY) {
+		pvmrcpi_reap(1);
+		pvm_delinfo(S.mbox, 0, PvmMboxDefault);
+		rcp_ep_close(S.ep);
+		S.ep = NULL;
+		pvmrcpi_free_held();
+		S.state = PR_CLOSED;
+	}
+	return pvmrcpi_real.exit();
+}

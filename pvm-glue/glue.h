@@ -1,0 +1,174 @@
+/*
+ * pvm-glue/glue.h — internal declarations shared by the pvm-glue files
+ * (see pvm-glue/glue.c for the design).  Internal symbols carry the
+ * `pvmrcpi_` prefix and are hidden from the shared library.
+ */
+#ifndef PVMRCP_GLUE_H
+#define PVMRCP_GLUE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/time.h>
+
+#include <pvm3.h>
+#include <rcp/rcp.h>
+
+#define PRI __attribute__((visibility("hidden")))
+
+/* ---- the real libpvm3 functions (dlsym(RTLD_NEXT, ...)) ---- */
+struct pvmrcpi_real {
+	int (*psend)(int, int, void *, int, int);
+	int (*precv)(int, int, void *, int, int, int *, int *, int *);
+	int (*send)(int, int);
+	int (*mcast)(int *, int, int);
+	int (*recv)(int, int);
+	int (*nrecv)(int, int);
+	int (*trecv)(int, int, struct timeval *);
+	int (*probe)(int, int);
+	int (*bufinfo)(int, int *, int *, int *);
+	int (*getminfo)(int, struct pvmminfo *);
+	int (*freebuf)(int);
+	int (*exit)(void);
+};
+PRI extern struct pvmrcpi_real pvmrcpi_real;
+/* Resolves pvmrcpi_real once; 0 or -1 (libpvm3 not found after us). */
+PRI int pvmrcpi_resolve(void);
+
+/* ---- RCP tags ----
+ * Data: (ctx << 31) | tag, both in [0, 2^31).  Control: bit 63 set. */
+#define PR_CTRL      (1ull << 63)
+#define PR_HELLO     (PR_CTRL | 1) /* first message on a channel: sender's tid */
+#define PR_BARRIER   (PR_CTRL | 2) /* {ctx, stock messages sent so far in ctx} */
+#define PR_FENCE     (PR_CTRL | 3) /* acked before a stock send follows RCP ones */
+#define PR_FENCE_LEN 4096          /* above RCP's inline size: completes on ack */
+
+static inline int pr_encodable(int ctx, int tag)
+{
+	return ctx >= 0 && tag >= 0;
+}
+static inline uint64_t pr_rtag(int ctx, int tag)
+{
+	return ((uint64_t)(uint32_t)ctx << 31) | (uint32_t)tag;
+}
+static inline int pr_rtag_ctx(uint64_t t)
+{
+	return (int)((t >> 31) & 0x7fffffff);
+}
+static inline int pr_rtag_tag(uint64_t t)
+{
+	return (int)(t & 0x7fffffff);
+}
+
+/* ---- per-peer state ---- */
+struct pr_ctxstate {
+	int ctx;
+	/* sender side (messages we send to this peer) */
+	uint32_t stock_sent;   /* by stock PVM, in this context */
+	uint32_t barrier_sent; /* stock_sent value last announced by BARRIER */
+	/* receiver side (messages this peer sends us) */
+	uint32_t drained; /* stock messages moved to the held queue */
+	uint32_t cur_req; /* from the last BARRIER processed in order */
+};
+
+enum { PR_UNKNOWN, PR_RCP, PR_STOCK };
+
+struct pr_peer {
+	int tid;
+	int route; /* PR_UNKNOWN, PR_RCP, PR_STOCK */
+	rcp_chan *ch;
+	int hello_sent;
+	int rcp_dirty; /* RCP data sent since the last FENCE */
+	int dead;
+	uint64_t recheck_ns; /* PR_STOCK: when to look in the mailbox again */
+	uint64_t backoff_ns;
+	struct pr_ctxstate *cs;
+	int ncs, capcs;
+	struct pr_peer *hnext;
+};
+
+/* ---- held messages (received from the transports, not yet delivered) ---- */
+struct pr_msg {
+	struct pr_msg *next, *prev;
+	int src, tag, ctx;
+	int stock;    /* 1: a libpvm3 buffer (bufid), 0: RCP data */
+	uint32_t key; /* stock: index k (1-based); RCP: requirement r */
+	int bufid;    /* stock buffer, or RCP data packed for pvm_recv (0: none yet) */
+	void *data;   /* RCP data */
+	size_t len;   /* bytes */
+};
+
+/* ---- global state ---- */
+enum { PR_OFF, PR_UNINIT, PR_INITING, PR_READY, PR_CLOSED };
+
+struct pr_state {
+	int state;
+	int mytid;
+	rcp_ep *ep;
+	char addr[RCP_NIC_ADDRSTR_MAX];
+	char mbox[64];
+	struct pr_peer **htab; /* tid -> peer */
+	unsigned hcap;
+	struct pr_msg held; /* list head */
+	int nheld;
+	uint64_t last_drain_ns;
+	int64_t spin_ns;   /* <0: spin forever */
+	uint64_t stash_ns; /* sends wait this long before taking others' messages */
+	uint64_t live_ns;  /* liveness check period while blocked */
+	uint64_t order_ns; /* longest wait for stock messages an RCP one follows */
+	size_t copy_max;   /* psend copies messages up to this size and returns */
+	/* sends completing in the background: owned copies */
+	struct pr_pend *pend;
+	int npend;
+	/* buffers made for pvm_recv of RCP messages: bufid -> info */
+	struct pr_syn *syn;
+	int nsyn, capsyn;
+};
+PRI extern struct pr_state pvmrcpi_st;
+
+struct pr_pend {
+	struct pr_pend *next;
+	rcp_req *req;
+	void *buf;
+};
+
+struct pr_syn {
+	int bufid, len, tag, src, ctx;
+};
+
+/* glue.c */
+PRI int pvmrcpi_ready(void); /* 1 if RCP is up (initialising on first use) */
+PRI struct pr_peer *pvmrcpi_peer(int tid, int create);
+PRI struct pr_ctxstate *pvmrcpi_cs(struct pr_peer *p, int ctx);
+PRI int pvmrcpi_route(struct pr_peer *p); /* PR_RCP or PR_STOCK */
+PRI void pvmrcpi_peer_dead(struct pr_peer *p);
+PRI int pvmrcpi_err(int rcp_code);
+PRI void pvmrcpi_chan_set(const rcp_chan *ch, struct pr_peer *p); /* NULL: forget */
+PRI struct pr_peer *pvmrcpi_chan_get(const rcp_chan *ch);
+PRI uint64_t pvmrcpi_now(void);
+PRI int pvmrcpi_dtsize(int dt);
+
+/* send.c */
+PRI int pvmrcpi_ctrl_send(struct pr_peer *p, uint64_t tag, const void *buf, size_t len);
+PRI int pvmrcpi_prepare(struct pr_peer *p, int ctx);
+PRI void pvmrcpi_reap(int all);
+PRI void pvmrcpi_count_stock(int tid, int ctx);
+
+/* recv.c */
+PRI int pvmrcpi_stash_some(void);
+PRI void pvmrcpi_drain(void);
+PRI void pvmrcpi_free_held(void);
+PRI void pvmrcpi_process_hellos(void);
+
+/* wait.c: blocks (spin, then sleep on the endpoint's and pvmd's fds) until
+ * DONE(arg) returns nonzero: >0 -> returns 1, <0 -> returns that code.
+ * LIVE[0..NLIVE): tasks whose exit ends the wait with PvmNoTask (checked
+ * with pvmd every live_ns; DONE gets one last chance first).
+ * DEADLINE_NS: 0 forever, else absolute; returns 0 when reached.
+ * STASH: after stash_ns, take other peers' messages out of RCP (sends). */
+PRI int pvmrcpi_block(int (*done)(void *), void *arg, const int *live, int nlive,
+                      uint64_t deadline_ns, int stash);
+/* Waits for REQ; returns 0, or a PVM code (PvmNoTask when the peer died). */
+PRI int pvmrcpi_wait_req(rcp_req *req, struct rcp_status *st, const int *live, int nlive,
+                         int stash);
+
+#endif

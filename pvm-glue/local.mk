@@ -1,0 +1,38 @@
+# pvm-glue: libpvmrcp (PVM programs over RCP by relinking), its tests with a
+# real pvmd, and the PVM ping-pong benchmark.  Built only when configure
+# found pvm3.h and libpvm3.
+EXTRA_DIST += pvmrcp.pc.in docs/pvm.md tests/pvm/run.sh tests/pvm/examples.sh \
+	perf/pvm_bench.sh
+if HAVE_PVM
+lib_LTLIBRARIES += libpvmrcp.la
+libpvmrcp_la_SOURCES = pvm-glue/glue.h pvm-glue/glue.c pvm-glue/real.c pvm-glue/send.c \
+	pvm-glue/recv.c pvm-glue/wait.c
+libpvmrcp_la_LIBADD = librcp.la $(PVM_LIBS)
+libpvmrcp_la_LDFLAGS = -version-info 0:0:0 -export-symbols-regex '^pvm_'
+rcpinclude_HEADERS += include/rcp/pvmrcp.h
+pkgconfig_DATA += pvmrcp.pc
+
+# Test tasks: one relinked, one stock (same source).  -no-install: real
+# binaries, not libtool wrappers, since pvmd execs them from the ep= path.
+check_PROGRAMS += tests/pvm/pvmt tests/pvm/pvmt-stock
+tests_pvm_pvmt_SOURCES = tests/pvm/pvmt.c
+tests_pvm_pvmt_LDADD = libpvmrcp.la $(PVM_LIBS)
+tests_pvm_pvmt_LDFLAGS = -no-install
+tests_pvm_pvmt_stock_SOURCES = tests/pvm/pvmt.c
+tests_pvm_pvmt_stock_CPPFLAGS = $(AM_CPPFLAGS) -DPVMT_STOCK
+tests_pvm_pvmt_stock_LDADD = $(PVM_LIBS)
+tests_pvm_pvmt_stock_LDFLAGS = -no-install
+check_DATA = tests/pvm/env.sh
+tests/pvm/env.sh: Makefile
+	$(AM_V_GEN)mkdir -p tests/pvm && { \
+	  echo "CC='$(CC)'"; echo "SAN_CFLAGS='$(SAN_CFLAGS)'"; echo "PVM_LIBS='$(PVM_LIBS)'"; \
+	  echo "abs_builddir='$(abs_top_builddir)'"; echo "abs_srcdir='$(abs_top_srcdir)'"; } > $@
+CLEANFILES += tests/pvm/env.sh
+TESTS += tests/pvm/run.sh
+
+bin_PROGRAMS += perf/rcp-pvm-pingpong
+perf_rcp_pvm_pingpong_SOURCES = perf/pvm_pingpong.c
+perf_rcp_pvm_pingpong_LDADD = libpvmrcp.la $(PVM_LIBS)
+# a real binary in the build tree: pvmd execs it from the ep= path
+perf_rcp_pvm_pingpong_LDFLAGS = -no-install
+endif

@@ -1,0 +1,314 @@
+/*
+ * pvm-glue/send.c — pvm_psend and pvm_pmcast over RCP, and the stock-send
+ * counting wrappers (pvm_send, pvm_mcast) that keep order between the two
+ * paths (see glue.c, "ORDER BETWEEN THE TWO PATHS").
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <rcp/pvmrcp.h>
+
+#include "pvm-glue/glue.h"
+
+#define S pvmrcpi_st
+
+/* Nonzero while a real libpvm3 call that sends (and may call pvm_send
+ * through the PLT, as pvm_psend does) runs: we counted already. */
+static int in_real;
+
+/* A stock message must not overtake RCP messages sent before it: RCP may
+ * still hold them (window, credits) while pvmd is quick.  A FENCE larger
+ * than RCP's inline size completes only when acknowledged, and the ack is
+ * cumulative: once it completes, the receiver's RCP holds everything sent
+ * before on the channel. */
+static void fence(struct pr_peer *p)
+{
+	static const char zeros[PR_FENCE_LEN];
+	rcp_req *r;
+	if (rcp_isend(p->ch, PR_FENCE, zeros, sizeof zeros, &r) == 0 &&
+	    pvmrcpi_wait_req(r, NULL, &p->tid, 1, 1) == PvmNoTask)
+		pvmrcpi_peer_dead(p);
+	p->rcp_dirty = 0;
+}
+
+void pvmrcpi_count_stock(int tid, int ctx)
+{
+	struct pr_peer *p;
+	struct pr_ctxstate *cs;
+	if (S.state != PR_READY)
+		return;
+	p = pvmrcpi_peer(tid, 1);
+	if (p && p->rcp_dirty && p->ch)
+		fence(p);
+	if (p && (cs = pvmrcpi_cs(p, ctx)))
+		cs->stock_sent++;
+}
+
+/* Completes background sends; ALL: wait for each (at exit; a send that
+ * cannot finish keeps its buffer, rcp_ep_close may still read it). */
+void pvmrcpi_reap(int all)
+{
+	struct pr_pend **pp = &S.pend;
+	while (*pp) {
+		struct pr_pend *e = *pp;
+		int rc = all ? rcp_wait(e->req, NULL, 2000000000ll) : rcp_test(e->req, NULL);
+		if (rc == RCP_EAGAIN || rc == RCP_ETIMEDOUT) {
+			if (all) { /* give up on it */
+				*pp = e->next;
+				free(e);
+				S.npend--;
+			} else {
+				pp = &e->next;
+			}
+			continue;
+		}
+		*pp = e->next;
+		free(e->buf);
+		free(e);
+		S.npend--;
+	}
+}
+
+/* Sends BUF (copied) with TAG on P's channel; returns at once. */
+static int send_copy(struct pr_peer *p, uint64_t tag, const void *buf, size_t len)
+{
+	struct pr_pend *e;
+	void *copy = malloc(len ? len : 1);
+	rcp_req *r;
+	int rc;
+
+	if (!copy)
+		return RCP_ENOMEM;
+	memcpy(copy, buf, len);
+	rc = rcp_isend(p->ch, tag, copy, len, &r);
+	if (rc) {
+		free(copy);
+		return rc;
+	}
+	rc = rcp_test(r, NULL);
+	if (rc != RCP_EAGAIN) {
+		free(copy);
+		return rc;
+	}
+	e = malloc(sizeof *e);
+	if (!e) {
+		/* cannot track it: wait for it */
+		rc = rcp_wait(r, NULL, -1);
+		free(copy);
+		return rc;
+	}
+	e->req = r;
+	e->buf = copy;
+	e->next = S.pend;
+	S.pend = e;
+	S.npend++;
+	return 0;
+}
+
+int pvmrcpi_ctrl_send(struct pr_peer *p, uint64_t tag, const void *buf, size_t len)
+{
+	return send_copy(p, tag, buf, len);
+}
+
+/* HELLO first on the channel; BARRIER if stock messages went since. */
+int pvmrcpi_prepare(struct pr_peer *p, int ctx)
+{
+	struct pr_ctxstate *cs;
+	int rc;
+
+	if (!p->hello_sent) {
+		int32_t me = S.mytid;
+		rc = pvmrcpi_ctrl_send(p, PR_HELLO, &me, sizeof me);
+		if (rc)
+			return rc;
+		p->hello_sent = 1;
+	}
+	cs = pvmrcpi_cs(p, ctx);
+	if (!cs)
+		return RCP_ENOMEM;
+	if (cs->stock_sent != cs->barrier_sent) {
+		int32_t b[2] = {ctx, (int32_t)cs->stock_sent};
+		rc = pvmrcpi_ctrl_send(p, PR_BARRIER, b, sizeof b);
+		if (rc)
+			return rc;
+		cs->barrier_sent = cs->stock_sent;
+	}
+	return 0;
+}
+
+static int stock_psend(int tid, int tag, void *buf, int len, int dt)
+{
+	int rc;
+	pvmrcpi_count_stock(tid, pvm_getcontext());
+	in_real++;
+	rc = pvmrcpi_real.psend(tid, tag, buf, len, dt);
+	in_real--;
+	return rc;
+}
+
+int pvm_psend(int tid, int tag, void *buf, int len, int dt)
+{
+	struct pr_peer *p;
+	size_t bytes;
+	int sz, ctx, rc;
+	rcp_req *r;
+	struct rcp_status st;
+
+	if (!pvmrcpi_ready())
+		return pvmrcpi_resolve() ? PvmSysErr : pvmrcpi_real.psend(tid, tag, buf, len, dt);
+	sz = pvmrcpi_dtsize(dt);
+	if (sz < 0 || len < 0)
+		return pvmrcpi_real.psend(tid, tag, buf, len, dt); /* its error code */
+	ctx = pvm_getcontext();
+	p = pvmrcpi_peer(tid, 1);
+	if (!p)
+		return PvmNoMem;
+	if (!pr_encodable(ctx, tag) || pvmrcpi_route(p) != PR_RCP)
+		return stock_psend(tid, tag, buf, len, dt);
+	bytes = (size_t)len * (size_t)sz;
+	pvmrcpi_reap(0);
+	rc = pvmrcpi_prepare(p, ctx);
+	p->rcp_dirty = 1;
+	if (!rc && bytes <= S.copy_max) {
+		rc = send_copy(p, pr_rtag(ctx, tag), buf, bytes);
+	} else if (!rc) {
+		rc = rcp_isend(p->ch, pr_rtag(ctx, tag), buf, bytes, &r);
+		if (!rc) {
+			/* pvmrcpi_wait_req returns PVM codes */
+			rc = pvmrcpi_wait_req(r, &st, &tid, 1, 1);
+			if (rc == PvmNoTask)
+				pvmrcpi_peer_dead(p);
+			return rc;
+		}
+	}
+	if (rc == RCP_EPEER || rc == RCP_ECLOSED) {
+		pvmrcpi_peer_dead(p);
+		return PvmNoTask;
+	}
+	return pvmrcpi_err(rc);
+}
+
+int pvm_pmcast(int *tids, int ntask, int tag, void *buf, int len, int dt)
+{
+	rcp_chan **chans = NULL;
+	int *rest = NULL, *live = NULL, nch = 0, nrest = 0, nlive = 0, sz, ctx, rc = 0;
+	size_t bytes;
+
+	if (pvmrcpi_resolve())
+		return PvmSysErr;
+	sz = pvmrcpi_dtsize(dt);
+	if (sz < 0)
+		return sz;
+	if (ntask < 0 || len < 0 || (ntask > 0 && !tids) || tag < 0)
+		return PvmBadParam;
+	if (ntask == 0)
+		return 0;
+	bytes = (size_t)len * (size_t)sz;
+	ctx = pvm_getcontext();
+	chans = calloc((size_t)ntask, sizeof *chans);
+	rest = calloc((size_t)ntask, sizeof *rest);
+	live = calloc((size_t)ntask, sizeof *live);
+	if (!chans || !rest || !live) {
+		rc = PvmNoMem;
+		goto out;
+	}
+	{
+		int up = pvmrcpi_ready();
+		int me = up ? S.mytid : pvm_mytid();
+		for (int i = 0; i < ntask; i++) {
+			struct pr_peer *p;
+			int dup = 0;
+			if (tids[i] == me)
+				continue; /* never to self, like pvm_mcast */
+			for (int j = 0; j < i; j++)
+				dup |= tids[j] == tids[i];
+			if (dup)
+				continue;
+			p = up && pr_encodable(ctx, tag) ? pvmrcpi_peer(tids[i], 1) : NULL;
+			if (p && pvmrcpi_route(p) == PR_RCP && pvmrcpi_prepare(p, ctx) == 0) {
+				chans[nch++] = p->ch;
+				p->rcp_dirty = 1;
+				live[nlive++] = tids[i];
+			} else {
+				rest[nrest++] = tids[i];
+			}
+		}
+	}
+	if (nrest) {
+		int sbf = pvm_setsbuf(pvm_mkbuf(PvmDataInPlace));
+		pvm_pkbyte(buf, (int)bytes, 1);
+		in_real++;
+		rc = pvmrcpi_real.mcast(rest, nrest, tag);
+		in_real--;
+		pvmrcpi_real.freebuf(pvm_setsbuf(sbf));
+		for (int i = 0; i < nrest; i++)
+			pvmrcpi_count_stock(rest[i], ctx);
+		if (rc > 0)
+			rc = 0;
+	}
+	if (nch) {
+		rcp_req *r;
+		struct rcp_status st;
+		void *copy = NULL;
+		const void *src = buf;
+		int rc2;
+		pvmrcpi_reap(0);
+		if (bytes <= S.copy_max) {
+			copy = malloc(bytes ? bytes : 1);
+			if (!copy) {
+				rc = PvmNoMem;
+				goto out;
+			}
+			memcpy(copy, buf, bytes);
+			src = copy;
+		}
+		rc2 = rcp_mcast(chans, nch, pr_rtag(ctx, tag), src, bytes, &r);
+		if (rc2)
+			rc2 = pvmrcpi_err(rc2);
+		else if (copy && rcp_test(r, NULL) == RCP_EAGAIN) {
+			struct pr_pend *e = malloc(sizeof *e);
+			if (e) {
+				e->req = r;
+				e->buf = copy;
+				e->next = S.pend;
+				S.pend = e;
+				S.npend++;
+				copy = NULL;
+			} else {
+				rc2 = pvmrcpi_err(rcp_wait(r, NULL, -1));
+			}
+		} else if (!copy) {
+			rc2 = pvmrcpi_wait_req(r, &st, live, nlive, 1);
+		}
+		free(copy);
+		if (rc2 && !rc)
+			rc = rc2;
+	}
+out:
+	free(chans);
+	free(rest);
+	free(live);
+	return rc;
+}
+
+int pvm_send(int tid, int tag)
+{
+	if (pvmrcpi_resolve())
+		return PvmSysErr;
+	if (pvmrcpi_ready() && !in_real)
+		pvmrcpi_count_stock(tid, pvm_getcontext());
+	return pvmrcpi_real.send(tid, tag);
+}
+
+int pvm_mcast(int *tids, int ntask, int tag)
+{
+	if (pvmrcpi_resolve())
+		return PvmSysErr;
+	if (pvmrcpi_ready() && !in_real && tids && ntask > 0) {
+		int ctx = pvm_getcontext();
+		for (int i = 0; i < ntask; i++)
+			if (tids[i] != S.mytid)
+				pvmrcpi_count_stock(tids[i], ctx);
+	}
+	return pvmrcpi_real.mcast(tids, ntask, tag);
+}
