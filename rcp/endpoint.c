@@ -389,7 +389,8 @@ static int wait_until(rcp_ep *ep, int (*done)(void *), void *arg, int64_t timeou
 			start = now;
 			if (timeout_ns >= 0)
 				until = start + (uint64_t)timeout_ns;
-			spin_end = (ep->flags & RCP_EP_SLEEP) ? start : start + (uint64_t)ep->spin_ns;
+			spin_end =
+			    (ep->flags & RCP_EP_SLEEP) ? start : start + (uint64_t)ep->spin_ns;
 		}
 		if (now >= until)
 			return RCP_ETIMEDOUT;

@@ -158,6 +158,26 @@ static int pipe_get(int fd)
 	return n == 1;
 }
 
+/* Forks a child that opens an endpoint at ADDR and holds it until it is
+ * killed; returns once the endpoint is open.  C2P and P2C are the pipes
+ * (created here) the caller closes afterwards. */
+static pid_t spawn_holder(const char *addr, int c2p[2], int p2c[2])
+{
+	pid_t child;
+	assert_int_equal(pipe(c2p), 0);
+	assert_int_equal(pipe(p2c), 0);
+	child = fork_child();
+	if (child == 0) {
+		rcp_nic *x;
+		CHILD_CHECK(rcp_nic_open(addr, NULL, &x) == 0);
+		pipe_put(c2p[1]);
+		pipe_get(p2c[0]); /* until killed */
+		_exit(0);
+	}
+	assert_true(pipe_get(c2p[0]));
+	return child;
+}
+
 static int shm_exists(pid_t pid, const char *tag)
 {
 	char path[128];
@@ -321,17 +341,7 @@ static void t_stale_reclaim(void **state)
 	(void)state;
 
 	addr_of(addr, sizeof addr, me, "stale");
-	assert_int_equal(pipe(c2p), 0);
-	assert_int_equal(pipe(p2c), 0);
-	child = fork_child();
-	if (child == 0) {
-		rcp_nic *x;
-		CHILD_CHECK(rcp_nic_open(addr, NULL, &x) == 0);
-		pipe_put(c2p[1]);
-		pipe_get(p2c[0]); /* until killed */
-		_exit(0);
-	}
-	assert_true(pipe_get(c2p[0]));
+	child = spawn_holder(addr, c2p, p2c);
 	assert_true(shm_exists(me, "stale"));
 	/* Alive: the name is taken. */
 	assert_int_equal(rcp_nic_open(addr, NULL, &a), RCP_EADDRINUSE);
@@ -915,17 +925,7 @@ static void t_peer_killed(void **state)
 	(void)state;
 
 	addr_of(addr, sizeof addr, me, "dead-rx");
-	assert_int_equal(pipe(c2p), 0);
-	assert_int_equal(pipe(p2c), 0);
-	child = fork_child();
-	if (child == 0) {
-		rcp_nic *x;
-		CHILD_CHECK(rcp_nic_open(addr, NULL, &x) == 0);
-		pipe_put(c2p[1]);
-		pipe_get(p2c[0]); /* until killed */
-		_exit(0);
-	}
-	assert_true(pipe_get(c2p[0]));
+	child = spawn_holder(addr, c2p, p2c);
 	a = open_ep("dead-tx");
 	assert_int_equal(rcp_nic_peer_add_str(a, addr, &peer), 0);
 	assert_int_equal(send_seq(a, peer, 0, 64), 0);
