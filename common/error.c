@@ -1,5 +1,7 @@
 /* common/error.c — names for RCP_E* codes and the errno mapping. */
 #include <errno.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "common/rcp_common.h"
 
@@ -28,6 +30,23 @@ const char *rcp_strerror(int code)
 	case RCP_ERANGE: return "value out of range";
 	default: return "unknown error";
 	}
+}
+
+int rcpi_grow_zeroed(void **arr, int *n, size_t elem, int need)
+{
+	int nn = *n ? *n : 16;
+	char *na;
+	if (need < *n)
+		return 0;
+	while (nn <= need)
+		nn *= 2;
+	na = realloc(*arr, elem * (size_t)nn);
+	if (!na)
+		return RCP_ENOMEM;
+	memset(na + elem * (size_t)*n, 0, elem * (size_t)(nn - *n));
+	*arr = na;
+	*n = nn;
+	return 0;
 }
 
 int rcpi_errno_to_rcp(int err)

@@ -64,6 +64,11 @@ static inline void rcpi_cpu_relax(void)
 #endif
 }
 
+/* Grows *ARR (of *N elements of ELEM bytes) so index NEED is valid,
+ * doubling from 16, new elements zeroed.  Returns 0 or RCP_ENOMEM (the
+ * array is then unchanged). */
+int rcpi_grow_zeroed(void **arr, int *n, size_t elem, int need);
+
 /* Maps an errno value to an RCP_E* code. */
 int rcpi_errno_to_rcp(int err);
 

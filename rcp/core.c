@@ -79,6 +79,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/rcp_common.h"
 #include "rcp/core.h"
 #include "rcp/wire.h"
 
@@ -1724,18 +1725,8 @@ int rcpc_chan_open(rcpc_core *c, int peer, uint64_t now, rcp_chan **out)
 		*out = c->by_peer[peer];
 		return 0;
 	}
-	if (peer >= c->npeers) {
-		int nn = c->npeers ? c->npeers : 16;
-		rcp_chan **nb;
-		while (nn <= peer)
-			nn *= 2;
-		nb = realloc(c->by_peer, sizeof *nb * (size_t)nn);
-		if (!nb)
-			return RCP_ENOMEM;
-		memset(nb + c->npeers, 0, sizeof *nb * (size_t)(nn - c->npeers));
-		c->by_peer = nb;
-		c->npeers = nn;
-	}
+	if (rcpi_grow_zeroed((void **)&c->by_peer, &c->npeers, sizeof *c->by_peer, peer))
+		return RCP_ENOMEM;
 	ch = calloc(1, sizeof *ch);
 	if (!ch)
 		return RCP_ENOMEM;

@@ -429,18 +429,8 @@ static int wait_until(rcp_ep *ep, int (*done)(void *), void *arg, int64_t timeou
 
 static int name_peer(rcp_ep *ep, int peer, const char *addr)
 {
-	if (peer >= ep->nnames) {
-		int n = ep->nnames ? ep->nnames : 16;
-		struct peer_name *nn;
-		while (n <= peer)
-			n *= 2;
-		nn = realloc(ep->names, sizeof *nn * (size_t)n);
-		if (!nn)
-			return RCP_ENOMEM;
-		memset(nn + ep->nnames, 0, sizeof *nn * (size_t)(n - ep->nnames));
-		ep->names = nn;
-		ep->nnames = n;
-	}
+	if (rcpi_grow_zeroed((void **)&ep->names, &ep->nnames, sizeof *ep->names, peer))
+		return RCP_ENOMEM;
 	snprintf(ep->names[peer].addr, sizeof ep->names[peer].addr, "%s", addr);
 	return 0;
 }

@@ -111,8 +111,8 @@ static inline void rcpw_hdr_swap(struct rcpw_hdr *h)
 enum rcpw_verdict rcpw_parse(const void *frame, size_t len, uint32_t session, int require_crc,
                              struct rcpw_hdr *h, const unsigned char **payload);
 
-/* Fills the CRC of a header whose other fields are final (host order in,
- * wire order out) over header + payload iovec-like pieces. */
+/* CRC32C (Castagnoli) of BUF, continuing from CRC (0 to start): chain
+ * calls to cover the header (crc field zeroed) and then the payload. */
 uint32_t rcpw_crc32c(uint32_t crc, const void *buf, size_t len);
 
 /* Serial-number arithmetic on 32-bit sequence numbers (RFC 1982). */

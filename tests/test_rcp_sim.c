@@ -539,6 +539,25 @@ static void t_mcast(void **state)
 	sim_free(s);
 }
 
+/* Turns the random bytes at F (LEN >= header) into a frame whose header
+ * passes the parser's basic checks but whose fields are random: what a
+ * broken or hostile peer of the same job could send. */
+static void hostile_header(unsigned char *f, size_t len, uint64_t *r)
+{
+	struct rcpw_hdr h;
+	memcpy(&h, f, sizeof h);
+	h.magic = RCPW_MAGIC;
+	h.version = RCPW_VERSION;
+	h.hlen = RCPW_HLEN;
+	h.type = (uint8_t)(1 + test_rand(r) % 6);
+	h.flags &= RCPW_F_ALL & ~RCPW_F_CRC;
+	h.session = 0x52435031u;
+	h.len = (uint32_t)(len - sizeof h);
+	h.dst_epoch = 0;
+	h.src_epoch = 0x1000;
+	memcpy(f, &h, sizeof h);
+}
+
 /* Garbage in: random bytes, truncations and replays of real frames, and
  * frames with valid headers but hostile fields.  The core must count and
  * drop them and keep working. */
@@ -558,21 +577,9 @@ static void t_garbage(void **state)
 		for (size_t k = 0; k < len; k++)
 			f[k] = (unsigned char)test_rand(&r);
 		if (i % 2) {
-			/* A plausible header with random fields. */
-			struct rcpw_hdr h;
-			memcpy(&h, f, sizeof h);
-			h.magic = RCPW_MAGIC;
-			h.version = RCPW_VERSION;
-			h.hlen = RCPW_HLEN;
-			h.type = (uint8_t)(1 + test_rand(&r) % 6);
-			h.flags &= RCPW_F_ALL & ~RCPW_F_CRC;
-			h.session = 0x52435031u;
-			if (len < sizeof h)
-				len = sizeof h;
-			h.len = (uint32_t)(len - sizeof h);
-			h.dst_epoch = 0;
-			h.src_epoch = 0x1000;
-			memcpy(f, &h, sizeof h);
+			if (len < sizeof(struct rcpw_hdr))
+				len = sizeof(struct rcpw_hdr);
+			hostile_header(f, len, &r);
 		}
 		sim_inject(s, 0, 1, f, len);
 	}
@@ -696,16 +703,9 @@ static void t_garbage_nocrc(void **state)
 		size_t len = sizeof h + test_rand(&r) % 256;
 		for (size_t k = 0; k < len; k++)
 			f[k] = (unsigned char)test_rand(&r);
+		hostile_header(f, len, &r);
+		/* Steer it into the sequence and message space. */
 		memcpy(&h, f, sizeof h);
-		h.magic = RCPW_MAGIC;
-		h.version = RCPW_VERSION;
-		h.hlen = RCPW_HLEN;
-		h.type = (uint8_t)(1 + test_rand(&r) % 6);
-		h.flags &= RCPW_F_ALL & ~RCPW_F_CRC;
-		h.session = 0x52435031u;
-		h.len = (uint32_t)(len - sizeof h);
-		h.dst_epoch = 0;
-		h.src_epoch = 0x1000;
 		h.seq = 1 + (uint32_t)(test_rand(&r) % 64);
 		h.msg = 1 + (uint32_t)(test_rand(&r) % 8);
 		if (test_rand(&r) % 2)
