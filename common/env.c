@@ -27,6 +27,7 @@ static const struct rcpi_env_var vars[] = {
     {"RCP_SHM_RING", "1m", "shm: bytes of each per-sender receive ring"},
     {"RCP_SHM_MTU", "16k", "shm: largest frame"},
     {"RCP_SHM_PEERS", "64", "shm: senders one endpoint accepts"},
+    {"RCP_SHM_FENCE", "0", "shm: 1 = fence every publish instead of the membarrier handshake"},
     {"RCP_SHM_DIR", "/dev/shm", "shm: where segments live (for checks)"},
     {"RCP_UDP_MTU", "0",
      "udp: largest frame (0: 65000 on loopback, interface "
@@ -44,6 +45,8 @@ static const struct rcpi_env_var vars[] = {
     {"RCP_ACK_DELAY_US", "50", "how long an ack may wait for a piggyback, us"},
     {"RCP_CREDITS", "64", "unexpected eager messages a channel may hold"},
     {"RCP_RMA_MIN", "65536", "messages from this size move by RMA where offered"},
+    {"RCP_RMA_SPLIT", "262144",
+     "READY-first RMA messages from this size are copied half by each side (0: off)"},
     {"RCP_WAIT", "", "spin or sleep: force the wait policy of every endpoint"},
     {"RCP_LINGER_MS", "2000", "how long closing waits for frames to be acknowledged"},
     {NULL, NULL, NULL},

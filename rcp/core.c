@@ -56,7 +56,11 @@
  *           receive that could take that channel's next message, sends
  *           READY(msg, tag filter, buffer length [, RMA key]) at once.  A
  *           sender whose next message fits it streams at once (STREAM) or
- *           puts the data by RMA and sends FIN: no RTS round trip.  The
+ *           puts the data by RMA and sends FIN: no RTS round trip.  From
+ *           rma_split bytes both sides copy: FIN(FIRST|SPLIT) hands the
+ *           receiver a key to the send buffer and it pulls the upper half
+ *           while the sender puts the lower half (FIN(SPLIT) when done);
+ *           the receiver's FIN frees the send buffer.  The
  *           receive is then reserved: it cannot be canceled.
  * Unexpected eager messages are copied into buffers bounded by credits:
  * each channel grants the peer `credits` unexpected messages, cumulatively
@@ -286,6 +290,7 @@ void rcpc_params_default(struct rcpc_params *p)
 	p->credits = 64;
 	p->inline_max = 2048;
 	p->rma_min = 65536;
+	p->rma_split = 262144;
 	p->reorder_bytes = 8u << 20;
 }
 
@@ -619,6 +624,55 @@ static int ctl_push(rcp_chan *ch, const struct ctl *k)
 	return 0;
 }
 
+/* Where a split RMA transfer of TOTAL bytes divides: the sender puts
+ * [0, split), the receiver gets [split, total).  Both sides compute it. */
+static uint64_t split_at(uint64_t total)
+{
+	return (total / 2) & ~(uint64_t)4095;
+}
+
+/* Receiver first, large message, RMA both ways: rather than one process
+ * copying the whole message while the other waits, both copy half at once.
+ * FIN(FIRST|SPLIT, key to our buffer) goes out first, so the receiver
+ * starts pulling its half; we put ours, then FIN(SPLIT) says so; the
+ * receiver's plain FIN says it has pulled (our buffer is free again).
+ * Returns 0, RCP_EAGAIN, or 1 if it did not apply (then nothing changed). */
+static int send_split(rcp_chan *ch, rcp_req *r, uint64_t now)
+{
+	rcpc_core *c = ch->core;
+	unsigned char rkey[RKEY_MAX];
+	size_t rklen = sizeof rkey;
+	uint64_t split = split_at(r->total);
+	struct slot *s;
+	int rc;
+
+	/* Two frames: the caller made sure of room for one. */
+	if (!c->p.rma_split || r->total < c->p.rma_split || !c->io.mr_reg || !c->io.get ||
+	    ch->tx_next - ch->tx_una + 2 > window(ch) ||
+	    c->io.mr_reg(c->io.ctx, r->buf, r->total, RCP_NIC_ACCESS_READ, &r->mr, rkey, &rklen))
+		return 1;
+	c->st.rma_msgs++;
+	s = slot_new(ch, NULL, RCPW_FIN, RCPW_F_FIRST | RCPW_F_SPLIT | RCPW_F_ACKREQ, r->msg,
+	             r->tag, r->total, rkey, (uint32_t)rklen, 1);
+	rc = slot_send(ch, s, now);
+	if (c->io.flush)
+		c->io.flush(c->io.ctx); /* the receiver must start now */
+	r->next_off = (size_t)split;
+	/* A failed put (the peer died) is reported as 0 bytes; the peer
+	 * timeout or its FIN settles the rest. */
+	if (c->io.put(c->io.ctx, ch->peer, r->buf, (size_t)split, ch->ready.rkey, ch->ready.rkeylen,
+	              0)) {
+		r->next_off = 0;
+		r->got = 1; /* the send fails when the receiver's FIN comes */
+	}
+	s = slot_new(ch, NULL, RCPW_FIN, RCPW_F_SPLIT | RCPW_F_ACKREQ, r->msg, r->tag, r->next_off,
+	             NULL, 0, 1);
+	r->state = S_RTS; /* waits for the receiver's FIN, as after an RTS */
+	list_add_tail(&ch->busyq, &r->link);
+	rc = rc ? rc : slot_send(ch, s, now);
+	return rc;
+}
+
 /* Starts send request R: its first frame.  Returns 0 or RCP_EAGAIN. */
 static int send_start(rcp_chan *ch, rcp_req *r, uint64_t now)
 {
@@ -634,6 +688,9 @@ static int send_start(rcp_chan *ch, rcp_req *r, uint64_t now)
 	    r->total <= ch->ready.arg) {
 		ch->ready_valid = 0;
 		if ((ch->ready.flags & RCPW_F_RMA) && c->io.put && r->total >= c->p.rma_min) {
+			rc = send_split(ch, r, now);
+			if (rc <= 0)
+				return rc;
 			rc = c->io.put(c->io.ctx, ch->peer, r->buf, r->total, ch->ready.rkey,
 			               ch->ready.rkeylen, 0);
 			if (!rc) {
@@ -1234,6 +1291,49 @@ static void process_inorder(rcp_chan *ch, const struct rcpw_hdr *h, const unsign
 		}
 		return;
 	case RCPW_FIN:
+		if ((h->flags & (RCPW_F_FIRST | RCPW_F_SPLIT)) == (RCPW_F_FIRST | RCPW_F_SPLIT)) {
+			/* Split transfer starts: pull our half now. */
+			uint64_t split = split_at(h->arg), n;
+			struct ctl k = {0};
+			int rc = 0;
+			if (h->msg != ch->rx_msg_next) {
+				bad(c);
+				return;
+			}
+			ch->rx_msg_next++;
+			r = take_promised(ch, h);
+			if (!r)
+				return;
+			n = h->arg < r->len ? h->arg : r->len;
+			if (n > split && c->io.get)
+				rc = c->io.get(c->io.ctx, ch->peer, r->buf + split,
+				               (size_t)(n - split), pl, h->len, split);
+			else if (n > split)
+				rc = RCP_EPROTO;
+			k.type = RCPW_FIN;
+			k.msg = h->msg;
+			k.arg = rc ? 0 : n - split;
+			ctl_push(ch, &k);
+			r->state = R_FILL;
+			r->got = rc ? 1 : 0; /* remembers a failed pull */
+			list_add_tail(&ch->rndv, &r->link);
+			return;
+		}
+		if (h->flags & RCPW_F_SPLIT) {
+			/* The sender's half is in place too. */
+			r = rndv_find(ch, h->msg);
+			if (!r || r->state != R_FILL) {
+				bad(c);
+				return;
+			}
+			list_del(&r->link);
+			if (r->got || h->arg != split_at(r->total))
+				complete(r, RCP_EPEER);
+			else
+				complete(r, r->total > r->len ? RCP_ETRUNC : 0);
+			try_ready(ch);
+			return;
+		}
 		if (h->flags & RCPW_F_FIRST) {
 			/* Sender put the message into our promised buffer. */
 			if (h->msg != ch->rx_msg_next) {
@@ -1255,7 +1355,7 @@ static void process_inorder(rcp_chan *ch, const struct rcpw_hdr *h, const unsign
 			return;
 		}
 		list_del(&r->link);
-		complete(r, 0);
+		complete(r, r->got ? RCP_EPEER : 0);
 		return;
 	default: bad(c);
 	}

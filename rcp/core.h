@@ -59,6 +59,7 @@ struct rcpc_params {
 	uint32_t credits;                    /* unexpected eager messages per channel */
 	uint32_t inline_max;                 /* eager sends up to this size complete at once */
 	uint32_t rma_min;                    /* messages from this size use RMA when offered */
+	uint64_t rma_split;                  /* READY-first RMA from this size: both copy (0 off) */
 	size_t reorder_bytes;                /* memory for out-of-order frames, per core */
 	int reliable;                        /* the nic never loses frames: no loss probing */
 };

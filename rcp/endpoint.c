@@ -209,6 +209,7 @@ int rcp_ep_open(const char *nic_addr, const struct rcp_ep_config *cfg, rcp_ep **
 	    (uint64_t)rcpi_env_int("RCP_ACK_DELAY_US", (int64_t)(p.ack_delay / 1000)) * 1000;
 	p.credits = (uint32_t)rcpi_env_int("RCP_CREDITS", p.credits);
 	p.rma_min = (uint32_t)rcpi_env_int("RCP_RMA_MIN", p.rma_min);
+	p.rma_split = (uint64_t)rcpi_env_int("RCP_RMA_SPLIT", (int64_t)p.rma_split);
 	if (ep->info.caps & RCP_NIC_CAP_RELIABLE) {
 		/* Nothing is lost below us (shm): a "loss" could only be a peer
 		 * that stalled, which resending does not help.  Keep the RTO as

@@ -110,7 +110,10 @@ enum rcpw_verdict rcpw_parse(const void *frame, size_t len, uint32_t session, in
 			return RCPW_BAD_FIELDS;
 		break;
 	case RCPW_FIN:
-		if (h->len)
+		/* Only the start of a split transfer carries a key. */
+		if ((h->flags & (RCPW_F_FIRST | RCPW_F_SPLIT)) == (RCPW_F_FIRST | RCPW_F_SPLIT)
+		        ? (!h->len || h->len > 64)
+		        : h->len != 0)
 			return RCPW_BAD_FIELDS;
 		break;
 	default: return RCPW_BAD_TYPE;

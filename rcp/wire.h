@@ -33,7 +33,9 @@ enum rcpw_type {
 	RCPW_RTS = 2,   /* request to send msg: tag, arg = total; payload: rkey */
 	RCPW_READY = 3, /* receiver ready for msg: tag filter, arg = max length,
 			   payload: rkey of the receive buffer (RMA) */
-	RCPW_FIN = 4,   /* RMA transfer of msg done: arg = bytes moved */
+	RCPW_FIN = 4,   /* RMA transfer of msg done: arg = bytes moved;
+			   FIRST|SPLIT: start of a split transfer, payload:
+			   rkey of the send buffer */
 	RCPW_ACK = 5,   /* payload: selective-ack bitmap */
 	RCPW_PING = 6,  /* keep-alive / probe; answered by an ACK */
 	RCPW_TYPE_MAX = 6,
@@ -47,7 +49,8 @@ enum rcpw_flags {
 	RCPW_F_CRC = 1u << 4,    /* crc field covers header (crc=0) + payload */
 	RCPW_F_RMA = 1u << 5,    /* RTS/READY: payload is a nic rkey */
 	RCPW_F_ANYTAG = 1u << 6, /* READY: the receive takes any tag */
-	RCPW_F_ALL = (1u << 7) - 1,
+	RCPW_F_SPLIT = 1u << 7,  /* FIN: a split RMA transfer (see core.c) */
+	RCPW_F_ALL = (1u << 8) - 1,
 };
 
 struct rcpw_hdr {

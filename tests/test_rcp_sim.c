@@ -136,6 +136,9 @@ static int work_done(void *arg)
 	return all;
 }
 
+/* rma_split for run_workload's endpoints; 0: the default. */
+static uint64_t g_rma_split;
+
 static void run_workload(uint64_t seed, const struct sim_link *link, int rma, int nmsg,
                          uint32_t mtu)
 {
@@ -153,6 +156,8 @@ static void run_workload(uint64_t seed, const struct sim_link *link, int rma, in
 	o.params.rx_frames = 32;
 	o.params.crc = 1;
 	o.params.rma_min = 3 * mtu;
+	if (g_rma_split)
+		o.params.rma_split = g_rma_split;
 	w.s = sim_new(&o);
 	w.seed = seed;
 	w.nflows = 2;
@@ -235,6 +240,15 @@ static void t_rma_paths(void **state)
 		    .drop = k ? 0.05 : 0, .reorder = 0.05, .latency = 5000, .reorder_max = 20000};
 		run_workload(test_seed(300) + k, &l, 1, 40, 4096);
 	}
+	/* Split transfers (both sides copy) for every READY-first RMA
+	 * message from 4 frames up. */
+	g_rma_split = 4 * 4096;
+	for (uint64_t k = 0; k < 4; k++) {
+		struct sim_link l = {
+		    .drop = k ? 0.05 : 0, .reorder = 0.05, .latency = 5000, .reorder_max = 20000};
+		run_workload(test_seed(310) + k, &l, 1, 40, 4096);
+	}
+	g_rma_split = 0;
 }
 
 /* ---- single scenarios --------------------------------------------------- */
@@ -736,6 +750,12 @@ static void run_two_or_dump(struct sim *s, struct one *o, const char *what, size
 
 /* The exchange of test_rcp (send each size, echo it back, receives posted
  * late or early) with udp-like frames and the fault injector's mix. */
+static int never(void *arg)
+{
+	(void)arg;
+	return 0;
+}
+
 static void echo_run(uint64_t seed, uint32_t mtu, uint32_t rxf, int rma)
 {
 	static const size_t sz[] = {0,     1,      257,     4096,    16384,  65000,
@@ -756,6 +776,7 @@ static void echo_run(uint64_t seed, uint32_t mtu, uint32_t rxf, int rma)
 	o.params.mtu = mtu;
 	o.params.rx_frames = rxf;
 	o.params.crc = 1;
+	o.params.rma_split = 65536; /* split transfers from 64 KiB */
 	s = sim_new(&o);
 	sim_chan(s, 0, 1);
 	sim_chan(s, 1, 0);
@@ -766,6 +787,10 @@ static void echo_run(uint64_t seed, uint32_t mtu, uint32_t rxf, int rma)
 		assert_int_equal(rcpc_irecv(sim_core(s, 1), sim_chan(s, 1, 0), 100 + i, b, sz[i],
 		                            sim_now(s), &x[1].r),
 		                 0);
+		/* With RMA, let the READY arrive first (unless lost): the
+		 * receiver-first put and split paths. */
+		if (rma)
+			sim_run(s, never, NULL, 200000);
 		assert_int_equal(
 		    rcpc_isend(sim_chan(s, 0, 1), 100 + i, a, sz[i], sim_now(s), &x[0].r), 0);
 		run_two_or_dump(s, x, "send", sz[i], seed);
