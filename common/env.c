@@ -27,7 +27,6 @@ static const struct rcpi_env_var vars[] = {
     {"RCP_SHM_RING", "1m", "shm: bytes of each per-sender receive ring"},
     {"RCP_SHM_MTU", "16k", "shm: largest frame"},
     {"RCP_SHM_PEERS", "64", "shm: senders one endpoint accepts"},
-    {"RCP_SHM_FENCE", "0", "shm: 1 = fence every publish instead of the membarrier handshake"},
     {"RCP_SHM_DIR", "/dev/shm", "shm: where segments live (for checks)"},
     {"RCP_UDP_MTU", "0",
      "udp: largest frame (0: 65000 on loopback, interface "

@@ -131,15 +131,7 @@
  * In the single total order of seq_cst operations either the sender's load
  * comes after the receiver's store (the sender rings) or the receiver's
  * re-check comes after the sender's publish (the receiver sees the frame):
- * no lost wake-up.  The sender's seq_cst store is an xchg that stalls until
- * the receiver's core gives up the line (~100 ns here, on every send).  So
- * where the kernel offers it both sides use an asymmetric fence instead:
- * every process registers for membarrier(GLOBAL_EXPEDITED) at open and says
- * so in its segment (SEG_F_ASYM); a sender whose receiver said so publishes
- * with a plain release store, and the receiver's arm() calls membarrier()
- * between setting `sleeping` and the re-check, which runs a full barrier
- * on every CPU running a registered sender — the fence the sender skipped,
- * paid only when a receiver goes to sleep.  The exchange makes exactly one of many senders ring.
+ * no lost wake-up.  The exchange makes exactly one of many senders ring.
  * Frames sent with RCP_NIC_MORE defer that check to the next send without
  * it or rcp_nic_flush() (one fence for the whole batch).  recv() touches
  * the socket only if the endpoint was armed, so the spinning path makes no
@@ -196,7 +188,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/membarrier.h>
 #include <signal.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -208,7 +199,6 @@
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -218,7 +208,7 @@
 /* ---- constants ------------------------------------------------------------ */
 
 #define SHM_MAGIC   0x31304d4853504352ull /* "RCPSHM01" little-endian */
-#define SHM_VERSION 2u
+#define SHM_VERSION 1u
 
 #define CELL       64u /* ring cell, one cache line */
 #define CELL_SHIFT 6
@@ -278,7 +268,6 @@ struct shm_seg {
 	uint64_t owner_start; /* /proc start time: guards against pid reuse */
 	uint32_t owner_pidns; /* pid namespace inode (0: unknown) */
 	uint32_t cell_bytes;
-	uint32_t flags; /* SEG_F_* */
 	uint64_t seg_bytes;
 	/* Line 2: receiver -> senders.  Read by senders after every publish,
 	 * written by the receiver only when it arms or closes. */
@@ -287,10 +276,6 @@ struct shm_seg {
 	/* Line 4: senders -> receiver: bumped on every slot state change. */
 	_Alignas(128) _Atomic uint32_t events;
 };
-
-/* shm_seg.flags: the receiver's arm() runs membarrier(GLOBAL_EXPEDITED),
- * so senders that registered for it may publish without a fence. */
-#define SEG_F_ASYM 1u
 
 struct shm_slot {
 	/* Line 0: claim state and the sender's identity (written while
@@ -347,7 +332,6 @@ struct shm_peer {
 	uint64_t zfront;       /* first words of [prod, zfront) are 0 */
 	uint32_t ncells, mtu;  /* ring size; min(peer's MTU, ours) */
 	uint8_t used, gone, dirty;
-	uint8_t asym; /* we and the receiver do the asymmetric handshake */
 	/* cold */
 	void *map;
 	size_t map_len;
@@ -385,7 +369,6 @@ struct shm_nic {
 	uint32_t nslots, ncells, mask, mtu;
 	uint8_t armed;
 	uint8_t need_reset; /* a closing ring went empty */
-	uint8_t asym;       /* registered for membarrier(GLOBAL_EXPEDITED) */
 	/* send side */
 	struct shm_peer *peers;
 	uint32_t npeers, cap;
@@ -627,15 +610,7 @@ static void db_flush(struct shm_nic *nic)
 	if (!n)
 		return;
 	nic->ndirty = 0;
-	{
-		int fence = 0;
-		for (uint32_t i = 0; i < n; i++)
-			fence |= !nic->peers[nic->dirty[i]].asym;
-		if (fence)
-			atomic_thread_fence(memory_order_seq_cst);
-		else
-			atomic_signal_fence(memory_order_seq_cst);
-	}
+	atomic_thread_fence(memory_order_seq_cst);
 	for (uint32_t i = 0; i < n; i++) {
 		struct shm_peer *p = &nic->peers[nic->dirty[i]];
 		p->dirty = 0;
@@ -861,23 +836,6 @@ static int seg_create(struct shm_nic *nic, const char *path)
 	return RCP_EADDRINUSE;
 }
 
-/* Registers the process for membarrier(GLOBAL_EXPEDITED) once; 1 if it
- * can take part in the asymmetric doorbell handshake.  RCP_SHM_FENCE=1
- * turns it off (every publish then fences). */
-static int asym_register(void)
-{
-	static _Atomic int state; /* 0 unknown, 1 yes, 2 no */
-	int st = atomic_load(&state);
-	if (!st) {
-		int ok =
-		    rcpi_env_int("RCP_SHM_FENCE", 0) == 0 &&
-		    syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED, 0, 0) == 0;
-		st = ok ? 1 : 2;
-		atomic_store(&state, st);
-	}
-	return st == 1;
-}
-
 static int shm_open_ep(const char *rest, const struct rcp_nic_config *cfg, rcp_nic **out)
 {
 	struct shm_nic *nic;
@@ -940,7 +898,6 @@ static int shm_open_ep(const char *rest, const struct rcp_nic_config *cfg, rcp_n
 	memcpy(nic->blob + 1, rest, n);
 	nic->pid = getpid();
 	nic->pidns = self_pidns();
-	nic->asym = asym_register();
 	if (proc_stat(nic->pid, &st, &nic->start) < 0)
 		nic->start = 0;
 	nic->base.ops = &rcpi_nic_shm_ops;
@@ -1003,7 +960,6 @@ static int shm_open_ep(const char *rest, const struct rcp_nic_config *cfg, rcp_n
 	nic->seg->owner_start = nic->start;
 	nic->seg->owner_pidns = nic->pidns;
 	nic->seg->cell_bytes = CELL;
-	nic->seg->flags = nic->asym ? SEG_F_ASYM : 0;
 	nic->seg->seg_bytes = l.seg_bytes;
 	for (uint32_t i = 0; i < nic->nslots; i++) {
 		nic->rings[i].slot = seg_slot(nic->seg, i);
@@ -1289,7 +1245,6 @@ static int peer_connect(struct shm_nic *nic, struct shm_peer *p, const char *nam
 	p->ncells = h->ring_cells;
 	p->mtu = h->mtu < nic->mtu ? h->mtu : nic->mtu;
 	p->nmrs = h->nmrs;
-	p->asym = nic->asym && (h->flags & SEG_F_ASYM);
 	munmap(h, SEG_HDR_BYTES);
 	h = MAP_FAILED;
 
@@ -1559,17 +1514,9 @@ static int shm_send(rcp_nic *base, int peer, const struct iovec *iov, int iovcnt
 			nic->dirty[nic->ndirty++] = (uint32_t)peer;
 		}
 	} else {
-		/* The publish must be ordered before reading `sleeping` (the
-		 * doorbell handshake).  Asymmetric: the receiver's arm() forces
-		 * that order with membarrier(), so a plain store will do (a
-		 * seq_cst store is an xchg that waits ~100 ns for the line).
-		 * Otherwise seq_cst. */
-		if (p->asym) {
-			atomic_store_explicit(hw, h, memory_order_release);
-			atomic_signal_fence(memory_order_seq_cst);
-		} else {
-			atomic_store_explicit(hw, h, memory_order_seq_cst);
-		}
+		/* seq_cst: the publish is ordered before reading `sleeping`
+		 * (the doorbell handshake); on x86 this is one xchg. */
+		atomic_store_explicit(hw, h, memory_order_seq_cst);
 		if (RCPI_UNLIKELY(nic->ndirty))
 			db_flush(nic);
 		db_ring(nic, p);
@@ -1759,13 +1706,6 @@ static int shm_arm(rcp_nic *base)
 	db_drain(nic);
 	nic->armed = 1;
 	atomic_store_explicit(&nic->seg->sleeping, 1, memory_order_seq_cst);
-	/* Senders that skip the publish fence: make every one of them that is
-	 * running now execute a full barrier (an IPI to its CPU; none to idle
-	 * ones, a context switch is a barrier). */
-	if (nic->asym && syscall(__NR_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0) != 0) {
-		rcpi_debug("shm:%s: membarrier: %s", nic->name, strerror(errno));
-		goto busy;
-	}
 	/* The re-check half of the handshake (seq_cst loads). */
 	if (atomic_load_explicit(&nic->seg->events, memory_order_seq_cst) != nic->events_seen)
 		goto busy;
