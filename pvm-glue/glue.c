@@ -13,11 +13,17 @@
  * PVMRCP=0 in the environment turns every wrapper into a pass-through.
  *
  * START-UP (glue.c).  On the first call of any wrapper, or pvm_rcp_init():
- * the task opens one RCP endpoint with RCP_EP_ACCEPT — "shm:pvmrcp-TID-PID"
- * when the virtual machine has one host, a udp endpoint on the host's
- * address otherwise, RCP_TRANSPORT=shm|udp forces one — and publishes the
- * address string in the PVM mailbox under "pvmrcp:TID" (pvm_putinfo; pvmd
- * deletes the entry when the task exits).  RCP's own peer-silence timeout
+ * the task opens its RCP endpoints with RCP_EP_ACCEPT — always
+ * "shm:pvmrcp-VMID-TID-PID", and when the virtual machine has more than one
+ * host also a udp endpoint on the host's address; RCP_TRANSPORT=shm|udp
+ * opens only that one — and publishes the address strings (space-separated)
+ * in the PVM mailbox under "pvmrcp:TID" (pvm_putinfo; pvmd deletes the
+ * entry when the task exits).  TRANSPORT PER PAIR: a peer on the same host
+ * (tid bits 18-29 equal) is reached over shm, one on another host over
+ * udp; both ends decide alike, so a pair uses one transport both ways.
+ * PVMRCP_MULTIHOST=1 acts as if the VM had several hosts (both endpoints),
+ * =remote also treats every peer as on another host (tests: a one-host VM
+ * cannot show a real second host).  RCP's own peer-silence timeout
  * is raised (RCP_PEER_TIMEOUT, unless set) because a PVM task may compute
  * for minutes without calling the library; liveness comes from pvmd
  * instead (below).
@@ -49,6 +55,19 @@
  * (if a message handler ate some, the wait ends after PVMRCP_ORDER_MS with
  * a warning).  Senders that never mix paths never send a BARRIER.
  *
+ * FAST PATH (recv.c).  pvm_precv(tid, tag) from a relinked task that is
+ * "quiet" skips the matcher and libpvm3: it polls only the head of that
+ * task's channel and receives a matching data message straight into the
+ * user's buffer.  Quiet means no stock message from the task can be
+ * pending or come first: its HELLO and BARRIERs carry the number of stock
+ * messages it has sent us (all contexts) and of FENCEs it has sent; every
+ * told stock message has been moved to the held queue; and no FENCE came
+ * after the last BARRIER.  A stock send that follows RCP data is preceded
+ * by a FENCE the sender waits to see acknowledged, so the FENCE is in our
+ * RCP queue before that stock message can exist: polling the channel
+ * alone is exact.  Anything else (a held message that matches, a head
+ * that does not, a BARRIER asking for stock messages) goes to the matcher.
+ *
  * RECEIVING (recv.c).  Every receive call runs one matcher over (a) the
  * held queue — stock messages moved out of libpvm3 and RCP messages taken
  * out of RCP early — and (b) RCP's own unexpected queue, read with
@@ -65,7 +84,10 @@
  * pvm_freebuf and checked against libpvm3's own view of the buffer).
  * Stock messages are moved only when needed: when no RCP candidate is
  * found (at most every 10 us while spinning), when an RCP candidate waits
- * for them, and every 1 ms so wildcard receives cannot starve them.
+ * for them, and every 1 ms (also on the fast path, and when a sleep woke
+ * on a libpvm3 socket) so wildcard receives cannot starve them and a stock
+ * sender cannot stall on our full socket.  With two endpoints, receives
+ * from any task probe both, alternating which goes first.
  *
  * CONTEXTS.  The current context (pvm_getcontext) is sent in the RCP tag;
  * matching takes the receiver's current context as PVM does.
@@ -84,13 +106,17 @@
  * one stock pvm_mcast to the others; never to the caller itself.
  *
  * EXIT AND FAILURE (wait.c).  pvm_exit reaps pending sends, deletes the
- * mailbox entry, closes the endpoint (RCP lingers until its frames are
+ * mailbox entry, closes the endpoints (RCP lingers until its frames are
  * acknowledged) and calls the real pvm_exit; an atexit hook closes the
- * endpoint of a task that never called pvm_exit.  A task blocked in psend,
+ * endpoints of a task that never called pvm_exit.  A task blocked in psend,
  * pmcast or precv on a specific tid asks pvmd (pvm_pstat) every
  * PVMRCP_LIVE_MS (200 ms) whether the peer still runs; when it is gone the
  * channel is closed, pending requests complete, and the call returns
  * PvmNoTask (after one last look for messages that arrived before).
+ *
+ * WAITING (wait.c).  Spin, then ppoll on every endpoint's fd (each armed
+ * first) and libpvm3's sockets; while spinning the clock is read every
+ * 8th poll only (a read costs about as much as an idle poll).
  *
  * THREADS.  Like libpvm3: one thread.
  */
@@ -207,45 +233,15 @@ struct pr_ctxstate *pvmrcpi_cs(struct pr_peer *p, int ctx)
 	return &p->cs[p->ncs++];
 }
 
-/* Channel -> peer.  rcp.h declares rcp_chan_set_user/get_user but librcp
- * does not define them (reported); this small map stands in. */
-struct chmap {
-	const rcp_chan *ch;
-	struct pr_peer *p;
-};
-static struct chmap *chmap;
-static int nchmap, capchmap;
-
-void pvmrcpi_chan_set(const rcp_chan *ch, struct pr_peer *p)
+/* Channel -> peer: the channel's user pointer. */
+void pvmrcpi_chan_set(rcp_chan *ch, struct pr_peer *p)
 {
-	for (int i = 0; i < nchmap; i++) {
-		if (chmap[i].ch == ch) {
-			if (p)
-				chmap[i].p = p;
-			else
-				chmap[i] = chmap[--nchmap];
-			return;
-		}
-	}
-	if (!p)
-		return;
-	if (nchmap == capchmap) {
-		int nc = capchmap ? 2 * capchmap : 32;
-		struct chmap *n = realloc(chmap, (size_t)nc * sizeof *n);
-		if (!n)
-			return;
-		chmap = n;
-		capchmap = nc;
-	}
-	chmap[nchmap++] = (struct chmap){ch, p};
+	rcp_chan_set_user(ch, p);
 }
 
 struct pr_peer *pvmrcpi_chan_get(const rcp_chan *ch)
 {
-	for (int i = 0; i < nchmap; i++)
-		if (chmap[i].ch == ch)
-			return chmap[i].p;
-	return NULL;
+	return rcp_chan_get_user(ch);
 }
 
 static void mbox_name(int tid, char *buf, size_t len)
@@ -263,7 +259,7 @@ static int mbox_lookup(int tid, char *addr, size_t len)
 	save = pvm_setrbuf(0);
 	b = pvm_recvinfo(name, 0, PvmMboxDefault);
 	if (b > 0) {
-		char tmp[RCP_NIC_ADDRSTR_MAX + 16] = {0};
+		char tmp[sizeof S.addr + 16] = {0};
 		rc = pvm_upkstr(tmp);
 		if (!rc && strlen(tmp) < len)
 			strcpy(addr, tmp);
@@ -276,9 +272,38 @@ static int mbox_lookup(int tid, char *addr, size_t len)
 	return b < 0 ? b : PvmNotFound;
 }
 
+/* Is TID on another host?  Task ids carry the host in bits 18-29. */
+static int remote_tid(int tid)
+{
+	return S.all_remote || ((tid ^ S.mytid) & 0x3ffc0000) != 0;
+}
+
+/* From the peer's published addresses ADDRS (space-separated), the one to
+ * connect to and our endpoint for it: shm on the same host, else udp (a
+ * peer on another host is reached by udp only).  Both ends of a pair
+ * decide alike, so a pair uses one transport both ways.  NULL: none. */
+static rcp_ep *pick_peer_addr(int tid, char *addrs, const char **out)
+{
+	static const char *pfx[PR_MAXEP] = {"shm:", "udp:"};
+	int remote = remote_tid(tid);
+	for (int k = remote ? PR_UDP : PR_SHM; k < PR_MAXEP; k++) {
+		char *a;
+		if (!S.eps[k])
+			continue;
+		for (a = strtok(addrs, " "); a; a = strtok(NULL, " "))
+			if (!strncmp(a, pfx[k], 4)) {
+				*out = a;
+				return S.eps[k];
+			}
+	}
+	return NULL;
+}
+
 int pvmrcpi_route(struct pr_peer *p)
 {
-	char addr[RCP_NIC_ADDRSTR_MAX];
+	char addr[sizeof S.addr];
+	const char *a;
+	rcp_ep *ep;
 	uint64_t now;
 
 	if (p->route == PR_RCP)
@@ -288,7 +313,9 @@ int pvmrcpi_route(struct pr_peer *p)
 	now = pvmrcpi_now();
 	if (p->route == PR_STOCK && now < p->recheck_ns)
 		return PR_STOCK;
-	if (mbox_lookup(p->tid, addr, sizeof addr) == 0 && rcp_connect(S.ep, addr, &p->ch) == 0) {
+	if (mbox_lookup(p->tid, addr, sizeof addr) == 0 &&
+	    (ep = pick_peer_addr(p->tid, addr, &a)) != NULL && rcp_connect(ep, a, &p->ch) == 0) {
+		p->ep = ep;
 		pvmrcpi_chan_set(p->ch, p);
 		p->route = PR_RCP;
 		return PR_RCP;
@@ -314,40 +341,38 @@ void pvmrcpi_peer_dead(struct pr_peer *p)
 
 /* ---- start-up and exit ---- */
 
+static void close_eps(void)
+{
+	for (int k = 0; k < PR_MAXEP; k++) {
+		rcp_ep_close(S.eps[k]);
+		S.eps[k] = NULL;
+	}
+}
+
 static void at_exit(void)
 {
 	if (S.state == PR_READY) {
 		pvmrcpi_reap(1);
-		rcp_ep_close(S.ep);
-		S.ep = NULL;
+		close_eps();
 		S.state = PR_CLOSED;
 	}
 }
 
-static int pick_addr(char *buf, size_t len, int mytid)
+/* Our address for transport K. */
+static void ep_addr(int k, char *buf, size_t len, int mytid)
 {
-	const char *t = getenv("RCP_TRANSPORT");
-	int nhost = 1, narch;
-	struct pvmhostinfo *hi;
-
-	if (!t || !*t) {
-		if (pvm_config(&nhost, &narch, &hi) < 0)
-			nhost = 1;
-		t = nhost > 1 ? "udp" : "shm";
-	}
-	if (!strcmp(t, "shm")) {
+	if (k == PR_SHM) {
 		/* PVM_VMID in the name lets a harness clean up after killed tasks */
 		const char *vm = getenv("PVM_VMID");
 		snprintf(buf, len, "shm:pvmrcp-%.12s-%x-%d", vm && *vm ? vm : "0", (unsigned)mytid,
 		         (int)getpid());
-		return 0;
-	}
-	if (!strcmp(t, "udp")) {
+	} else {
 		char host[256];
 		struct addrinfo hints = {0}, *res = NULL;
 		snprintf(buf, len, "udp:");
 		hints.ai_family = AF_INET;
-		if (nhost > 1 && gethostname(host, sizeof host) == 0 &&
+		/* a real multi-host VM needs the host's address, not loopback */
+		if (S.multihost && !S.all_remote && gethostname(host, sizeof host) == 0 &&
 		    getaddrinfo(host, NULL, &hints, &res) == 0 && res) {
 			char ip[64];
 			if (getnameinfo(res->ai_addr, res->ai_addrlen, ip, sizeof ip, NULL, 0,
@@ -356,6 +381,34 @@ static int pick_addr(char *buf, size_t len, int mytid)
 		}
 		if (res)
 			freeaddrinfo(res);
+	}
+}
+
+/* Which endpoints to open: shm always, udp too when the VM has more than
+ * one host (or PVMRCP_MULTIHOST says to pretend so); RCP_TRANSPORT=shm|udp
+ * opens that one only, for every peer.  *WANT[k] set for each. */
+static int pick_transports(int want[PR_MAXEP])
+{
+	const char *t = getenv("RCP_TRANSPORT"), *mh = getenv("PVMRCP_MULTIHOST");
+	int nhost = 1, narch;
+	struct pvmhostinfo *hi;
+
+	if (mh && *mh && strcmp(mh, "0")) {
+		S.multihost = 1;
+		S.all_remote = !strcmp(mh, "remote");
+	} else {
+		if (pvm_config(&nhost, &narch, &hi) < 0)
+			nhost = 1;
+		S.multihost = nhost > 1;
+	}
+	want[PR_SHM] = want[PR_UDP] = 0;
+	if (!t || !*t) {
+		want[PR_SHM] = 1;
+		want[PR_UDP] = S.multihost;
+		return 0;
+	}
+	if (!strcmp(t, "shm") || !strcmp(t, "udp")) {
+		want[!strcmp(t, "shm") ? PR_SHM : PR_UDP] = 1;
 		return 0;
 	}
 	fprintf(stderr, "libpvmrcp: RCP_TRANSPORT=%s not supported here (shm|udp)\n", t);
@@ -367,7 +420,7 @@ static int do_init(void)
 	struct rcp_ep_config ec = {0};
 	char addr[RCP_NIC_ADDRSTR_MAX];
 	const char *w;
-	int tid, rc, b, save;
+	int tid, rc, b, save, want[PR_MAXEP];
 
 	tid = pvm_mytid();
 	if (tid < 0)
@@ -387,17 +440,26 @@ static int do_init(void)
 	/* Liveness comes from pvmd; RCP must not fail a channel because a peer
 	 * computes for a long time without calling the library. */
 	setenv("RCP_PEER_TIMEOUT", "86400000", 0);
-	if (pick_addr(addr, sizeof addr, tid))
+	if (pick_transports(want))
 		return PvmBadParam;
 	ec.flags = RCP_EP_ACCEPT;
 	ec.crc = -1;
-	rc = rcp_ep_open(addr, &ec, &S.ep);
-	if (rc) {
-		fprintf(stderr, "libpvmrcp: t%x: rcp_ep_open(%s): %s; using stock PVM\n",
-		        (unsigned)tid, addr, rcp_strerror(rc));
-		return pvmrcpi_err(rc);
+	for (int k = 0; k < PR_MAXEP; k++) {
+		size_t n = strlen(S.addr);
+		if (!want[k])
+			continue;
+		ep_addr(k, addr, sizeof addr, tid);
+		rc = rcp_ep_open(addr, &ec, &S.eps[k]);
+		if (rc) {
+			fprintf(stderr, "libpvmrcp: t%x: rcp_ep_open(%s): %s; using stock PVM\n",
+			        (unsigned)tid, addr, rcp_strerror(rc));
+			close_eps();
+			return pvmrcpi_err(rc);
+		}
+		if (n)
+			S.addr[n++] = ' ';
+		rcp_ep_addr(S.eps[k], S.addr + n, sizeof S.addr - n);
 	}
-	rcp_ep_addr(S.ep, S.addr, sizeof S.addr);
 	mbox_name(tid, S.mbox, sizeof S.mbox);
 	b = pvm_mkbuf(PvmDataDefault);
 	save = pvm_setsbuf(b);
@@ -408,8 +470,7 @@ static int do_init(void)
 	if (rc < 0) {
 		fprintf(stderr, "libpvmrcp: t%x: pvm_putinfo(%s): %d; using stock PVM\n",
 		        (unsigned)tid, S.mbox, rc);
-		rcp_ep_close(S.ep);
-		S.ep = NULL;
+		close_eps();
 		return rc;
 	}
 	atexit(at_exit);
@@ -439,7 +500,7 @@ int pvmrcpi_ready(void)
 		return 1;
 	}
 	/* No pvmd yet: try again on the next call; other failures: stock. */
-	S.state = rc == PvmSysErr && !S.ep ? PR_UNINIT : PR_OFF;
+	S.state = rc == PvmSysErr && !S.eps[PR_SHM] && !S.eps[PR_UDP] ? PR_UNINIT : PR_OFF;
 	return 0;
 }
 
@@ -466,6 +527,14 @@ int pvm_rcp_route(int tid)
 	return p && pvmrcpi_route(p) == PR_RCP;
 }
 
+const char *pvm_rcp_transport(int tid)
+{
+	struct pr_peer *p = S.state == PR_READY ? pvmrcpi_peer(tid, 0) : NULL;
+	if (!p || !p->ch || p->route != PR_RCP)
+		return "stock";
+	return p->ep == S.eps[PR_SHM] ? "shm" : "udp";
+}
+
 int pvm_exit(void)
 {
 	if (pvmrcpi_resolve())
@@ -473,8 +542,7 @@ int pvm_exit(void)
 	if (S.state == PR_READY) {
 		pvmrcpi_reap(1);
 		pvm_delinfo(S.mbox, 0, PvmMboxDefault);
-		rcp_ep_close(S.ep);
-		S.ep = NULL;
+		close_eps();
 		pvmrcpi_free_held();
 		S.state = PR_CLOSED;
 	}

@@ -36,10 +36,13 @@ PRI int pvmrcpi_resolve(void);
 
 /* ---- RCP tags ----
  * Data: (ctx << 31) | tag, both in [0, 2^31).  Control: bit 63 set. */
-#define PR_CTRL      (1ull << 63)
-#define PR_HELLO     (PR_CTRL | 1) /* first message on a channel: sender's tid */
-#define PR_BARRIER   (PR_CTRL | 2) /* {ctx, stock messages sent so far in ctx} */
-#define PR_FENCE     (PR_CTRL | 3) /* acked before a stock send follows RCP ones */
+#define PR_CTRL (1ull << 63)
+/* HELLO and BARRIER also carry {stock messages sent to the receiver in all
+ * contexts, FENCEs sent}; FENCE carries its number (1, 2, ...): with them
+ * the receiver knows when no stock message can be pending (pr_quiet). */
+#define PR_HELLO     (PR_CTRL | 1) /* first on a channel: {tid, total, fences} */
+#define PR_BARRIER   (PR_CTRL | 2) /* {ctx, stock sent so far in ctx, total, fences} */
+#define PR_FENCE     (PR_CTRL | 3) /* {fence number}; acked before a stock send */
 #define PR_FENCE_LEN 4096          /* above RCP's inline size: completes on ack */
 
 static inline int pr_encodable(int ctx, int tag)
@@ -76,10 +79,20 @@ struct pr_peer {
 	int tid;
 	int route; /* PR_UNKNOWN, PR_RCP, PR_STOCK */
 	rcp_chan *ch;
+	rcp_ep *ep; /* the endpoint CH belongs to */
 	int hello_sent;
 	int rcp_dirty; /* RCP data sent since the last FENCE */
 	int dead;
-	uint64_t recheck_ns; /* PR_STOCK: when to look in the mailbox again */
+	/* sender side, all contexts: stock messages sent to this peer, FENCEs
+	 * sent, and the values the last HELLO/BARRIER told */
+	uint32_t stock_total, fences, total_told, fences_told;
+	/* receiver side (what this peer sends us) */
+	int hello_recv;       /* its HELLO was processed */
+	uint32_t ann_total;   /* its stock total, from its last HELLO/BARRIER in order */
+	uint32_t fence_cov;   /* its FENCE count, idem */
+	uint32_t fence_seen;  /* highest FENCE number taken (in any order) */
+	uint32_t drained_tot; /* its stock messages moved to the held queue */
+	uint64_t recheck_ns;  /* PR_STOCK: when to look in the mailbox again */
 	uint64_t backoff_ns;
 	struct pr_ctxstate *cs;
 	int ncs, capcs;
@@ -97,14 +110,32 @@ struct pr_msg {
 	size_t len;   /* bytes */
 };
 
+/* No stock message from P can precede its next RCP message or be waiting
+ * in libpvm3 undrained: P is relinked (HELLO), every stock message it told
+ * us of has been moved to the held queue, and no FENCE (a stock message
+ * may follow) came after its last HELLO/BARRIER.  A sender FENCEs before
+ * any stock message that follows RCP data and waits for the FENCE's ack,
+ * so the FENCE is in our RCP queue before such a stock message can exist. */
+static inline int pr_quiet(const struct pr_peer *p)
+{
+	return p->hello_recv && p->fence_seen == p->fence_cov && p->drained_tot == p->ann_total;
+}
+
 /* ---- global state ---- */
 enum { PR_OFF, PR_UNINIT, PR_INITING, PR_READY, PR_CLOSED };
+
+/* Endpoints: one per transport, shm first (same host), udp (other hosts). */
+#define PR_MAXEP 2
+enum { PR_SHM, PR_UDP };
 
 struct pr_state {
 	int state;
 	int mytid;
-	rcp_ep *ep;
-	char addr[RCP_NIC_ADDRSTR_MAX];
+	rcp_ep *eps[PR_MAXEP]; /* by transport; NULL: not open */
+	int multihost;         /* the VM has (or pretends to have) several hosts */
+	int all_remote;        /* PVMRCP_MULTIHOST=remote: every peer is "another host" */
+	int pvm_readable;      /* a sleep woke on a libpvm3 socket: drain soon */
+	char addr[2 * RCP_NIC_ADDRSTR_MAX + 2]; /* published: addresses, space-separated */
 	char mbox[64];
 	struct pr_peer **htab; /* tid -> peer */
 	unsigned hcap;
@@ -142,8 +173,16 @@ PRI struct pr_ctxstate *pvmrcpi_cs(struct pr_peer *p, int ctx);
 PRI int pvmrcpi_route(struct pr_peer *p); /* PR_RCP or PR_STOCK */
 PRI void pvmrcpi_peer_dead(struct pr_peer *p);
 PRI int pvmrcpi_err(int rcp_code);
-PRI void pvmrcpi_chan_set(const rcp_chan *ch, struct pr_peer *p); /* NULL: forget */
+PRI void pvmrcpi_chan_set(rcp_chan *ch, struct pr_peer *p); /* NULL: forget */
 PRI struct pr_peer *pvmrcpi_chan_get(const rcp_chan *ch);
+/* The open endpoints, from index *I (0 first); NULL at the end. */
+static inline rcp_ep *pvmrcpi_ep_next(int *i)
+{
+	while (*i < PR_MAXEP)
+		if (pvmrcpi_st.eps[(*i)++])
+			return pvmrcpi_st.eps[*i - 1];
+	return NULL;
+}
 PRI uint64_t pvmrcpi_now(void);
 PRI int pvmrcpi_dtsize(int dt);
 
@@ -158,6 +197,7 @@ PRI int pvmrcpi_stash_some(void);
 PRI void pvmrcpi_drain(void);
 PRI void pvmrcpi_free_held(void);
 PRI void pvmrcpi_process_hellos(void);
+PRI void pvmrcpi_take_ctrl(rcp_ep *ep, rcp_chan *ch, uint64_t t);
 
 /* wait.c: blocks (spin, then sleep on the endpoint's and pvmd's fds) until
  * DONE(arg) returns nonzero: >0 -> returns 1, <0 -> returns that code.

@@ -115,6 +115,7 @@ void pvmrcpi_drain(void)
 	int save, b, ctx = pvm_getcontext();
 
 	S.last_drain_ns = pvmrcpi_now();
+	S.pvm_readable = 0;
 	save = pvm_setrbuf(0);
 	while ((b = pvmrcpi_real.nrecv(-1, -1)) > 0) {
 		int nb = 0, tag = 0, src = 0;
@@ -138,6 +139,7 @@ void pvmrcpi_drain(void)
 		m->bufid = b;
 		m->len = (size_t)nb;
 		m->key = ++cs->drained;
+		p->drained_tot++;
 		held_add(m);
 	}
 	pvm_setrbuf(save);
@@ -145,46 +147,69 @@ void pvmrcpi_drain(void)
 
 /* ---- RCP control messages and early takes ---- */
 
-static void take_ctrl(rcp_chan *ch, uint64_t t)
+/* Takes control message T (the first with that tag on CH of EP). */
+void pvmrcpi_take_ctrl(rcp_ep *ep, rcp_chan *ch, uint64_t t)
 {
 	int32_t b[4] = {0};
 	struct rcp_status st;
 	struct pr_peer *p;
 
-	if (rcp_recv(S.ep, ch, t, b, sizeof b, &st) && st.error != RCP_ETRUNC)
+	/* A FENCE found by tag may have come with its channel's HELLO (which
+	 * precedes it) not yet taken: take that first, or the FENCE is lost. */
+	if (t == PR_FENCE && !pvmrcpi_chan_get(ch) && rcp_probe(ep, ch, PR_HELLO, &st) == 1)
+		pvmrcpi_take_ctrl(ep, ch, PR_HELLO);
+	if (rcp_recv(ep, ch, t, b, sizeof b, &st) && st.error != RCP_ETRUNC)
 		return;
 	if (t == PR_HELLO) {
 		p = pvmrcpi_peer(b[0], 1);
 		if (!p)
 			return;
-		if (p->ch && p->ch != ch)
+		if (p->ch && p->ch != ch) {
 			pvmrcpi_chan_set(p->ch, NULL);
+			p->fence_seen = 0; /* a new task under an old tid */
+			p->drained_tot = 0;
+		}
 		p->ch = ch;
+		p->ep = ep;
 		p->route = PR_RCP;
 		p->dead = 0;
+		p->hello_recv = 1;
+		p->ann_total = (uint32_t)b[1];
+		p->fence_cov = (uint32_t)b[2];
 		pvmrcpi_chan_set(ch, p);
 	} else if (t == PR_BARRIER) {
 		struct pr_ctxstate *cs;
 		p = pvmrcpi_chan_get(ch);
 		if (p && (cs = pvmrcpi_cs(p, b[0])))
 			cs->cur_req = (uint32_t)b[1];
+		if (p) {
+			p->ann_total = (uint32_t)b[2];
+			p->fence_cov = (uint32_t)b[3];
+		}
+	} else if (t == PR_FENCE) {
+		p = pvmrcpi_chan_get(ch);
+		if (p && (uint32_t)b[0] > p->fence_seen)
+			p->fence_seen = (uint32_t)b[0];
 	}
 }
 
-/* HELLOs (first on their channel) and FENCEs (no meaning for order) are
- * taken whenever they are there. */
+/* HELLOs (first on their channel) and FENCEs (numbered: order does not
+ * matter) are taken whenever they are there. */
 void pvmrcpi_process_hellos(void)
 {
 	struct rcp_status st;
-	while (rcp_probe(S.ep, RCP_ANY_CHAN, PR_HELLO, &st) == 1)
-		take_ctrl(st.chan, PR_HELLO);
-	while (rcp_probe(S.ep, RCP_ANY_CHAN, PR_FENCE, &st) == 1)
-		take_ctrl(st.chan, PR_FENCE);
+	rcp_ep *ep;
+	for (int i = 0; (ep = pvmrcpi_ep_next(&i)) != NULL;) {
+		while (rcp_probe(ep, RCP_ANY_CHAN, PR_HELLO, &st) == 1)
+			pvmrcpi_take_ctrl(ep, st.chan, PR_HELLO);
+		while (rcp_probe(ep, RCP_ANY_CHAN, PR_FENCE, &st) == 1)
+			pvmrcpi_take_ctrl(ep, st.chan, PR_FENCE);
+	}
 }
 
 /* Receives the message ST describes (the first with its tag on its
  * channel) into a new held entry.  0 or a PVM code. */
-static int take_msg(const struct rcp_status *st, struct pr_msg **out)
+static int take_msg(rcp_ep *ep, const struct rcp_status *st, struct pr_msg **out)
 {
 	struct pr_peer *p = pvmrcpi_chan_get(st->chan);
 	struct pr_ctxstate *cs;
@@ -200,7 +225,7 @@ static int take_msg(const struct rcp_status *st, struct pr_msg **out)
 		free(m);
 		return PvmNoMem;
 	}
-	rc = rcp_irecv(S.ep, st->chan, st->tag, m->data, st->len, &r);
+	rc = rcp_irecv(ep, st->chan, st->tag, m->data, st->len, &r);
 	rc = rc ? pvmrcpi_err(rc) : pvmrcpi_wait_req(r, &st2, &p->tid, 1, 0);
 	if (rc) {
 		free(m->data);
@@ -220,27 +245,51 @@ static int take_msg(const struct rcp_status *st, struct pr_msg **out)
 }
 
 /* Takes the head message of ST->chan out of the way, in order. */
-static int take_head(const struct rcp_status *st)
+static int take_head(rcp_ep *ep, const struct rcp_status *st)
 {
 	if (st->tag & PR_CTRL) {
-		take_ctrl(st->chan, st->tag);
+		pvmrcpi_take_ctrl(ep, st->chan, st->tag);
 		return 0;
 	}
 	if (!pvmrcpi_chan_get(st->chan))
 		pvmrcpi_process_hellos();
-	return take_msg(st, NULL);
+	return take_msg(ep, st, NULL);
 }
 
 int pvmrcpi_stash_some(void)
 {
 	struct rcp_status st;
 	int n = 0;
-	while (n < 16 && rcp_probe(S.ep, RCP_ANY_CHAN, RCP_ANY_TAG, &st) == 1) {
-		if (take_head(&st))
-			break;
-		n++;
+	rcp_ep *ep;
+	for (int i = 0; (ep = pvmrcpi_ep_next(&i)) != NULL;) {
+		while (n < 16 && rcp_probe(ep, RCP_ANY_CHAN, RCP_ANY_TAG, &st) == 1) {
+			if (take_head(ep, &st))
+				return n;
+			n++;
+		}
 	}
 	return n;
+}
+
+/* rcp_probe on CH of EP, or (CH = RCP_ANY_CHAN) on every endpoint, the
+ * first one tried alternating so neither starves the other; *FOUND gets
+ * the endpoint of the message. */
+static int probe(rcp_ep *ep, rcp_chan *ch, uint64_t tag, struct rcp_status *st, rcp_ep **found)
+{
+	static unsigned rr;
+	int rc;
+	*found = ep;
+	if (ch)
+		return rcp_probe(ep, ch, tag, st);
+	rr++;
+	for (int k = 0; k < PR_MAXEP; k++) {
+		rcp_ep *e = S.eps[(k + rr) % PR_MAXEP];
+		if (e && (rc = rcp_probe(e, RCP_ANY_CHAN, tag, st)) != 0) {
+			*found = e;
+			return rc;
+		}
+	}
+	return 0;
 }
 
 /* ---- the matcher ---- */
@@ -251,7 +300,8 @@ struct want {
 
 struct cand {
 	struct pr_msg *held;  /* a held message, or: */
-	struct rcp_status st; /* an RCP message still in RCP */
+	struct rcp_status st; /* an RCP message still in RCP, */
+	rcp_ep *ep;           /* on this endpoint */
 	struct pr_peer *p;
 	uint32_t req;
 };
@@ -289,6 +339,7 @@ static int order_ok(struct pr_peer *p, int ctx, uint32_t req, uint64_t *since)
 		        "libpvmrcp: t%x: %u stock message(s) from t%x never reached the queue "
 		        "(message handler?); delivering later RCP messages anyway\n",
 		        (unsigned)S.mytid, req - cs->drained, (unsigned)p->tid);
+		p->drained_tot += req - cs->drained; /* never coming: not pending either */
 		cs->drained = req;
 		return -1;
 	}
@@ -303,6 +354,7 @@ static int find(const struct want *w, struct cand *c, uint64_t *since)
 		struct pr_peer *sp = NULL, *p;
 		struct pr_ctxstate *cs;
 		rcp_chan *ch = RCP_ANY_CHAN;
+		rcp_ep *ep = NULL, *fep;
 		struct rcp_status st, b;
 		int have_rcp = 0;
 
@@ -317,23 +369,26 @@ static int find(const struct want *w, struct cand *c, uint64_t *since)
 		if (best) {
 			sp = pvmrcpi_peer(best->src, 0);
 			/* Held RCP messages precede RCP ones still in RCP. */
-			if (best->stock && sp && sp->ch)
+			if (best->stock && sp && sp->ch) {
 				ch = sp->ch;
-			else
+				ep = sp->ep;
+			} else {
 				goto held;
+			}
 		} else if (w->src != -1) {
 			sp = pvmrcpi_peer(w->src, 0);
 			if (!sp || !sp->ch)
 				return 0;
 			ch = sp->ch;
+			ep = sp->ep;
 		}
 		if (w->tag != -1) {
-			if (rcp_probe(S.ep, ch, pr_rtag(w->ctx, w->tag), &st) == 1) {
+			if (probe(ep, ch, pr_rtag(w->ctx, w->tag), &st, &fep) == 1) {
 				/* A BARRIER on that channel may precede it: take
 				 * the channel's messages in order until none is left. */
-				if (rcp_probe(S.ep, st.chan, PR_BARRIER, &b) == 1) {
-					if (rcp_probe(S.ep, st.chan, RCP_ANY_TAG, &b) == 1) {
-						int rc = take_head(&b);
+				if (rcp_probe(fep, st.chan, PR_BARRIER, &b) == 1) {
+					if (rcp_probe(fep, st.chan, RCP_ANY_TAG, &b) == 1) {
+						int rc = take_head(fep, &b);
 						if (rc)
 							return rc;
 					}
@@ -341,9 +396,9 @@ static int find(const struct want *w, struct cand *c, uint64_t *since)
 				}
 				have_rcp = 1;
 			}
-		} else if (rcp_probe(S.ep, ch, RCP_ANY_TAG, &st) == 1) {
+		} else if (probe(ep, ch, RCP_ANY_TAG, &st, &fep) == 1) {
 			if ((st.tag & PR_CTRL) || pr_rtag_ctx(st.tag) != w->ctx) {
-				int rc = take_head(&st);
+				int rc = take_head(fep, &st);
 				if (rc)
 					return rc;
 				continue;
@@ -365,6 +420,7 @@ static int find(const struct want *w, struct cand *c, uint64_t *since)
 					return 0;
 				c->held = NULL;
 				c->st = st;
+				c->ep = fep;
 				c->p = p;
 				c->req = cs->cur_req;
 				return 1;
@@ -451,7 +507,7 @@ static int deliver_copy(struct cand *c, void *buf, size_t cap, int *src, int *ta
 	} else {
 		rcp_req *r;
 		struct rcp_status st;
-		int rc = rcp_irecv(S.ep, c->st.chan, c->st.tag, buf, cap, &r);
+		int rc = rcp_irecv(c->ep, c->st.chan, c->st.tag, buf, cap, &r);
 		rc = rc ? pvmrcpi_err(rc) : pvmrcpi_wait_req(r, &st, &c->p->tid, 1, 0);
 		if (rc)
 			return rc;
@@ -469,7 +525,7 @@ static int deliver_buf(struct cand *c, int activate)
 	struct pr_msg *m = c->held;
 	int rc, b;
 	if (!m) {
-		rc = take_msg(&c->st, &m);
+		rc = take_msg(c->ep, &c->st, &m);
 		if (rc)
 			return rc;
 	}
@@ -484,6 +540,104 @@ static int deliver_buf(struct cand *c, int activate)
 	free_rbuf();
 	pvm_setrbuf(b);
 	return b;
+}
+
+/* ---- the fast path of pvm_precv ----
+ * precv(tid, tag) from one relinked task P that is quiet (pr_quiet: no
+ * stock message from P can be pending or come before P's next RCP one),
+ * with nothing held that matches: the message to deliver can then only be
+ * the first message on P's channel.  So: look at the channel's head
+ * (rcp_probe on the channel, any tag); control messages there are taken in
+ * order; a data message that matches, whose BARRIER requirement is met, is
+ * received straight into the user's buffer.  Anything else (no match at
+ * the head, P no longer quiet, a held message that matches) goes to the
+ * general matcher below, which sees the same state.  No libpvm3 call and
+ * no clock read per poll: stock messages from other tasks are moved out of
+ * libpvm3 only every DRAIN_FAIR_NS (or when a sleep woke on its sockets),
+ * so a stock sender writing to us directly cannot stall on a full socket. */
+
+enum { FX_WAIT, FX_DONE, FX_SLOW };
+
+struct fx {
+	struct want w;
+	struct pr_peer *p;
+	void *buf;
+	size_t cap;
+	int src, tag;
+	size_t len;
+	unsigned polls;
+	int state, rc;
+};
+
+static int held_match(const struct want *w)
+{
+	for (struct pr_msg *m = S.held.next; m != &S.held; m = m->next)
+		if (matches(w, m->src, m->tag, m->ctx))
+			return 1;
+	return 0;
+}
+
+static int fast_ok(const struct want *w, const struct pr_peer *p)
+{
+	return p && p->route == PR_RCP && p->ch && !p->dead && pr_quiet(p) &&
+	       (S.nheld == 0 || !held_match(w));
+}
+
+static int fast_step(void *arg)
+{
+	struct fx *x = arg;
+	struct pr_peer *p = x->p;
+	struct rcp_status st;
+	struct pr_ctxstate *cs;
+	rcp_req *r;
+	int rc;
+
+	for (;;) {
+		rc = rcp_probe(p->ep, p->ch, RCP_ANY_TAG, &st);
+		if (rc < 0)
+			break;
+		if (rc == 0) {
+			if (!pr_quiet(p))
+				break;
+			if (S.pvm_readable || ((++x->polls & 255) == 0 &&
+			                       pvmrcpi_now() - S.last_drain_ns >= DRAIN_FAIR_NS)) {
+				int before = S.nheld;
+				pvmrcpi_drain();
+				if (S.nheld != before && !fast_ok(&x->w, p))
+					break;
+			}
+			return 0;
+		}
+		if (st.tag & PR_CTRL) {
+			pvmrcpi_take_ctrl(p->ep, p->ch, st.tag);
+			continue;
+		}
+		if (pr_rtag_ctx(st.tag) != x->w.ctx ||
+		    (x->w.tag != -1 && pr_rtag_tag(st.tag) != x->w.tag))
+			break;
+		cs = pvmrcpi_cs(p, x->w.ctx);
+		if (!cs || cs->cur_req > cs->drained)
+			break; /* stock messages come first: the matcher waits for them */
+		rc = rcp_irecv(p->ep, p->ch, st.tag, x->buf, x->cap, &r);
+		if (!rc) {
+			struct rcp_status st2;
+			rc = rcp_test(r, &st2);
+			if (rc == RCP_EAGAIN) /* rendezvous: the data are on their way */
+				rc = pvmrcpi_wait_req(r, &st2, &p->tid, 1, 0);
+			else
+				rc = rc == RCP_ETRUNC ? 0 : pvmrcpi_err(rc);
+			x->len = st2.len;
+		} else {
+			rc = pvmrcpi_err(rc);
+		}
+		x->rc = rc;
+		x->src = p->tid;
+		x->tag = pr_rtag_tag(st.tag);
+		x->state = FX_DONE;
+		return 1;
+	}
+	x->state = FX_SLOW;
+	return 1;
 }
 
 /* ---- the wrapped calls ---- */
@@ -502,7 +656,35 @@ int pvm_precv(int tid, int tag, void *buf, int len, int dt, int *rtid, int *rtag
 	if (sz < 0 || len < 0)
 		return pvmrcpi_real.precv(tid, tag, buf, len, dt, rtid, rtag, rlen);
 	x.w.ctx = pvm_getcontext();
-	pvmrcpi_reap(0);
+	if (S.pend)
+		pvmrcpi_reap(0);
+	if (tid != -1 && pr_encodable(x.w.ctx, tag < 0 ? 0 : tag)) {
+		struct fx f = {.w = x.w,
+		               .p = pvmrcpi_peer(tid, 0),
+		               .buf = buf,
+		               .cap = (size_t)len * (size_t)sz};
+		if (fast_ok(&f.w, f.p)) {
+			rc = fast_step(&f);
+			if (!rc)
+				rc = pvmrcpi_block(fast_step, &f, &tid, 1, 0, 0);
+			if (rc < 0)
+				return rc;
+			if (f.state == FX_DONE) {
+				if (f.rc) {
+					if (f.rc == PvmNoTask)
+						pvmrcpi_peer_dead(f.p);
+					return f.rc;
+				}
+				if (rtid)
+					*rtid = f.src;
+				if (rtag)
+					*rtag = f.tag;
+				if (rlen)
+					*rlen = (int)f.len;
+				return 0;
+			}
+		}
+	}
 	rc = rx_wait(&x, tid, 0);
 	if (rc < 0)
 		return rc;

@@ -20,12 +20,15 @@ static int in_real;
  * still hold them (window, credits) while pvmd is quick.  A FENCE larger
  * than RCP's inline size completes only when acknowledged, and the ack is
  * cumulative: once it completes, the receiver's RCP holds everything sent
- * before on the channel. */
+ * before on the channel.  Its number (1, 2, ...) tells the receiver that
+ * stock messages may now come unannounced until the next BARRIER, whose
+ * totals cover it (pr_quiet). */
 static void fence(struct pr_peer *p)
 {
-	static const char zeros[PR_FENCE_LEN];
+	static int32_t f[PR_FENCE_LEN / sizeof(int32_t)];
 	rcp_req *r;
-	if (rcp_isend(p->ch, PR_FENCE, zeros, sizeof zeros, &r) == 0 &&
+	f[0] = (int32_t)++p->fences;
+	if (rcp_isend(p->ch, PR_FENCE, f, sizeof f, &r) == 0 &&
 	    pvmrcpi_wait_req(r, NULL, &p->tid, 1, 1) == PvmNoTask)
 		pvmrcpi_peer_dead(p);
 	p->rcp_dirty = 0;
@@ -42,6 +45,8 @@ void pvmrcpi_count_stock(int tid, int ctx)
 		fence(p);
 	if (p && (cs = pvmrcpi_cs(p, ctx)))
 		cs->stock_sent++;
+	if (p)
+		p->stock_total++;
 }
 
 /* Completes background sends; ALL: wait for each (at exit; a send that
@@ -110,28 +115,35 @@ int pvmrcpi_ctrl_send(struct pr_peer *p, uint64_t tag, const void *buf, size_t l
 	return send_copy(p, tag, buf, len);
 }
 
-/* HELLO first on the channel; BARRIER if stock messages went since. */
+/* HELLO first on the channel; BARRIER if stock messages went since (in
+ * any context: the totals let the receiver skip libpvm3, see pr_quiet). */
 int pvmrcpi_prepare(struct pr_peer *p, int ctx)
 {
 	struct pr_ctxstate *cs;
 	int rc;
 
 	if (!p->hello_sent) {
-		int32_t me = S.mytid;
-		rc = pvmrcpi_ctrl_send(p, PR_HELLO, &me, sizeof me);
+		int32_t h[3] = {S.mytid, (int32_t)p->stock_total, (int32_t)p->fences};
+		rc = pvmrcpi_ctrl_send(p, PR_HELLO, h, sizeof h);
 		if (rc)
 			return rc;
 		p->hello_sent = 1;
+		p->total_told = p->stock_total;
+		p->fences_told = p->fences;
 	}
 	cs = pvmrcpi_cs(p, ctx);
 	if (!cs)
 		return RCP_ENOMEM;
-	if (cs->stock_sent != cs->barrier_sent) {
-		int32_t b[2] = {ctx, (int32_t)cs->stock_sent};
+	if (cs->stock_sent != cs->barrier_sent || p->stock_total != p->total_told ||
+	    p->fences != p->fences_told) {
+		int32_t b[4] = {ctx, (int32_t)cs->stock_sent, (int32_t)p->stock_total,
+		                (int32_t)p->fences};
 		rc = pvmrcpi_ctrl_send(p, PR_BARRIER, b, sizeof b);
 		if (rc)
 			return rc;
 		cs->barrier_sent = cs->stock_sent;
+		p->total_told = p->stock_total;
+		p->fences_told = p->fences;
 	}
 	return 0;
 }
@@ -166,7 +178,8 @@ int pvm_psend(int tid, int tag, void *buf, int len, int dt)
 	if (!pr_encodable(ctx, tag) || pvmrcpi_route(p) != PR_RCP)
 		return stock_psend(tid, tag, buf, len, dt);
 	bytes = (size_t)len * (size_t)sz;
-	pvmrcpi_reap(0);
+	if (S.pend)
+		pvmrcpi_reap(0);
 	rc = pvmrcpi_prepare(p, ctx);
 	p->rcp_dirty = 1;
 	if (!rc && bytes <= S.copy_max) {

@@ -1,8 +1,8 @@
 /*
  * pvm-glue/wait.c — how libpvmrcp blocks: spin for RCP_SPIN_NS (RCP_WAIT=
- * spin: forever, sleep: not at all), then sleep in ppoll() on the RCP
- * endpoint's fd and libpvm3's sockets (pvm_getfds), so a message by either
- * path wakes the task.  While blocked on specific tasks it asks pvmd every
+ * spin: forever, sleep: not at all), then sleep in ppoll() on the fds of
+ * every RCP endpoint (shm, udp) and libpvm3's sockets (pvm_getfds), so a
+ * message by any path wakes the task.  While blocked on specific tasks it asks pvmd every
  * PVMRCP_LIVE_MS whether they still run (see glue.c, EXIT AND FAILURE).
  */
 #include <errno.h>
@@ -17,33 +17,42 @@
 static int sleep_once(uint64_t now, uint64_t wake)
 {
 	struct pollfd pfd[MAXFDS];
-	int n = 0, *fds, nf, rc;
-	int64_t t;
+	int n = 0, first_pvm, *fds, nf, rc, i = 0;
+	rcp_ep *ep;
 
-	if (rcp_ep_arm(S.ep))
-		return 0; /* work waiting (or error: progress will tell) */
-	pfd[n].fd = rcp_ep_fd(S.ep);
-	pfd[n++].events = POLLIN;
+	/* Arm every endpoint before sleeping: a frame that came to one while
+	 * another was being armed must not be slept over. */
+	while ((ep = pvmrcpi_ep_next(&i)) != NULL) {
+		int64_t t;
+		if (rcp_ep_arm(ep))
+			return 0; /* work waiting (or error: progress will tell) */
+		pfd[n].fd = rcp_ep_fd(ep);
+		pfd[n++].events = POLLIN;
+		t = rcp_ep_timeout_ns(ep);
+		if (t >= 0 && now + (uint64_t)t < wake)
+			wake = now + (uint64_t)t;
+	}
+	first_pvm = n;
 	nf = pvm_getfds(&fds);
-	for (int i = 0; i < nf && n < MAXFDS; i++) {
-		pfd[n].fd = fds[i];
+	for (int k = 0; k < nf && n < MAXFDS; k++) {
+		pfd[n].fd = fds[k];
 		pfd[n++].events = POLLIN;
 	}
-	t = rcp_ep_timeout_ns(S.ep);
-	if (t >= 0 && now + (uint64_t)t < wake)
-		wake = now + (uint64_t)t;
 	{
 		uint64_t ns = wake > now ? wake - now : 0;
 		struct timespec ts = {(time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull)};
 		rc = ppoll(pfd, (nfds_t)n, &ts, NULL);
 	}
+	for (int k = first_pvm; rc > 0 && k < n; k++)
+		if (pfd[k].revents)
+			S.pvm_readable = 1;
 	return rc < 0 && errno != EINTR ? -1 : 0;
 }
 
 int pvmrcpi_block(int (*done)(void *), void *arg, const int *live, int nlive, uint64_t deadline_ns,
                   int stash)
 {
-	uint64_t t0 = pvmrcpi_now(), now;
+	uint64_t t0 = pvmrcpi_now(), now = t0;
 	uint64_t next_live = t0 + S.live_ns;
 	uint64_t spin_end = S.spin_ns < 0 ? UINT64_MAX : t0 + (uint64_t)S.spin_ns;
 
@@ -51,7 +60,12 @@ int pvmrcpi_block(int (*done)(void *), void *arg, const int *live, int nlive, ui
 		int rc = done(arg);
 		if (rc)
 			return rc > 0 ? 1 : rc;
-		if (now = pvmrcpi_now(), deadline_ns && now >= deadline_ns)
+		/* A clock read (~40 ns here) is as long as a poll of an idle
+		 * endpoint: while spinning read it every 8th round only; the
+		 * timeouts below are milliseconds, spinning tens of us. */
+		if ((i & 7) == 0 || now >= spin_end)
+			now = pvmrcpi_now();
+		if (deadline_ns && now >= deadline_ns)
 			return 0;
 		if (stash && now - t0 >= S.stash_ns)
 			pvmrcpi_stash_some();

@@ -35,6 +35,11 @@ int pvm_rcp_active(void);
  * relinked, not started yet, or this task itself).  May ask pvmd. */
 int pvm_rcp_route(int tid);
 
+/* The transport of this task's RCP channel with TID: "shm", "udp", or
+ * "stock" (no channel yet, or TID not relinked).  Does not ask pvmd: call
+ * pvm_rcp_route first to open the channel.  For tests and diagnostics. */
+const char *pvm_rcp_transport(int tid);
+
 /* Sends LEN elements of DATATYPE at BUF with MSGTAG to each of the NTASK
  * tasks in TIDS (the caller itself and repeated tids skipped), without
  * packing the data into PVM buffers: one RCP multicast to the relinked
