@@ -851,12 +851,20 @@ static void send_ack(rcp_chan *ch, uint64_t now)
 	uint32_t words = 0;
 
 	(void)now;
-	memset(ch->ackbuf.sack, 0, sizeof ch->ackbuf.sack);
-	for (uint32_t i = 0; i < RCPW_SACK_WORDS * 64u; i++) {
-		uint32_t seq = ch->rx_next + 1 + i;
-		if (rx_bit(ch, seq)) {
-			ch->ackbuf.sack[i / 64] |= 1ull << (i % 64);
-			words = i / 64 + 1;
+	_Static_assert(RCPW_SACK_WORDS * 64 == RXW, "the SACK bitmap covers the window");
+	/* Bit i of the SACK is frame rx_next + 1 + i: the receive bitmap read
+	 * a word at a time from that position, round the ring.  Nothing held
+	 * past a gap (the common case): an empty SACK. */
+	if (ch->rx_gaps) {
+		uint32_t base = (ch->rx_next + 1) & (RXW - 1);
+		for (uint32_t w = 0; w < RCPW_SACK_WORDS; w++) {
+			uint32_t b = (base + 64 * w) & (RXW - 1), q = b / 64, r = b % 64;
+			uint64_t v = ch->rx_bits[q] >> r;
+			if (r)
+				v |= ch->rx_bits[(q + 1) % (RXW / 64)] << (64 - r);
+			ch->ackbuf.sack[w] = v;
+			if (v)
+				words = w + 1;
 		}
 	}
 	hdr_fill(ch, &ch->ackbuf.hdr, RCPW_ACK, 0, 0, 0, 0, 0, words * 8);

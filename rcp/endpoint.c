@@ -44,6 +44,7 @@ struct rcp_ep {
 	int burst;
 	uint64_t now_cache, now_tsc; /* see ep_now() */
 	uint64_t active_at;          /* last time frames arrived */
+	uint64_t last_rx_cycles;     /* cycles() when frames last arrived */
 	struct peer_name *names;
 	int nnames;
 	struct rcp_nic_frame frames[BURST];
@@ -52,6 +53,18 @@ struct rcp_ep {
 static uint64_t now_ns(void)
 {
 	return rcpi_now_ns();
+}
+
+/* A cheap timestamp for "did frames come back to back": the TSC on x86
+ * (units do not matter much: BURST_GAP_CYCLES is ~1 us at 2-4 GHz). */
+#define BURST_GAP_CYCLES 3000u
+static inline uint64_t cycles(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	return __builtin_ia32_rdtsc();
+#else
+	return rcpi_now_ns() * 3;
+#endif
 }
 
 static int progress(rcp_ep *ep);
@@ -307,9 +320,17 @@ static int progress(rcp_ep *ep)
 		return 0;
 	}
 	now = ep_now(ep);
-	ep->burst = n ? BURST : 1;
-	if (n)
+	/* Bursts only while frames come back to back (a stream); a lone
+	 * frame (ping-pong, RPC) keeps polls single: the next frame is most
+	 * likely the answer, and the cheaper poll sees it sooner. */
+	if (n) {
+		uint64_t t = cycles();
+		ep->burst = n > 1 || t - ep->last_rx_cycles < BURST_GAP_CYCLES ? BURST : 1;
+		ep->last_rx_cycles = t;
 		ep->active_at = now;
+	} else {
+		ep->burst = 1;
+	}
 	for (int i = 0; i < n; i++) {
 		const struct rcp_nic_frame *f = &ep->frames[i];
 		rcpc_input(ep->core, f->peer, f->src, f->srclen, f->data, f->len, now);
