@@ -60,7 +60,10 @@
  *           rma_split bytes both sides copy: FIN(FIRST|SPLIT) hands the
  *           receiver a key to the send buffer and it pulls the upper half
  *           while the sender puts the lower half (FIN(SPLIT) when done);
- *           the receiver's FIN frees the send buffer.  The
+ *           the receiver's FIN frees the send buffer.  Sender first
+ *           the same way round: on an RTS with a key the receiver sends
+ *           READY(SPLIT, key) and pulls the upper half while the sender
+ *           puts the lower half and answers FIN(SPLIT).  The
  *           receive is then reserved: it cannot be canceled.
  * Unexpected eager messages are copied into buffers bounded by credits:
  * each channel grants the peer `credits` unexpected messages, cumulatively
@@ -270,6 +273,7 @@ struct rcpc_core {
 	size_t reorder_used;
 	uint64_t unexp_held; /* eager unexpected messages buffered now */
 	int completed;
+	uint64_t now; /* of the entry point running (for deep callees) */
 	struct rcp_ep_stats st;
 };
 
@@ -1030,6 +1034,52 @@ static void credit_return(rcp_chan *ch)
 	ch->ack_pending = 1;
 }
 
+/* Sender first, large, RMA both ways (see send_split for the other
+ * order): READY(SPLIT, key to our buffer) goes out first so the sender puts
+ * the lower half while we pull the upper half; our FIN frees its buffer,
+ * its FIN(SPLIT) completes R.  Returns 0, or 1 if it did not apply. */
+static int rts_split(rcp_chan *ch, rcp_req *r, const unsigned char *rkey, uint32_t rkeylen)
+{
+	rcpc_core *c = ch->core;
+	uint64_t split = split_at(r->total);
+	struct ctl k = {0};
+	size_t rklen = sizeof k.rkey;
+	int rc;
+
+	if (!c->p.rma_split || r->total < c->p.rma_split || r->total > r->len || !c->io.mr_reg ||
+	    !c->io.put)
+		return 1;
+	if (r->mr) {
+		c->io.mr_dereg(c->io.ctx, r->mr);
+		r->mr = NULL;
+	}
+	if (c->io.mr_reg(c->io.ctx, r->buf, r->total, RCP_NIC_ACCESS_WRITE, &r->mr, k.rkey, &rklen))
+		return 1;
+	k.type = RCPW_READY;
+	k.flags = RCPW_F_RMA | RCPW_F_SPLIT;
+	k.msg = r->msg;
+	k.tag = r->tag;
+	k.arg = r->total;
+	k.rkeylen = (uint8_t)rklen;
+	if (ctl_push(ch, &k))
+		return 1;
+	chan_pump(ch, c->now);
+	if (c->io.flush)
+		c->io.flush(c->io.ctx); /* the sender must start now */
+	c->st.rma_msgs++;
+	rc = c->io.get(c->io.ctx, ch->peer, r->buf + split, (size_t)(r->total - split), rkey,
+	               rkeylen, split);
+	k = (struct ctl){0};
+	k.type = RCPW_FIN;
+	k.msg = r->msg;
+	k.arg = rc ? 0 : r->total - split;
+	ctl_push(ch, &k);
+	r->state = R_FILL;
+	r->got = rc ? 1 : 0; /* remembers a failed pull */
+	list_add_tail(&ch->rndv, &r->link);
+	return 0;
+}
+
 /* RTS for MSG matched receive R: pull by RMA, or say READY. */
 static void rts_matched(rcp_chan *ch, rcp_req *r, uint32_t msg, uint64_t tag, size_t total, int rma,
                         const unsigned char *rkey, uint32_t rkeylen)
@@ -1038,6 +1088,8 @@ static void rts_matched(rcp_chan *ch, rcp_req *r, uint32_t msg, uint64_t tag, si
 	struct ctl k = {0};
 
 	recv_matched(ch, r, msg, tag, total);
+	if (rma && c->io.get && rts_split(ch, r, rkey, rkeylen) == 0)
+		return;
 	if (rma && c->io.get) {
 		size_t n = total < r->len ? total : r->len;
 		int rc = n ? c->io.get(c->io.ctx, ch->peer, r->buf, n, rkey, rkeylen, 0) : 0;
@@ -1279,6 +1331,25 @@ static void process_inorder(rcp_chan *ch, const struct rcpw_hdr *h, const unsign
 		/* The peer is ready for our message h->msg. */
 		r = busy_find(ch, h->msg, S_RTS);
 		if (r) {
+			if (r->reserved_rma && (h->flags & RCPW_F_SPLIT) &&
+			    (h->flags & RCPW_F_RMA)) {
+				/* Split: it pulls the upper half, we put the lower. */
+				uint64_t split = split_at(r->total);
+				uint64_t put = h->arg == r->total && c->io.put &&
+				                       !c->io.put(c->io.ctx, ch->peer, r->buf,
+				                                  (size_t)split, pl, h->len, 0)
+				                   ? split
+				                   : 0;
+				struct ctl k = {0};
+				if (!put)
+					r->got = 1; /* fails when its FIN comes */
+				k.type = RCPW_FIN;
+				k.flags = RCPW_F_SPLIT;
+				k.msg = h->msg;
+				k.arg = put;
+				ctl_push(ch, &k);
+				return;
+			}
 			if (r->reserved_rma)
 				return; /* it pulls by RMA and answers FIN */
 			list_del(&r->link);
@@ -1554,6 +1625,7 @@ void rcpc_input(rcpc_core *c, int peer, const void *src, size_t srclen, const vo
 	rcp_chan *ch;
 
 	c->st.frames_recv++;
+	c->now = now;
 	v = rcpw_parse(frame, len, c->p.session, c->p.crc, &h, &pl);
 	if (v != RCPW_OK) {
 		if (v == RCPW_BAD_SESSION)
@@ -1958,6 +2030,7 @@ int rcpc_irecv(rcpc_core *c, rcp_chan *ch, uint64_t tag, void *buf, size_t len, 
 		return RCP_EINVAL;
 	if (ch && ch->failed)
 		return ch->failed;
+	c->now = now;
 	r = req_alloc(c);
 	if (!r)
 		return RCP_ENOMEM;
