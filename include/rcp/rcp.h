@@ -45,6 +45,7 @@ typedef struct rcp_ep rcp_ep;
 typedef struct rcp_chan rcp_chan;
 typedef struct rcp_req rcp_req;
 
+/* Tags with top byte 0xFE are reserved for RCP's own layers (bulk/, rpc/). */
 #define RCP_ANY_TAG  UINT64_MAX
 #define RCP_ANY_CHAN ((rcp_chan *)0)
 
@@ -125,6 +126,11 @@ void rcp_chan_set_user(rcp_chan *ch, void *user);
 void *rcp_chan_get_user(const rcp_chan *ch);
 /* The channel to the peer at nic address ADDR if it exists, else NULL. */
 rcp_chan *rcp_chan_find(rcp_ep *ep, const char *addr);
+/* The nic peer index of CH on rcp_ep_nic() of its endpoint (for one-sided
+ * rcp_nic_get/put to the channel's peer).  Returns >= 0, or RCP_EINVAL. */
+int rcp_chan_nic_peer(const rcp_chan *ch);
+/* The endpoint CH belongs to; NULL for NULL. */
+rcp_ep *rcp_chan_ep(const rcp_chan *ch);
 
 /* ---- messages ---- */
 
