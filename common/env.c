@@ -46,6 +46,8 @@ static const struct rcpi_env_var vars[] = {
     {"RCP_RMA_MIN", "65536", "messages from this size move by RMA where offered"},
     {"RCP_WAIT", "", "spin or sleep: force the wait policy of every endpoint"},
     {"RCP_LINGER_MS", "2000", "how long closing waits for frames to be acknowledged"},
+    {"RCP_BULK_RMA", "1", "bulk: use one-sided nic RMA where offered (0: emulate over messages)"},
+    {"RCP_BULK_REGCACHE", "1", "bulk: handles over the same memory share one registration"},
     {NULL, NULL, NULL},
 };
 
