@@ -354,8 +354,9 @@ int rcp_bulk_test(rcp_bulk_op *op, int *status)
 		if (rc < 0 && op->state == RCPB_PENDING)
 			return rc;
 	}
-	if (op->state == RCPB_QUEUED)
-		deliver(ctx);
+	/* Deliver everything queued (pipeline chunks finish their pipeline
+	 * from there). */
+	deliver(ctx);
 	if (op->state != RCPB_DELIVERED)
 		return RCP_EAGAIN;
 	if (status)

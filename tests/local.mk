@@ -61,3 +61,12 @@ EXTRA_DIST += tests/check_config_doc.sh
 
 TESTS += tests/check_exports.sh
 EXTRA_DIST += tests/check_exports.sh
+
+if HAVE_CMOCKA
+# bulk/: handles, owner checks, transfers between processes.
+check_PROGRAMS += tests/test_bulk
+TESTS += tests/test_bulk
+tests_test_bulk_SOURCES = tests/test_bulk.c tests/testutil.h
+tests_test_bulk_CFLAGS = $(TEST_CFLAGS)
+tests_test_bulk_LDADD = $(TEST_LDADD)
+endif
