@@ -159,6 +159,10 @@ int rcp_waitany(rcp_req **reqs, int n, int *idx, struct rcp_status *st, int64_t 
  * peer by READY, cannot be canceled: RCP_EBUSY. Returns 0, RCP_EBUSY. */
 int rcp_cancel(rcp_req *req);
 
+/* Like rcp_test but never progresses the endpoint: a cheap check for
+ * layers that progress it themselves (rpc/).  Returns like rcp_test. */
+int rcp_test_noprogress(rcp_req *req, struct rcp_status *st);
+
 /* Blocking forms (wait forever; fail on peer timeout). */
 int rcp_send(rcp_chan *ch, uint64_t tag, const void *buf, size_t len);
 int rcp_recv(rcp_ep *ep, rcp_chan *ch, uint64_t tag, void *buf, size_t len, struct rcp_status *st);
