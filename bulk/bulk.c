@@ -450,14 +450,18 @@ void rcp_bulk_ctx_close(rcp_bulk_ctx *ctx)
 			if (h->serving)
 				rcpb_serves_revoke(ctx, h);
 		}
-	if (ctx->req_rx && rcp_cancel(ctx->req_rx) != 0) {
-		/* Being filled: let it finish. */
-	}
-	until = rcpi_now_ns() + (uint64_t)rcpi_env_int("RCP_PEER_TIMEOUT", 5000) * 2000000ull;
+	/* Receives not yet being filled are taken back (one being filled, or
+	 * a send, completes or fails by the peer timeout); a late answer then
+	 * waits unmatched at our endpoint, which is acceptable only here. */
+	if (ctx->req_rx)
+		(void)rcp_cancel(ctx->req_rx);
+	rcpb_pieces_close(ctx);
+	until = rcpi_now_ns() + 60000000000ull;
 	while ((ctx->pieces || ctx->serves || ctx->req_rx) && rcpi_now_ns() < until)
 		if (rcp_bulk_progress(ctx) < 0)
 			break;
 	if (ctx->pieces || ctx->serves || ctx->req_rx)
+		/* Their memory stays allocated: RCP may still write into it. */
 		rcpi_warn("bulk: closing with requests still pending at the endpoint");
 	for (rcp_bulk_op *op = ctx->ops; op; op = op->next)
 		if (op->state == RCPB_PENDING)

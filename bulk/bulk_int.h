@@ -177,6 +177,8 @@ int rcpb_check_args(rcp_bulk_ctx *ctx, rcp_chan *chan, int dir, rcp_bulk *remote
  * index N; returns the new count (or RCP_ENOMEM). */
 int rcpb_pieces_collect(rcp_bulk_ctx *ctx, int n);
 /* A request of piece P (kind K) completed with ST. */
+/* Closing: fails every piece, cancels its receives. */
+void rcpb_pieces_close(rcp_bulk_ctx *ctx);
 void rcpb_piece_event(rcp_bulk_ctx *ctx, void *p, int k, const struct rcp_status *st);
 
 /* serve.c */

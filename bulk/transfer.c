@@ -279,7 +279,7 @@ void rcpb_piece_event(rcp_bulk_ctx *ctx, void *owner, int kind, const struct rcp
 		p->data = NULL;
 		if (op->dir == RCP_BULK_PULL) {
 			if (st->error && st->error != RCP_ECANCELED)
-				piece_fail(p, st->error);
+				piece_fail(p, st->error == RCP_ETRUNC ? RCP_EPROTO : st->error);
 			else if (!st->error && st->len != p->len)
 				piece_fail(p, RCP_EPROTO);
 			else if (!st->error)
@@ -327,6 +327,16 @@ void rcpb_piece_event(rcp_bulk_ctx *ctx, void *owner, int kind, const struct rcp
 		break;
 	}
 	piece_maybe_done(ctx, p);
+}
+
+void rcpb_pieces_close(rcp_bulk_ctx *ctx)
+{
+	for (struct rcpb_piece *p = ctx->pieces; p; p = p->next) {
+		if (!p->status)
+			p->status = RCP_ECLOSED;
+		piece_cancel_rx(p->data && p->op->dir == RCP_BULK_PULL ? p->data : NULL);
+		piece_cancel_rx(p->stat);
+	}
 }
 
 int rcp_bulk_transfer(rcp_bulk_ctx *ctx, rcp_chan *chan, int dir, rcp_bulk *remote,
