@@ -87,10 +87,11 @@
  *
  * ---- Progress ------------------------------------------------------------
  *
- * rcp_bulk_progress gathers every rcp request bulk/ waits for into one
- * array and calls rcp_waitany(..., 0) until it times out: one nic poll per
- * call when idle however many requests are pending.  Each completion is
- * dispatched by kind (RCPB_W_*), then the completion queue is delivered.
+ * rcp_bulk_progress calls rcp_progress once, then looks at every rcp
+ * request bulk/ waits for with rcp_test_noprogress (a flag check each):
+ * one nic poll per call however many requests are pending.  Each
+ * completion is dispatched by kind (RCPB_W_*), then the completion queue
+ * is delivered (callbacks).
  *
  * ---- Invariants ----------------------------------------------------------
  *
@@ -239,33 +240,6 @@ static int deliver(rcp_bulk_ctx *ctx)
 	return n;
 }
 
-int rcpb_scratch(rcp_bulk_ctx *ctx, int n)
-{
-	if (n <= ctx->wcap)
-		return 0;
-	{
-		int cap = ctx->wcap ? ctx->wcap : 64;
-		rcp_req **r;
-		void **o;
-		int *k;
-		while (cap < n)
-			cap *= 2;
-		r = realloc(ctx->wreqs, (size_t)cap * sizeof *r);
-		if (r)
-			ctx->wreqs = r;
-		o = realloc(ctx->wowners, (size_t)cap * sizeof *o);
-		if (o)
-			ctx->wowners = o;
-		k = realloc(ctx->wkinds, (size_t)cap * sizeof *k);
-		if (k)
-			ctx->wkinds = k;
-		if (!r || !o || !k)
-			return RCP_ENOMEM;
-		ctx->wcap = cap;
-	}
-	return 0;
-}
-
 static void rx_done(rcp_bulk_ctx *ctx, const struct rcp_status *st)
 {
 	if (!st->error)
@@ -276,51 +250,31 @@ static void rx_done(rcp_bulk_ctx *ctx, const struct rcp_status *st)
 		post_rx(ctx);
 }
 
-static void dispatch(rcp_bulk_ctx *ctx, int kind, void *owner, const struct rcp_status *st)
-{
-	switch (kind) {
-	case RCPB_W_RX:
-		ctx->req_rx = NULL;
-		rx_done(ctx, st);
-		break;
-	case RCPB_W_PREQ:
-	case RCPB_W_PDATA:
-	case RCPB_W_PSTAT: rcpb_piece_event(ctx, owner, kind, st); break;
-	default: rcpb_serve_event(ctx, owner, kind, st); break;
-	}
-}
-
-/* Completes every rcp request of bulk/ that is done, progressing the
- * endpoint once.  Returns 0 or a negative progress code. */
+/* Progresses the endpoint once, then handles every rcp request of bulk/
+ * that completed (without progressing again).  Returns 0 or a negative
+ * progress code. */
 static int poll_reqs(rcp_bulk_ctx *ctx)
 {
-	for (;;) {
-		struct rcp_status st;
-		int n = 0, idx = -1, rc;
-
-		if (ctx->req_rx) {
-			if (rcpb_scratch(ctx, 1))
-				return RCP_ENOMEM;
-			ctx->wreqs[0] = ctx->req_rx;
-			ctx->wowners[0] = NULL;
-			ctx->wkinds[0] = RCPB_W_RX;
-			n = 1;
+	int rc = rcp_progress(ctx->ep), n;
+	if (rc < 0)
+		return rc;
+	do {
+		n = 0;
+		while (ctx->req_rx) {
+			struct rcp_status st;
+			memset(&st, 0, sizeof st);
+			if (rcp_test_noprogress(ctx->req_rx, &st) == RCP_EAGAIN)
+				break;
+			ctx->req_rx = NULL;
+			rx_done(ctx, &st); /* reposts */
+			n++;
 		}
-		n = rcpb_pieces_collect(ctx, n);
-		if (n >= 0)
-			n = rcpb_serves_collect(ctx, n);
-		if (n < 0)
-			return n;
-		if (n == 0) {
-			rc = rcp_progress(ctx->ep);
-			return rc < 0 ? rc : 0;
-		}
-		memset(&st, 0, sizeof st);
-		rc = rcp_waitany(ctx->wreqs, n, &idx, &st, 0);
-		if (idx < 0)
-			return rc == RCP_ETIMEDOUT ? 0 : rc;
-		dispatch(ctx, ctx->wkinds[idx], ctx->wowners[idx], &st);
-	}
+		if (ctx->pieces)
+			n += rcpb_pieces_poll(ctx);
+		if (ctx->serves)
+			n += rcpb_serves_poll(ctx);
+	} while (n);
+	return 0;
 }
 
 int rcp_bulk_progress(rcp_bulk_ctx *ctx)
@@ -476,8 +430,5 @@ void rcp_bulk_ctx_close(rcp_bulk_ctx *ctx)
 	}
 	rcpb_reg_clear(ctx);
 	free(ctx->buckets);
-	free(ctx->wreqs);
-	free(ctx->wowners);
-	free(ctx->wkinds);
 	free(ctx);
 }

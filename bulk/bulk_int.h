@@ -42,7 +42,7 @@ struct rcpb_stat_msg {
 	uint64_t id;
 };
 
-/* Kinds of rcp requests bulk/ waits for (scratch wkinds[]). */
+/* Kinds of rcp requests bulk/ waits for. */
 enum {
 	RCPB_W_RX,    /* the posted request receive */
 	RCPB_W_PREQ,  /* requester: REQ send */
@@ -136,11 +136,6 @@ struct rcp_bulk_ctx {
 	struct rcpb_reg **rbuckets;
 	size_t nrbuckets, nregs;
 	struct rcp_bulk_stats stats;
-	/* scratch for rcp_waitany */
-	rcp_req **wreqs;
-	void **wowners;
-	int *wkinds;
-	int wcap;
 };
 
 /* handle.c */
@@ -164,8 +159,6 @@ void rcpb_reg_clear(rcp_bulk_ctx *ctx);
 /* bulk.c */
 void rcpb_op_complete(rcp_bulk_op *op, int status);
 rcp_bulk_op *rcpb_op_new(rcp_bulk_ctx *ctx, rcp_bulk_cb cb, void *arg);
-/* Grows the ctx scratch arrays to N entries.  Returns 0 or RCP_ENOMEM. */
-int rcpb_scratch(rcp_bulk_ctx *ctx, int n);
 
 /* transfer.c */
 /* Starts OP (fields dir, chan, remote, local, roff, loff, left set). */
@@ -173,9 +166,9 @@ void rcpb_op_start(rcp_bulk_op *op);
 /* Validates a transfer's arguments.  Returns 0 or the public error. */
 int rcpb_check_args(rcp_bulk_ctx *ctx, rcp_chan *chan, int dir, rcp_bulk *remote,
                     uint64_t remote_off, rcp_bulk *local, uint64_t local_off, uint64_t len);
-/* Adds the requester's pending rcp requests to the scratch arrays from
- * index N; returns the new count (or RCP_ENOMEM). */
-int rcpb_pieces_collect(rcp_bulk_ctx *ctx, int n);
+/* Handles every completed rcp request of the requester's pieces, without
+ * progressing.  Returns how many. */
+int rcpb_pieces_poll(rcp_bulk_ctx *ctx);
 /* A request of piece P (kind K) completed with ST. */
 /* Closing: fails every piece, cancels its receives. */
 void rcpb_pieces_close(rcp_bulk_ctx *ctx);
@@ -184,7 +177,8 @@ void rcpb_piece_event(rcp_bulk_ctx *ctx, void *p, int k, const struct rcp_status
 /* serve.c */
 void rcpb_serve_request(rcp_bulk_ctx *ctx, const struct rcpb_req_msg *m, size_t len,
                         rcp_chan *chan);
-int rcpb_serves_collect(rcp_bulk_ctx *ctx, int n);
+/* The same for the owner's serves. */
+int rcpb_serves_poll(rcp_bulk_ctx *ctx);
 void rcpb_serve_event(rcp_bulk_ctx *ctx, void *s, int k, const struct rcp_status *st);
 /* Stops serving H: cancels what can be canceled. */
 void rcpb_serves_revoke(rcp_bulk_ctx *ctx, rcp_bulk *h);

@@ -120,23 +120,27 @@ void rcpb_serve_request(rcp_bulk_ctx *ctx, const struct rcpb_req_msg *m, size_t 
 	serve_maybe_done(ctx, s);
 }
 
-int rcpb_serves_collect(rcp_bulk_ctx *ctx, int n)
+int rcpb_serves_poll(rcp_bulk_ctx *ctx)
 {
-	for (struct rcpb_serve *s = ctx->serves; s; s = s->next) {
-		rcp_req *rs[3] = {s->data, s->stat, s->done};
+	int done = 0;
+	struct rcpb_serve *s, *next;
+	for (s = ctx->serves; s; s = next) {
+		rcp_req **rs[3] = {&s->data, &s->stat, &s->done};
 		static const int kinds[3] = {RCPB_W_SDATA, RCPB_W_SSTAT, RCPB_W_SDONE};
+		next = s->next;
 		for (int i = 0; i < 3; i++) {
-			if (!rs[i])
+			struct rcp_status st;
+			if (!*rs[i])
 				continue;
-			if (rcpb_scratch(ctx, n + 1))
-				return RCP_ENOMEM;
-			ctx->wreqs[n] = rs[i];
-			ctx->wowners[n] = s;
-			ctx->wkinds[n] = kinds[i];
-			n++;
+			memset(&st, 0, sizeof st);
+			if (rcp_test_noprogress(*rs[i], &st) == RCP_EAGAIN)
+				continue;
+			done++;
+			rcpb_serve_event(ctx, s, kinds[i], &st);
+			break; /* S may be gone */
 		}
 	}
-	return n;
+	return done;
 }
 
 void rcpb_serve_event(rcp_bulk_ctx *ctx, void *owner, int kind, const struct rcp_status *st)

@@ -234,23 +234,29 @@ void rcpb_op_start(rcp_bulk_op *op)
 	emu_issue(op);
 }
 
-int rcpb_pieces_collect(rcp_bulk_ctx *ctx, int n)
+int rcpb_pieces_poll(rcp_bulk_ctx *ctx)
 {
-	for (struct rcpb_piece *p = ctx->pieces; p; p = p->next) {
-		rcp_req *rs[3] = {p->req, p->data, p->stat};
+	int done = 0;
+	struct rcpb_piece *p, *next;
+	/* An event frees at most its own piece; new pieces go to the head
+	 * and are looked at next time. */
+	for (p = ctx->pieces; p; p = next) {
+		rcp_req **rs[3] = {&p->req, &p->data, &p->stat};
 		static const int kinds[3] = {RCPB_W_PREQ, RCPB_W_PDATA, RCPB_W_PSTAT};
+		next = p->next;
 		for (int i = 0; i < 3; i++) {
-			if (!rs[i])
+			struct rcp_status st;
+			if (!*rs[i])
 				continue;
-			if (rcpb_scratch(ctx, n + 1))
-				return RCP_ENOMEM;
-			ctx->wreqs[n] = rs[i];
-			ctx->wowners[n] = p;
-			ctx->wkinds[n] = kinds[i];
-			n++;
+			memset(&st, 0, sizeof st);
+			if (rcp_test_noprogress(*rs[i], &st) == RCP_EAGAIN)
+				continue;
+			done++;
+			rcpb_piece_event(ctx, p, kinds[i], &st);
+			break; /* P may be gone */
 		}
 	}
-	return n;
+	return done;
 }
 
 /* Reads a STAT message: its status, or RCP_EPROTO if it is not one. */
