@@ -159,6 +159,19 @@ void rcpb_handle_destroy(rcp_bulk *h)
 	free(h);
 }
 
+/* Drops H's registrations and rkeys (it is then reached by emulation). */
+static void unregister(rcp_bulk_ctx *ctx, rcp_bulk *h)
+{
+	for (int i = 0; i < h->nseg; i++)
+		if (h->regs[i]) {
+			rcpb_reg_put(ctx, h->regs[i]);
+			h->regs[i] = NULL;
+		}
+	free(h->rkeys);
+	h->rkeys = NULL;
+	h->rkeylen = 0;
+}
+
 int rcp_bulk_create(rcp_bulk_ctx *ctx, int nseg, void *const ptrs[], const size_t lens[],
                     unsigned perm, rcp_bulk **out)
 {
@@ -206,8 +219,16 @@ int rcp_bulk_create(rcp_bulk_ctx *ctx, int nseg, void *const ptrs[], const size_
 			if (!lens[i])
 				continue;
 			rc = rcpb_reg_get(ctx, ptrs[i], lens[i], access, &h->regs[i]);
-			if (rc)
-				goto fail;
+			if (rc) {
+				/* No registration (table full, memory the nic
+				 * cannot take): peers reach this handle through
+				 * emulation, which the owner serves. */
+				rcpi_info("bulk: registration failed (%s): handle served by "
+				          "emulation",
+				          rcp_strerror(rc));
+				unregister(ctx, h);
+				break;
+			}
 			rk = rcpb_reg_rkey(h->regs[i], &rl);
 			if (!h->rkeys) {
 				h->rkeylen = rl;
@@ -218,8 +239,8 @@ int rcp_bulk_create(rcp_bulk_ctx *ctx, int nseg, void *const ptrs[], const size_
 				}
 			}
 			if (rl != h->rkeylen) {
-				rc = RCP_EPROTO;
-				goto fail;
+				unregister(ctx, h); /* cannot happen with one nic */
+				break;
 			}
 			memcpy(h->rkeys + (size_t)i * rl, rk, rl);
 		}

@@ -601,6 +601,37 @@ static void t_regcache(void **state)
 	}
 	assert_int_equal(rcp_bulk_free(r), 0);
 	assert_int_equal(rcp_bulk_free(h3), 0);
+	/* More handles than the nic's registration table holds: the last
+	 * ones have no one-sided keys, and peers still reach them. */
+	{
+		enum { N = 16500 };
+		static char mem[N];
+		static rcp_bulk *hs[N];
+		static char loc[1];
+		void *pl[1] = {loc};
+		size_t one = 1;
+		rcp_bulk *lh;
+		int i;
+		test_fill(mem, sizeof mem, 6);
+		for (i = 0; i < N; i++) {
+			void *pp[1] = {mem + i};
+			assert_int_equal(
+			    rcp_bulk_create(p.a, 1, pp, &one, RCP_BULK_READ_ONLY, &hs[i]), 0);
+		}
+		assert_true(rcp_bulk_serialized_size(hs[N - 1]) < rcp_bulk_serialized_size(hs[0]));
+		assert_int_equal(rcp_bulk_create(p.b, 1, pl, &one, RCP_BULK_READWRITE, &lh), 0);
+		r = to_remote(&p, hs[N - 1], NULL);
+		assert_int_equal(xfer(&p, RCP_BULK_PULL, r, 0, lh, 0, 1), 0);
+		assert_int_equal(loc[0], mem[N - 1]);
+		assert_int_equal(rcp_bulk_free(r), 0);
+		r = to_remote(&p, hs[0], NULL);
+		assert_int_equal(xfer(&p, RCP_BULK_PULL, r, 0, lh, 0, 1), 0);
+		assert_int_equal(loc[0], mem[0]);
+		assert_int_equal(rcp_bulk_free(r), 0);
+		assert_int_equal(rcp_bulk_free(lh), 0);
+		for (i = 0; i < N; i++)
+			assert_int_equal(rcp_bulk_free(hs[i]), 0);
+	}
 	pair_close(&p);
 }
 

@@ -144,9 +144,9 @@ int rcp_bulk_get_stats(const rcp_bulk_ctx *ctx, struct rcp_bulk_stats *st);
  * a NULL pointer is allowed only with length 0) with permission PERM
  * (RCP_BULK_READ_ONLY / WRITE_ONLY / READWRITE).  The memory must stay
  * valid until rcp_bulk_free.  Registers it with the nic where it offers
- * RMA (through the registration cache).
- * Returns 0, RCP_EINVAL, RCP_ERANGE (total size overflows), RCP_ENOMEM,
- * or an rcp_nic_mr_reg code. */
+ * RMA (through the registration cache); if the nic refuses (e.g. its table
+ * is full) the handle is still created and peers reach it by emulation.
+ * Returns 0, RCP_EINVAL, RCP_ERANGE (total size overflows), RCP_ENOMEM. */
 int rcp_bulk_create(rcp_bulk_ctx *ctx, int nseg, void *const ptrs[], const size_t lens[],
                     unsigned perm, rcp_bulk **out);
 
