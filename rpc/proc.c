@@ -17,6 +17,8 @@
 
 #include <rcp/rpc.h>
 
+#include "rpc/rpc_int.h"
+
 #define NULL_STRING 0xffffffffu
 
 static int fail(rcp_proc *p, int rc)
@@ -152,6 +154,45 @@ int rcp_proc_bytes(rcp_proc *p, struct rcp_bytes *b)
 	return xfer(p, (void *)(uintptr_t)b->data, b->len);
 }
 
+int rcp_proc_bulk(rcp_proc *p, rcp_bulk **h)
+{
+	uint32_t n;
+	if (!p || !h)
+		return RCP_EINVAL;
+	if (p->error)
+		return p->error;
+	if (p->op == RCP_PROC_DECODE) {
+		const unsigned char *at;
+		if (xfer(p, &n, sizeof n))
+			return p->error;
+		at = take(p, n);
+		if (!at)
+			return p->error;
+		*h = NULL;
+		if (!p->bulk || rcp_bulk_deserialize(p->bulk, at, n, h))
+			return fail(p, RCP_EPROTO);
+		return 0;
+	}
+	{
+		size_t sz = rcp_bulk_serialized_size(*h);
+		if (!*h || !sz || sz >= NULL_STRING)
+			return fail(p, RCP_EINVAL);
+		n = (uint32_t)sz;
+		if (xfer(p, &n, sizeof n))
+			return p->error;
+		if (p->op == RCP_PROC_SIZE) {
+			p->pos += sz;
+			return 0;
+		}
+		if (sz > p->size - p->pos)
+			return fail(p, RCP_ERANGE);
+		if (rcp_bulk_serialize(*h, p->buf + p->pos, &sz))
+			return fail(p, RCP_EINVAL);
+		p->pos += sz;
+		return 0;
+	}
+}
+
 int rcp_proc_struct(rcp_proc *p, rcp_proc_fn fn, void *data)
 {
 	int rc;
@@ -202,7 +243,12 @@ size_t rcp_proc_size(rcp_proc_fn fn, const void *data, int *rc)
 
 int rcp_proc_decode(rcp_proc_fn fn, void *data, const void *buf, size_t len)
 {
-	rcp_proc p = {(unsigned char *)(uintptr_t)buf, len, 0, RCP_PROC_DECODE, 0, NULL};
+	return rpci_proc_decode(fn, data, buf, len, NULL);
+}
+
+int rpci_proc_decode(rcp_proc_fn fn, void *data, const void *buf, size_t len, rcp_bulk_ctx *bulk)
+{
+	rcp_proc p = {(unsigned char *)(uintptr_t)buf, len, 0, RCP_PROC_DECODE, 0, bulk};
 	if (!fn || (!buf && len))
 		return RCP_EINVAL;
 	rcp_proc_struct(&p, fn, data);

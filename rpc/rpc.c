@@ -280,6 +280,11 @@ int rcp_rpc_create(rcp_ep *ep, const struct rcp_rpc_config *cfg, rcp_rpc **out)
 	if (!rpc)
 		return RCP_ENOMEM;
 	rpc->ep = ep;
+	rpc->bulk = cfg ? cfg->bulk : NULL;
+	if (rpc->bulk && rcp_bulk_ctx_ep(rpc->bulk) != ep) {
+		free(rpc);
+		return RCP_EINVAL;
+	}
 	rpc->flags = cfg ? cfg->flags : 0;
 	{
 		const char *w = rcpi_env_str("RCP_WAIT");
@@ -512,7 +517,7 @@ static void fail_peer(rcp_rpc *rpc, struct peer *p, int err)
 void rpci_finish_resp(struct rcp_rpc_req *r, int status, const unsigned char *pl, size_t len)
 {
 	if (!status && r->call->out_proc && r->out)
-		status = rcp_proc_decode(r->call->out_proc, r->out, pl, len);
+		status = rpci_proc_decode(r->call->out_proc, r->out, pl, len, r->rpc->bulk);
 	else if (!status && len)
 		status = RCP_EPROTO;
 	if (status == RCP_EPROTO)
@@ -565,7 +570,7 @@ static struct rcp_rpc_req *req_by_cookie(rcp_rpc *rpc, uint64_t cookie)
 		return NULL;
 	r = rpc->reqs[idx];
 	if ((r->state != Q_PENDING && r->state != Q_OVF_WAIT) ||
-	    (r->gen & 0xffffff) != (uint32_t)(cookie >> 24))
+	    (r->gen & COOKIE_GEN) != (uint32_t)(cookie >> 24))
 		return NULL;
 	return r;
 }
@@ -829,7 +834,7 @@ int rcp_rpc_get_input(rcp_rpc_handle *h, void *in)
 		return h->inlen ? RCP_EPROTO : 0;
 	if (!in)
 		return RCP_EINVAL;
-	rc = rcp_proc_decode(h->call->in_proc, in, h->in, h->inlen);
+	rc = rpci_proc_decode(h->call->in_proc, in, h->in, h->inlen, h->rpc->bulk);
 	if (rc)
 		h->rpc->st.bad_msgs++;
 	return rc;
@@ -1016,7 +1021,7 @@ int rcp_rpc_forward(rcp_rpc *rpc, rcp_chan *ch, uint64_t id, const void *in, voi
 	hd.flags = 0;
 	hd.status = 0;
 	hd.id = id;
-	hd.cookie = ((uint64_t)(r->gen & 0xffffff) << 24) | r->idx;
+	hd.cookie = ((uint64_t)(r->gen & COOKIE_GEN) << 24) | r->idx;
 	hd.aux = 0;
 	if (c->in_proc) {
 		if (r->scap < HDR_LEN + 64 && grow_buf(&r->sbuf, &r->scap, HDR_LEN + 64)) {
@@ -1307,6 +1312,17 @@ static int progress(rcp_rpc *rpc)
 	int n, found;
 	uint64_t ev0 = rpc->events;
 
+	if (rpc->bulk) {
+		/* bulk progresses the endpoint and keeps rcp's completion count:
+		 * look at the ring heads every round instead. */
+		n = rcp_bulk_progress(rpc->bulk);
+		if (n < 0)
+			return n;
+		n = scan(rpc, 0);
+		if (++rpc->rounds % SCAN_EVERY == 0)
+			scan(rpc, 1);
+		goto rest;
+	}
 	n = rcp_progress(rpc->ep);
 	if (n < 0)
 		return n;
@@ -1322,6 +1338,7 @@ static int progress(rcp_rpc *rpc)
 			scan(rpc, 1);
 		}
 	}
+rest:
 	rfp_poll(rpc);
 	if (rpc->ntimed) {
 		uint64_t now = now_ns();
@@ -1403,7 +1420,7 @@ static int run(rcp_rpc *rpc, int (*fin)(void *), void *arg, int64_t timeout_ns)
 			int64_t t = rcp_rpc_timeout_ns(rpc);
 			struct pollfd pfd;
 			struct timespec ts;
-			int rc = rcp_ep_arm(rpc->ep);
+			int rc = rpc->bulk ? rcp_bulk_arm(rpc->bulk) : rcp_ep_arm(rpc->ep);
 			if (rc == RCP_EAGAIN)
 				continue;
 			if (rc)

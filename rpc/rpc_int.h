@@ -10,6 +10,7 @@
 #include <rcp/rpc.h>
 
 #include "common/rcp_common.h"
+#include "common/rcp_tags.h"
 
 struct rfp_srv;
 struct rfp_cli;
@@ -34,12 +35,14 @@ struct rpc_hdr {
 };
 #define HDR_LEN ((uint32_t)sizeof(struct rpc_hdr))
 
-/* Tags (RCP_RPC_TAG_BASE | kind << 48 | 48 bits). */
-#define TAG_KIND(k) (RCP_RPC_TAG_BASE | ((uint64_t)(k) << 48))
+/* Tags: the reserved space of common/rcp_tags.h, layer rpc (0x02); the
+ * low 48 bits are kind << 44 | cookie (44 bits). */
+#define TAG_KIND(k) RCPI_TAG(RCPI_TAG_LAYER_RPC, (uint64_t)(k) << 44)
 #define TAG_REQ     TAG_KIND(1)
 #define TAG_RESP    TAG_KIND(2)
-#define TAG_OVF(c)  (TAG_KIND(3) | ((c)&0xffffffffffffull))
-#define COOKIE_IDX  0xffffffu /* cookie = gen << 24 | index, 48 bits */
+#define TAG_OVF(c)  (TAG_KIND(3) | ((c)&0xfffffffffffull))
+#define COOKIE_IDX  0xffffffu /* cookie = (gen & COOKIE_GEN) << 24 | index */
+#define COOKIE_GEN  0xfffffu
 
 struct call {
 	uint64_t id;
@@ -125,6 +128,7 @@ struct rcp_rpc_handle {
 
 struct rcp_rpc {
 	rcp_ep *ep;
+	rcp_bulk_ctx *bulk;
 	unsigned flags;
 	int64_t spin_ns, def_timeout;
 	size_t msg_max;
@@ -153,6 +157,9 @@ struct rcp_rpc {
 	struct rfp_srv *rfps;
 	uint64_t rfp_attach_id;
 };
+
+/* rcp_proc_decode with a bulk context for bulk handles. */
+int rpci_proc_decode(rcp_proc_fn fn, void *data, const void *buf, size_t len, rcp_bulk_ctx *bulk);
 
 /* Runs the handler for a call that arrived through remote fetch (or any
  * other path than a request message). */

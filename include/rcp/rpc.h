@@ -34,7 +34,8 @@
  * is slow and back when it is fast again.  See docs/rpc.md.
  *
  * Threads: one thread per context (like its endpoint).  Tags with the top
- * byte 0xA5 (RCP_RPC_TAG_MASK/BASE) are reserved for this layer.
+ * byte 0xFE are reserved for RCP's layers (rpc: 0xFE02..., bulk: 0xFE01...;
+ * RCP_RPC_TAG_MASK/BASE); applications must not use them.
  */
 #ifndef RCP_RPC_H
 #define RCP_RPC_H
@@ -42,6 +43,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <rcp/bulk.h>
 #include <rcp/error.h>
 #include <rcp/rcp.h>
 
@@ -50,8 +52,8 @@ extern "C" {
 #endif
 
 /* Tags carrying rpc traffic: (tag & RCP_RPC_TAG_MASK) == RCP_RPC_TAG_BASE. */
-#define RCP_RPC_TAG_MASK 0xff00000000000000ull
-#define RCP_RPC_TAG_BASE 0xa500000000000000ull
+#define RCP_RPC_TAG_MASK 0xffff000000000000ull
+#define RCP_RPC_TAG_BASE 0xfe02000000000000ull
 
 typedef struct rcp_rpc rcp_rpc;
 typedef struct rcp_rpc_req rcp_rpc_req;
@@ -74,7 +76,7 @@ struct rcp_proc {
 	size_t size, pos;
 	int op;
 	int error;
-	rcp_rpc *rpc;
+	rcp_bulk_ctx *bulk; /* for decoding bulk handles (may be NULL) */
 };
 
 /* A proc encodes *DATA (ENCODE/SIZE) or decodes into *DATA (DECODE).
@@ -103,6 +105,11 @@ int rcp_proc_double(rcp_proc *p, double *v);
 int rcp_proc_string(rcp_proc *p, const char **s);
 /* Length-prefixed byte array (up to 4 GiB - 2). */
 int rcp_proc_bytes(rcp_proc *p, struct rcp_bytes *b);
+/* A bulk handle (rcp_bulk_serialize / rcp_bulk_deserialize).  Decoding
+ * needs the context's bulk ctx (rcp_rpc_config.bulk) and creates a remote
+ * handle the caller owns: rcp_bulk_free it when done (also after a later
+ * field failed to decode).  NULL handles are not allowed. */
+int rcp_proc_bulk(rcp_proc *p, rcp_bulk **h);
 /* LEN raw bytes of fixed size (arrays of known length). */
 int rcp_proc_raw(rcp_proc *p, void *data, size_t len);
 /* Runs FN on DATA (nested structs).  Returns like FN. */
@@ -149,6 +156,9 @@ struct rcp_rpc_config {
 	unsigned flags;     /* RCP_RPC_*; RCP_WAIT and RCP_RPC_MODE also apply */
 	int recvs;          /* server: request receives kept posted (0: RCP_RPC_RECVS) */
 	int64_t timeout_ns; /* default per-call timeout (0: RCP_RPC_TIMEOUT_MS; <0 none) */
+	/* The endpoint's bulk context, if bulk handles travel in arguments
+	 * (decoding them needs it); progressed with the rpc context. */
+	rcp_bulk_ctx *bulk;
 };
 
 struct rcp_rpc_stats {
