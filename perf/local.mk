@@ -11,4 +11,4 @@ TESTS += perf/pingpong_smoke.sh
 bin_PROGRAMS += perf/rcp-rpcbench
 perf_rcp_rpcbench_SOURCES = perf/rpcbench.c
 perf_rcp_rpcbench_LDADD = librcp.la
-EXTRA_DIST += perf/rpc_sweep.sh
+EXTRA_DIST += perf/rpc_sweep.sh perf/rpc_plot.py
