@@ -161,6 +161,7 @@ int main(int argc, char **argv)
 		struct rcp_status st;
 		char *buf = malloc(maxsize), *cpy = malloc(maxsize);
 		int rc, failed = 0, wst;
+		const char *mode = "";
 		if (!buf || !cpy || open_ep(transport, 0, &ep, &ctx) ||
 		    xchg(ep, c2p[0], p2c[1], &ch) || rcp_recv(ep, ch, 1, ser, sizeof ser, &st) ||
 		    rcp_bulk_deserialize(ctx, ser, st.len, &rh))
@@ -174,7 +175,7 @@ int main(int argc, char **argv)
 			printf("transport,mode,op,size,segs,pipeline,bandwidth_MBps,GiBps,memcpy_"
 			       "MBps\n");
 		else
-			printf("%-4s %-9s %-4s %10s %5s %10s %12s %8s %12s\n", "tr", "mode", "op",
+			printf("%-4s %-10s %-4s %10s %5s %10s %12s %8s %12s\n", "tr", "mode", "op",
 			       "size", "segs", "pipeline", "MB/s", "GiB/s", "memcpy MB/s");
 		for (int si = 0; si < nsizes; si++) {
 			size_t size = list[si];
@@ -216,17 +217,20 @@ int main(int argc, char **argv)
 				if (failed)
 					break;
 				bw = (double)size * n / t / 1e6;
+				{
+					struct rcp_bulk_stats bs;
+					rcp_bulk_get_stats(ctx, &bs);
+					mode = bs.rma_ops ? "one-sided" : "emulated";
+				}
 				if (csv)
 					printf("%s,%s,%s,%zu,%d,%zu:%d,%.0f,%.2f,%.0f\n", transport,
-					       emulate ? "emulated" : "rma", dir ? "push" : "pull",
-					       size, segs, chunk, depth, bw, bw * 1e6 / (1 << 30),
-					       mc);
+					       mode, dir ? "push" : "pull", size, segs, chunk,
+					       depth, bw, bw * 1e6 / (1 << 30), mc);
 				else
-					printf("%-4s %-9s %-4s %10zu %5d %7zu:%-2d %12.0f %8.2f "
+					printf("%-4s %-10s %-4s %10zu %5d %7zu:%-2d %12.0f %8.2f "
 					       "%12.0f\n",
-					       transport, emulate ? "emulated" : "rma",
-					       dir ? "push" : "pull", size, segs, chunk, depth, bw,
-					       bw * 1e6 / (1 << 30), mc);
+					       transport, mode, dir ? "push" : "pull", size, segs,
+					       chunk, depth, bw, bw * 1e6 / (1 << 30), mc);
 				fflush(stdout);
 			}
 			if (failed)

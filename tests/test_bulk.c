@@ -487,6 +487,21 @@ static void count_cb(void *arg, int status)
 	last_status = status;
 }
 
+struct stopper {
+	int chunks, stop_after;
+};
+
+static int stop_cb(void *arg, int status, size_t index, uint64_t off, size_t len)
+{
+	struct stopper *s = arg;
+	(void)index;
+	(void)off;
+	(void)len;
+	if (status)
+		return 0;
+	return ++s->chunks >= s->stop_after ? RCP_ECANCELED : 0;
+}
+
 static void t_ops(void **state)
 {
 	struct pair p;
@@ -539,6 +554,35 @@ static void t_ops(void **state)
 	    rcp_bulk_transfer(p.b, p.ch, RCP_BULK_PULL, r, 0, hb, 0, sizeof a, NULL, NULL, &op), 0);
 	assert_int_equal(rcp_bulk_wait(op, 1000, &status), RCP_ETIMEDOUT);
 	assert_int_equal(drive(op, p.a), 0);
+	/* A pipeline stopped by its chunk callback, and one canceled: one
+	 * completion each, with the stop value / RCP_ECANCELED. */
+	{
+		struct stopper st2 = {0, 2};
+		ncb = 0;
+		assert_int_equal(rcp_bulk_pipeline(p.b, p.ch, RCP_BULK_PULL, r, 0, hb, 0, sizeof a,
+		                                   4096, 2, stop_cb, count_cb, &st2, &op),
+		                 0);
+		assert_int_equal(drive(op, p.a), RCP_ECANCELED);
+		assert_int_equal(ncb, 1);
+		assert_true(st2.chunks >= 2 && st2.chunks < (int)(sizeof a / 4096));
+		st2.chunks = 0;
+		st2.stop_after = 1000;
+		ncb = 0;
+		assert_int_equal(rcp_bulk_pipeline(p.b, p.ch, RCP_BULK_PULL, r, 0, hb, 0, sizeof a,
+		                                   4096, 2, stop_cb, count_cb, &st2, &op),
+		                 0);
+		assert_int_equal(rcp_bulk_cancel(op), 0);
+		assert_int_equal(rcp_bulk_cancel(op), 0);
+		assert_int_equal(drive(op, p.a), RCP_ECANCELED);
+		assert_int_equal(ncb, 1);
+		assert_true(st2.chunks <= 2);
+		assert_int_equal(rcp_bulk_pipeline(p.b, p.ch, RCP_BULK_PULL, r, 0, hb, 0, 10, 0, 2,
+		                                   NULL, NULL, NULL, &op),
+		                 RCP_EINVAL);
+		assert_int_equal(rcp_bulk_pipeline(p.b, p.ch, RCP_BULK_PULL, r, 0, hb, 0, 10, 1, 0,
+		                                   NULL, NULL, NULL, &op),
+		                 RCP_EINVAL);
+	}
 	/* The registration cache (shm only registers): same memory and
 	 * permission share; udp registers nothing. */
 	assert_int_equal(rcp_bulk_create(p.a, 1, pa, l, RCP_BULK_READWRITE, &ha2), 0);
@@ -592,6 +636,25 @@ static void t_regcache(void **state)
 		rcp_bulk *lh;
 		test_fill(a, sizeof a, 5);
 		assert_int_equal(rcp_bulk_create(p.b, 1, pl, ll, RCP_BULK_READWRITE, &lh), 0);
+		/* One-sided: done inside the call, delivered by progress; a
+		 * sleeper is told not to sleep meanwhile. */
+		ncb = 0;
+		assert_int_equal(rcp_bulk_transfer(p.b, p.ch, RCP_BULK_PULL, r, 0, lh, 0, sizeof a,
+		                                   count_cb, NULL, NULL),
+		                 0);
+		assert_int_equal(ncb, 0);
+		assert_int_equal(rcp_bulk_get_stats(p.b, &st), 0);
+		if (st.rma_ops) {
+			assert_int_equal(rcp_bulk_arm(p.b), RCP_EAGAIN);
+			assert_int_equal(rcp_bulk_progress(p.b), 1);
+		} else { /* no cross-memory attach here: emulated */
+			while (!ncb) {
+				rcp_bulk_progress(p.a);
+				rcp_bulk_progress(p.b);
+			}
+		}
+		assert_int_equal(ncb, 1);
+		assert_int_equal(last_status, 0);
 		assert_int_equal(xfer(&p, RCP_BULK_PULL, r, 0, lh, 0, sizeof a), 0);
 		assert_memory_equal(loc, a, sizeof a);
 		/* ... and freeing the last user invalidates them. */
