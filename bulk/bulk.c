@@ -425,7 +425,7 @@ void rcp_bulk_ctx_close(rcp_bulk_ctx *ctx)
 		op_free(ctx->ops);
 	while (ctx->handles) {
 		ctx->handles->users = 0;
-		ctx->handles->serving = 0;
+		rcpb_serves_detach(ctx, ctx->handles);
 		rcpb_handle_destroy(ctx->handles);
 	}
 	rcpb_reg_clear(ctx);

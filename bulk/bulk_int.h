@@ -182,6 +182,8 @@ int rcpb_serves_poll(rcp_bulk_ctx *ctx);
 void rcpb_serve_event(rcp_bulk_ctx *ctx, void *s, int k, const struct rcp_status *st);
 /* Stops serving H: cancels what can be canceled. */
 void rcpb_serves_revoke(rcp_bulk_ctx *ctx, rcp_bulk *h);
+/* Forgets H in every serve (H is being destroyed regardless). */
+void rcpb_serves_detach(rcp_bulk_ctx *ctx, rcp_bulk *h);
 
 /* pipeline.c */
 void rcpb_pipeline_chunk_done(rcp_bulk_op *child);

@@ -274,6 +274,8 @@ int rcp_bulk_free(rcp_bulk *h)
 			while (h->serving)
 				if (rcp_bulk_progress(ctx) < 0)
 					break;
+			if (h->serving) /* the endpoint failed: forget H */
+				rcpb_serves_detach(ctx, h);
 		}
 	}
 	rcpb_handle_destroy(h);

@@ -176,3 +176,12 @@ void rcpb_serves_revoke(rcp_bulk_ctx *ctx, rcp_bulk *h)
 		    rcp_cancel(s->data) == 0)
 			s->revoked = 1;
 }
+
+void rcpb_serves_detach(rcp_bulk_ctx *ctx, rcp_bulk *h)
+{
+	for (struct rcpb_serve *s = ctx->serves; s; s = s->next)
+		if (s->h == h) {
+			s->h = NULL;
+			h->serving--;
+		}
+}
