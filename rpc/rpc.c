@@ -1318,6 +1318,7 @@ static int progress(rcp_rpc *rpc)
 		n = rcp_bulk_progress(rpc->bulk);
 		if (n < 0)
 			return n;
+		rpc->events += (uint64_t)n; /* bulk callbacks ran: callers look */
 		n = scan(rpc, 0);
 		if (++rpc->rounds % SCAN_EVERY == 0)
 			scan(rpc, 1);
