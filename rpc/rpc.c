@@ -208,6 +208,16 @@ static struct aux *aux_add(rcp_rpc *rpc, rcp_req *rq, int kind, void *buf, void 
 	return a;
 }
 
+struct rbuf *rpci_rbuf_get(rcp_rpc *rpc)
+{
+	return rbuf_get(rpc);
+}
+
+void rpci_rbuf_put(rcp_rpc *rpc, struct rbuf *b)
+{
+	rbuf_put(rpc, b);
+}
+
 /* ---- peers ----------------------------------------------------------------------------- */
 
 static uint32_t ptr_hash(const void *p)
@@ -438,6 +448,10 @@ static void done(struct rcp_rpc_req *r, int status)
 	if (r->state != Q_PENDING && r->state != Q_OVF_WAIT)
 		return;
 	live_del(r);
+	if (r->rfp_slot) {
+		rfp_cli_abandon(rpc, r->peer, r->rfp_slot);
+		r->rfp_slot = 0;
+	}
 	if (r->deadline) {
 		r->deadline = 0;
 		rpc->ntimed--;
@@ -578,7 +592,7 @@ static struct rcp_rpc_req *req_by_cookie(rcp_rpc *rpc, uint64_t cookie)
 /* Reposts response receives on P up to its expectations. */
 static void peer_repost(rcp_rpc *rpc, struct peer *p)
 {
-	while (!p->failed && p->posted.tail - p->posted.head < p->expect) {
+	while (!p->failed && p->posted.tail - p->posted.head < p->expect + p->watch) {
 		struct rbuf *b = rbuf_get(rpc);
 		if (!b)
 			return;
@@ -657,6 +671,16 @@ static void on_response(rcp_rpc *rpc, struct peer *p, struct rbuf *b, const stru
 	peer_repost(rpc, p);
 }
 
+void rpci_peer_repost(rcp_rpc *rpc, struct peer *p)
+{
+	peer_repost(rpc, p);
+}
+
+void rpci_done(struct rcp_rpc_req *r, int status)
+{
+	done(r, status);
+}
+
 /* ---- server ------------------------------------------------------------------------------ */
 
 static struct rcp_rpc_handle *handle_get(rcp_rpc *rpc)
@@ -719,15 +743,19 @@ void rpci_dispatch(rcp_rpc *rpc, rcp_chan *ch, uint64_t id, uint64_t cookie, con
 	struct call *c = call_find(rpc, id);
 	struct rcp_rpc_handle *h;
 	if (!c || !c->handler) {
-		struct rpc_hdr rq = {0};
-		rq.cookie = cookie;
-		if (rfp_slot) {
-			struct rpc_hdr o = {RPC_ORDER, K_RESP, RPC_VERSION, 0, RCP_ENOENT,
-			                    0,         id,     cookie,      0};
-			if (rfp_srv_respond(rpc->rfps, rfp_cli, rfp_slot - 1, &o, NULL, 0))
-				return;
-		}
-		respond_status(rpc, ch, &rq, RCP_ENOENT);
+		h = handle_get(rpc);
+		if (!h)
+			return;
+		h->call = NULL;
+		h->ch = ch;
+		h->cookie = cookie;
+		h->t0 = 0;
+		h->in = NULL;
+		h->inlen = 0;
+		h->rfp_cli = rfp_cli;
+		h->rfp_slot = rfp_slot;
+		rpc->st.handled++;
+		rcp_rpc_respond(h, NULL, RCP_ENOENT);
 		return;
 	}
 	h = handle_get(rpc);
@@ -922,6 +950,8 @@ int rcp_rpc_respond(rcp_rpc_handle *h, const void *out, int status)
 		h->rb = NULL;
 	}
 	rc = rcp_isend(h->ch, TAG_RESP, h->sbuf, len, &h->sreq);
+	if (h->rfp_slot)
+		rfp_srv_replied(rpc->rfps, h->rfp_cli, h->rfp_slot - 1);
 	if (!rc && ovf) {
 		rcp_req *rq;
 		if (rcp_isend(h->ch, TAG_OVF(h->cookie), ovf, used, &rq) ||
@@ -1544,6 +1574,7 @@ void rcp_rpc_destroy(rcp_rpc *rpc)
 			drop_recv(rpc, b->rq, NULL, b);
 		}
 		free(p->posted.b);
+		rfp_peer_free(p);
 		free(p);
 	}
 	free(rpc->peers);

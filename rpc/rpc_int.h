@@ -86,6 +86,7 @@ struct peer {
 	int failed;
 	struct rfp_cli *rfp; /* remote fetch, if attached */
 	int rfp_state;       /* 0 unknown, 1 attaching, 2 attached, -1 none */
+	uint32_t watch;      /* receives kept posted beyond expect (RFP: liveness) */
 };
 
 struct rcp_rpc_req {
@@ -168,6 +169,11 @@ void rpci_dispatch(rcp_rpc *rpc, rcp_chan *ch, uint64_t id, uint64_t cookie, con
 /* Completes a client request (exactly once) / decodes its response. */
 void rpci_finish_resp(struct rcp_rpc_req *r, int status, const unsigned char *pl, size_t len);
 
+struct rbuf *rpci_rbuf_get(rcp_rpc *rpc);
+void rpci_rbuf_put(rcp_rpc *rpc, struct rbuf *b);
+void rpci_peer_repost(rcp_rpc *rpc, struct peer *p);
+void rpci_done(struct rcp_rpc_req *r, int status);
+
 /* ---- remote fetch hooks (rpc/rfp.c) ---- */
 int rfp_init(rcp_rpc *rpc);
 void rfp_fini(rcp_rpc *rpc);
@@ -187,6 +193,10 @@ void rfp_cli_abandon(rcp_rpc *rpc, struct peer *p, uint32_t slot);
 /* A reply message reported the server's processing time for ID. */
 void rfp_cli_note_reply(rcp_rpc *rpc, struct rfp_cli *c, uint64_t id, uint64_t proc_ns);
 /* Server: writes a response into the slot; 1 done, 0 send a message. */
+/* Server: the result of SLOT went as a message (slot -> REPLIED). */
+void rfp_srv_replied(struct rfp_srv *s, uint32_t cli, uint32_t slot);
+/* Frees a peer's remote-fetch state (mapping). */
+void rfp_peer_free(struct peer *p);
 int rfp_srv_respond(struct rfp_srv *s, uint32_t cli, uint32_t slot, const struct rpc_hdr *h,
                     const void *payload, uint32_t len);
 

@@ -457,6 +457,96 @@ static void test_killed_server(void **state)
 	rcp_ep_close(ep);
 }
 
+/* Remote fetch on shm: results fetched from the server's segment; a slow
+ * handler switches (server, id) to server-reply, a fast one back; every
+ * result verified, every call completes once. */
+static void spin_call(rcp_rpc *rpc, rcp_chan *ch, uint32_t us)
+{
+	rcp_rpc_req *rq;
+	uint32_t out = 0;
+	assert_int_equal(rcp_rpc_forward(rpc, ch, id_spin, &us, &out, -1, NULL, NULL, &rq), 0);
+	assert_int_equal(rcp_rpc_wait(rq, WAIT_NS), 0);
+	assert_int_equal(out, us);
+	rcp_rpc_req_free(rq);
+}
+
+static void test_rfp(void **state)
+{
+	char addr[RCP_NIC_ADDRSTR_MAX];
+	rcp_ep *ep;
+	rcp_rpc *rpc;
+	rcp_chan *ch;
+	struct rcp_rpc_config cfg = {0};
+	struct rcp_rpc_stats st;
+	pid_t srv;
+	(void)state;
+	srv = start_server(&setups[0], "rfp", addr);
+	assert_int_equal(open_ep(&setups[0], "rfpc", 0, &ep), 0);
+	cfg.flags = RCP_RPC_FETCH;
+	assert_int_equal(rcp_rpc_create(ep, &cfg, &rpc), 0);
+	reg(rpc);
+	assert_int_equal(rcp_connect(ep, addr, &ch), 0);
+	for (int i = 0; i < 50; i++)
+		spin_call(rpc, ch, 0);
+	rcp_rpc_get_stats(rpc, &st);
+	assert_true(st.rfp_calls > 0); /* attached after the first call */
+	/* Slow handler (200 us >> T fetches of 1 us): two slow calls switch
+	 * the id to reply. */
+	for (int i = 0; i < 4; i++)
+		spin_call(rpc, ch, 200);
+	rcp_rpc_get_stats(rpc, &st);
+	assert_true(st.rfp_to_reply >= 1);
+	/* Fast again: the server's reported time falls, back to fetch. */
+	for (int i = 0; i < 20; i++)
+		spin_call(rpc, ch, 0);
+	rcp_rpc_get_stats(rpc, &st);
+	assert_true(st.rfp_to_fetch >= 1);
+	{
+		uint64_t before = st.rfp_fetch_hits;
+		for (int i = 0; i < 10; i++)
+			spin_call(rpc, ch, 0);
+		rcp_rpc_get_stats(rpc, &st);
+		assert_true(st.rfp_fetch_hits >= before + 10);
+	}
+	/* Concurrent calls of every size in fetch mode, mixed with slow ones. */
+	run_echo(rpc, ch, test_seed(0x7f7), 300, 32);
+	{
+		struct counts k = {0};
+		uint32_t us[8], out[8];
+		for (int i = 0; i < 8; i++) {
+			us[i] = (uint32_t)(i % 2 ? 300 : 0);
+			assert_int_equal(rcp_rpc_forward(rpc, ch, id_spin, &us[i], &out[i], -1,
+			                                 cb_count, &k, NULL),
+			                 0);
+		}
+		assert_int_equal(wait_count(rpc, &k.comp, 8), 0);
+		assert_int_equal(k.ok, 8);
+		for (int i = 0; i < 8; i++)
+			assert_int_equal(out[i], us[i]);
+	}
+	/* Timeouts in fetch mode: the held slots are reclaimed later. */
+	{
+		struct counts k = {0};
+		uint32_t v = 1, out[4];
+		for (int i = 0; i < 4; i++)
+			assert_int_equal(rcp_rpc_forward(rpc, ch, id_hold, &v, &out[i], 20000000,
+			                                 cb_count, &k, NULL),
+			                 0);
+		assert_int_equal(wait_count(rpc, &k.comp, 4), 0);
+		assert_int_equal(k.timedout, 4);
+	}
+	{
+		rcp_rpc_req *rq;
+		assert_int_equal(rcp_rpc_forward(rpc, ch, id_quit, NULL, NULL, -1, NULL, NULL, &rq),
+		                 0);
+		assert_int_equal(rcp_rpc_wait(rq, WAIT_NS), 0);
+		rcp_rpc_req_free(rq);
+	}
+	assert_int_equal(test_wait_child(srv), 0);
+	rcp_rpc_destroy(rpc);
+	rcp_ep_close(ep);
+}
+
 /* No server at the address: an error, never a silent success. */
 static void test_no_server(void **state)
 {
@@ -496,6 +586,7 @@ int main(void)
 	    cmocka_unit_test(test_shm),           cmocka_unit_test(test_udp),
 	    cmocka_unit_test(test_shm_loss),      cmocka_unit_test(test_udp_loss),
 	    cmocka_unit_test(test_killed_server), cmocka_unit_test(test_no_server),
+	    cmocka_unit_test(test_rfp),
 	};
 	signal(SIGPIPE, SIG_IGN);
 	g_pid = getpid();
