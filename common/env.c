@@ -48,6 +48,17 @@ static const struct rcpi_env_var vars[] = {
      "READY-first RMA messages from this size are copied half by each side (0: off)"},
     {"RCP_WAIT", "", "spin or sleep: force the wait policy of every endpoint"},
     {"RCP_LINGER_MS", "2000", "how long closing waits for frames to be acknowledged"},
+    {"RCP_BULK_RMA", "1", "bulk: use one-sided nic RMA where offered (0: emulate over messages)"},
+    {"RCP_BULK_REGCACHE", "1", "bulk: handles over the same memory share one registration"},
+    {"RCP_RPC_MSG_MAX", "16k", "rpc: largest eager call message (capped at one nic frame)"},
+    {"RCP_RPC_RECVS", "64", "rpc: request receives a server keeps posted"},
+    {"RCP_RPC_TIMEOUT_MS", "0", "rpc: default per-call timeout, ms (0: none)"},
+    {"RCP_RPC_MODE", "", "rpc: reply or fetch: force the client mode of every context"},
+    {"RCP_RFP_SLOTS", "64", "rpc remote fetch: request/result slots per client"},
+    {"RCP_RFP_FS_MIN", "256", "rpc remote fetch: smallest fetch size FS, bytes"},
+    {"RCP_RFP_FS_MAX", "1024", "rpc remote fetch: largest fetch size FS, bytes"},
+    {"RCP_RFP_RETRY", "5", "rpc remote fetch: empty fetches T that make a call slow"},
+    {"RCP_RFP_FETCH_NS", "1000", "rpc remote fetch: ns between fetches of a result"},
     {NULL, NULL, NULL},
 };
 

@@ -677,3 +677,27 @@ int rcp_probe(rcp_ep *ep, rcp_chan *ch, uint64_t tag, struct rcp_status *st)
 		return rc;
 	return rcpc_probe(ep->core, ch, tag, st);
 }
+
+/* ---- for the layers above (bulk/, rpc/) ---- */
+
+/* The nic peer index of CH (for rcp_nic_get/put on the channel's peer), or
+ * RCP_EINVAL for NULL.  Added for bulk/: one-sided RMA to a channel's peer. */
+int rcp_chan_nic_peer(const rcp_chan *ch)
+{
+	return ch ? rcpc_chan_peer(ch) : RCP_EINVAL;
+}
+
+/* The endpoint CH belongs to, or NULL for NULL. */
+rcp_ep *rcp_chan_ep(const rcp_chan *ch)
+{
+	return ch ? ep_of_chan(ch) : NULL;
+}
+
+/* ---- accessors for the layers above (rpc/) ---- */
+
+int rcp_test_noprogress(rcp_req *req, struct rcp_status *st)
+{
+	if (!req)
+		return RCP_EINVAL;
+	return finish(req, st);
+}

@@ -61,3 +61,23 @@ EXTRA_DIST += tests/check_config_doc.sh
 
 TESTS += tests/check_exports.sh
 EXTRA_DIST += tests/check_exports.sh
+
+if HAVE_CMOCKA
+check_PROGRAMS += tests/test_rpc_proc tests/test_rpc
+TESTS += tests/test_rpc_proc tests/test_rpc
+tests_test_rpc_proc_SOURCES = tests/test_rpc_proc.c tests/testutil.h
+tests_test_rpc_proc_CFLAGS = $(TEST_CFLAGS)
+tests_test_rpc_proc_LDADD = $(TEST_LDADD) -lm
+tests_test_rpc_SOURCES = tests/test_rpc.c tests/testutil.h
+tests_test_rpc_CFLAGS = $(TEST_CFLAGS)
+tests_test_rpc_LDADD = $(TEST_LDADD)
+endif
+
+if HAVE_CMOCKA
+# bulk/: handles, owner checks, transfers between processes.
+check_PROGRAMS += tests/test_bulk
+TESTS += tests/test_bulk
+tests_test_bulk_SOURCES = tests/test_bulk.c tests/testutil.h
+tests_test_bulk_CFLAGS = $(TEST_CFLAGS)
+tests_test_bulk_LDADD = $(TEST_LDADD)
+endif

@@ -45,6 +45,7 @@ typedef struct rcp_ep rcp_ep;
 typedef struct rcp_chan rcp_chan;
 typedef struct rcp_req rcp_req;
 
+/* Tags with top byte 0xFE are reserved for RCP's own layers (bulk/, rpc/). */
 #define RCP_ANY_TAG  UINT64_MAX
 #define RCP_ANY_CHAN ((rcp_chan *)0)
 
@@ -125,6 +126,11 @@ void rcp_chan_set_user(rcp_chan *ch, void *user);
 void *rcp_chan_get_user(const rcp_chan *ch);
 /* The channel to the peer at nic address ADDR if it exists, else NULL. */
 rcp_chan *rcp_chan_find(rcp_ep *ep, const char *addr);
+/* The nic peer index of CH on rcp_ep_nic() of its endpoint (for one-sided
+ * rcp_nic_get/put to the channel's peer).  Returns >= 0, or RCP_EINVAL. */
+int rcp_chan_nic_peer(const rcp_chan *ch);
+/* The endpoint CH belongs to; NULL for NULL. */
+rcp_ep *rcp_chan_ep(const rcp_chan *ch);
 
 /* ---- messages ---- */
 
@@ -152,6 +158,10 @@ int rcp_waitany(rcp_req **reqs, int n, int *idx, struct rcp_status *st, int64_t 
  * it completed first).  A receive already being filled, or promised to a
  * peer by READY, cannot be canceled: RCP_EBUSY. Returns 0, RCP_EBUSY. */
 int rcp_cancel(rcp_req *req);
+
+/* Like rcp_test but never progresses the endpoint: a cheap check for
+ * layers that progress it themselves (rpc/).  Returns like rcp_test. */
+int rcp_test_noprogress(rcp_req *req, struct rcp_status *st);
 
 /* Blocking forms (wait forever; fail on peer timeout). */
 int rcp_send(rcp_chan *ch, uint64_t tag, const void *buf, size_t len);

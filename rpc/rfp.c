@@ -1,0 +1,655 @@
+/*
+ * rpc/rfp.c — remote fetch (RFP, after Su et al., Jakiro, EuroSys'17).
+ *
+ * Server-reply costs the server an outbound send per call.  In remote
+ * fetch the client writes the request into the server's memory and reads
+ * the result back from it, so the server only polls and computes.  Here
+ * that is real on shm: a server offering RFP creates a POSIX shared-memory
+ * segment (shm_open) that its clients map read/write; a client's stores
+ * into it and loads from it are one-sided (the server runs no code for
+ * them), with no system call per call.  On other nics (udp) the server
+ * does not offer it and clients stay in server-reply.
+ *
+ * ATTACH.  A client context with RCP_RPC_FETCH calls the built-in rpc
+ * "rcp.rfp.attach" (server-reply) on its first call to a server; the
+ * answer names the segment and the client's area (index), or says no (not
+ * shm, server sleeping, no room).  Calls go by server-reply meanwhile.
+ *
+ * SEGMENT.  Per client: a doorbell line (ring head, written by the client),
+ * a ring of slot numbers (SLOTS entries), and SLOTS slots; a slot is a
+ * state word, the request length, the result length, then REQ_MAX bytes of
+ * request (rpc header + input) and RESP_MAX (= RCP_RFP_FS_MAX) of result.
+ *
+ * SLOT STATES (one atomic word; C11 acquire/release):
+ *   FREE  -> REQ      client stored the request (fetch mode)
+ *   FREE  -> REQ_R    client stored the request, wants a reply message
+ *   REQ   -> BUSY     server took it                     (server CAS)
+ *   REQ_R -> BUSY_R   server took it                     (server CAS)
+ *   REQ   -> REQ_R    client switched to reply           (client CAS)
+ *   BUSY  -> BUSY_R   client switched to reply           (client CAS)
+ *   BUSY  -> DONE     server stored the result           (server CAS)
+ *   BUSY_R-> REPLIED  server sent the result as a message
+ *   DONE/REPLIED -> FREE  client is finished with the slot
+ * The server's respond is a CAS BUSY -> DONE: if the client switched the
+ * slot to reply meanwhile the CAS fails and the server sends a message
+ * instead — the recheck that makes a switch unable to deadlock: whichever
+ * CAS wins, exactly one of "result in the slot" and "result by message"
+ * happens, and the client waits for both while a switch is possible.
+ *
+ * MODE PER (server, rpc id).  A fetch is one look at the slot's state;
+ * the client looks every RCP_RFP_FETCH_NS.  A call whose result was not
+ * there after T = RCP_RFP_RETRY fetches is slow; after N = 2 slow calls in
+ * a row the (server, id) switches to server-reply (the slow call itself is
+ * switched too).  Replies carry the server's processing time; when it falls
+ * below T fetch intervals / 2 the id switches back to fetch.
+ *
+ * FETCH SIZE.  A result is read as header + FS bytes, and the rest (second
+ * read) only if larger; FS follows the largest result of the last calls,
+ * within [RCP_RFP_FS_MIN, RCP_RFP_FS_MAX].  Larger results go by message.
+ *
+ * TRUST.  Both sides treat the segment as wire input: slot numbers from
+ * the ring, lengths and headers are checked before use; a bad entry is
+ * counted and dropped.  The server runs RFP only while spinning (its
+ * clients' stores ring no doorbell fd): a server in RCP_RPC_SLEEP mode
+ * says no at attach.
+ */
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "rpc/rpc_int.h"
+
+enum { S_FREE, S_REQ, S_REQ_R, S_BUSY, S_BUSY_R, S_DONE, S_REPLIED };
+
+#define REQ_MAX  1024u
+#define MAXCLI   32
+#define SLOT_HDR 64u
+#define NSLOW    2 /* N: slow calls in a row before switching to reply */
+
+struct slot {
+	_Atomic uint32_t state;
+	uint32_t req_len, resp_len;
+};
+
+struct geom {
+	uint32_t slots, resp_max, slot_size;
+	size_t cli_size;
+};
+
+static size_t cli_off(const struct geom *g, uint32_t cli)
+{
+	return (size_t)cli * g->cli_size;
+}
+/* client area: [0,64) doorbell (u32 head), [64, 64+4*slots) ring, slots */
+static _Atomic uint32_t *ring_head(unsigned char *base, const struct geom *g, uint32_t cli)
+{
+	return (_Atomic uint32_t *)(void *)(base + cli_off(g, cli));
+}
+static _Atomic uint32_t *ring_ent(unsigned char *base, const struct geom *g, uint32_t cli,
+                                  uint32_t i)
+{
+	return (_Atomic uint32_t *)(void *)(base + cli_off(g, cli) + 64 + 4 * (size_t)i);
+}
+static unsigned char *slot_at(unsigned char *base, const struct geom *g, uint32_t cli, uint32_t s)
+{
+	size_t ring = (64 + 4 * (size_t)g->slots + 63) & ~(size_t)63;
+	return base + cli_off(g, cli) + ring + (size_t)s * g->slot_size;
+}
+
+struct rfp_srv {
+	char name[64];
+	unsigned char *base;
+	size_t size;
+	struct geom g;
+	int ncli;
+	rcp_chan *chans[MAXCLI];
+	uint32_t tail[MAXCLI];
+};
+
+struct idmode {
+	uint64_t id;
+	int reply;    /* 1: server-reply for this id */
+	int slow_run; /* slow calls in a row */
+};
+
+struct rfp_cli {
+	unsigned char *base;
+	size_t size;
+	struct geom g;
+	uint32_t cli, head;
+	uint32_t *free_slots, nfree;
+	struct rcp_rpc_req **owner; /* per slot: pending request, or NULL */
+	uint8_t *zombie;            /* per slot: request gone, server not done */
+	uint8_t *msgwait;           /* per slot: a receive is posted for its reply */
+	uint32_t nzombie;
+	uint32_t fs, fs_seen;
+	struct idmode ids[64];
+	uint64_t *next_fetch;
+	uint32_t *fetches;
+	int npending;
+};
+
+/* ---- attach rpc ---- */
+
+struct attach_out {
+	const char *name;
+	uint32_t ok, cli, slots, resp_max;
+};
+static int proc_attach_out(rcp_proc *p, void *data)
+{
+	struct attach_out *v = data;
+	rcp_proc_string(p, &v->name);
+	rcp_proc_u32(p, &v->ok);
+	rcp_proc_u32(p, &v->cli);
+	rcp_proc_u32(p, &v->slots);
+	rcp_proc_u32(p, &v->resp_max);
+	return rcp_proc_error(p);
+}
+
+static void geom_init(struct geom *g, uint32_t slots, uint32_t resp_max)
+{
+	size_t ring = (64 + 4 * (size_t)slots + 63) & ~(size_t)63;
+	g->slots = slots;
+	g->resp_max = resp_max;
+	g->slot_size = (SLOT_HDR + REQ_MAX + resp_max + 63) & ~63u;
+	g->cli_size = ring + (size_t)slots * g->slot_size;
+}
+
+static void h_attach(rcp_rpc_handle *h, void *arg)
+{
+	rcp_rpc *rpc = arg;
+	struct rfp_srv *s = rpc->rfps;
+	struct attach_out o = {"", 0, 0, 0, 0};
+	rcp_chan *ch = rcp_rpc_handle_chan(h);
+	if (s && !(rpc->flags & RCP_RPC_SLEEP)) {
+		int i;
+		for (i = 0; i < s->ncli && s->chans[i] != ch; i++)
+			;
+		if (i == s->ncli && s->ncli < MAXCLI)
+			s->chans[s->ncli++] = ch;
+		if (i < s->ncli) {
+			/* (re)attach: the client starts from a fresh area */
+			memset(s->base + cli_off(&s->g, (uint32_t)i), 0, s->g.cli_size);
+			s->tail[i] = 0;
+			o.ok = 1;
+			o.name = s->name;
+			o.cli = (uint32_t)i;
+			o.slots = s->g.slots;
+			o.resp_max = s->g.resp_max;
+		}
+	}
+	rcp_rpc_respond(h, &o, 0);
+}
+
+int rfp_init(rcp_rpc *rpc)
+{
+	return rcp_rpc_register(rpc, "rcp.rfp.attach", NULL, proc_attach_out, &rpc->rfp_attach_id);
+}
+
+void rfp_serve(rcp_rpc *rpc)
+{
+	struct rfp_srv *s;
+	struct rcp_nic_info info;
+	static _Atomic unsigned counter;
+	int fd;
+	rcp_rpc_set_handler(rpc, rpc->rfp_attach_id, h_attach, rpc);
+	if (rpc->rfps || (rpc->flags & (RCP_RPC_NO_RFP | RCP_RPC_SLEEP)))
+		return;
+	rcp_nic_query(rcp_ep_nic(rpc->ep), &info);
+	if (strcmp(info.backend, "shm"))
+		return; /* one-sided loads need a shared segment: shm only */
+	s = calloc(1, sizeof *s);
+	if (!s)
+		return;
+	{
+		int64_t slots = rcpi_env_int("RCP_RFP_SLOTS", 64);
+		int64_t fsmax = rcpi_env_int("RCP_RFP_FS_MAX", 1024);
+		if (slots < 1 || slots > 4096)
+			slots = 64;
+		if (fsmax < (int64_t)HDR_LEN + 8 || fsmax > 65536)
+			fsmax = 1024;
+		geom_init(&s->g, (uint32_t)slots, (uint32_t)fsmax);
+	}
+	snprintf(s->name, sizeof s->name, "/rcp-rfp-%d-%u", (int)getpid(),
+	         atomic_fetch_add(&counter, 1));
+	s->size = s->g.cli_size * MAXCLI;
+	fd = shm_open(s->name, O_RDWR | O_CREAT | O_EXCL, 0600);
+	if (fd < 0) {
+		free(s);
+		return;
+	}
+	if (ftruncate(fd, (off_t)s->size) || (s->base = mmap(NULL, s->size, PROT_READ | PROT_WRITE,
+	                                                     MAP_SHARED, fd, 0)) == MAP_FAILED) {
+		close(fd);
+		shm_unlink(s->name);
+		free(s);
+		return;
+	}
+	close(fd);
+	rpc->rfps = s;
+}
+
+/* ---- client side ---- */
+
+static void attach_done(rcp_rpc_req *req, int status, void *out, void *arg)
+{
+	struct peer *p = arg;
+	struct attach_out *o = out;
+	rcp_rpc *rpc = req->rpc;
+	struct rfp_cli *c;
+	int fd;
+	(void)rpc;
+	p->rfp_state = -1;
+	if (status || !o->ok || !o->name || o->slots < 1 || o->slots > 4096 ||
+	    o->resp_max < HDR_LEN + 8 || o->resp_max > 65536 || o->cli >= MAXCLI)
+		goto out;
+	c = calloc(1, sizeof *c);
+	if (!c)
+		goto out;
+	geom_init(&c->g, o->slots, o->resp_max);
+	c->cli = o->cli;
+	c->size = c->g.cli_size * MAXCLI;
+	fd = shm_open(o->name, O_RDWR, 0);
+	if (fd < 0) {
+		free(c);
+		goto out;
+	}
+	c->base = mmap(NULL, c->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	c->free_slots = calloc(o->slots, sizeof *c->free_slots);
+	c->owner = calloc(o->slots, sizeof *c->owner);
+	c->zombie = calloc(o->slots, 1);
+	c->msgwait = calloc(o->slots, 1);
+	c->next_fetch = calloc(o->slots, sizeof *c->next_fetch);
+	c->fetches = calloc(o->slots, sizeof *c->fetches);
+	if (c->base == MAP_FAILED || !c->free_slots || !c->owner || !c->zombie || !c->msgwait ||
+	    !c->next_fetch || !c->fetches) {
+		if (c->base != MAP_FAILED)
+			munmap(c->base, c->size);
+		free(c->free_slots), free(c->owner), free(c->zombie), free(c->next_fetch),
+		    free(c->fetches), free(c->msgwait), free(c);
+		goto out;
+	}
+	for (uint32_t i = 0; i < o->slots; i++)
+		c->free_slots[c->nfree++] = o->slots - 1 - i;
+	c->fs = (uint32_t)rcpi_env_int("RCP_RFP_FS_MIN", 256);
+	p->rfp = c;
+	p->rfp_state = 2;
+	/* One response receive stays posted so rcp watches the server's
+	 * liveness while calls wait in its segment. */
+	p->watch = 1;
+	rpci_peer_repost(req->rpc, p);
+out:
+	free(o);
+}
+
+static struct idmode *idmode(struct rfp_cli *c, uint64_t id)
+{
+	for (uint32_t i = (uint32_t)id & 63, n = 0; n < 64; i = (i + 1) & 63, n++) {
+		if (c->ids[i].id == id)
+			return &c->ids[i];
+		if (!c->ids[i].id) {
+			c->ids[i].id = id;
+			return &c->ids[i];
+		}
+	}
+	return NULL; /* table full: reply mode for the rest */
+}
+
+int rfp_cli_submit(rcp_rpc *rpc, struct peer *p, struct rcp_rpc_req *r, uint64_t id,
+                   const void *msg, size_t len, uint32_t *slotp)
+{
+	struct rfp_cli *c = p->rfp;
+	struct idmode *m;
+	uint32_t s;
+	unsigned char *sl;
+	int reply;
+	if (!(rpc->flags & RCP_RPC_FETCH) || (rpc->flags & RCP_RPC_SLEEP) ||
+	    id == rpc->rfp_attach_id)
+		return 0;
+	if (p->rfp_state == 0) {
+		struct attach_out *o = calloc(1, sizeof *o);
+		p->rfp_state = 1;
+		if (!o || rcp_rpc_forward(rpc, p->ch, rpc->rfp_attach_id, NULL, o, 5000000000ll,
+		                          attach_done, p, NULL)) {
+			free(o);
+			p->rfp_state = -1;
+		}
+		return 0;
+	}
+	if (p->rfp_state != 2 || !c->nfree || len > REQ_MAX)
+		return 0;
+	m = idmode(c, id);
+	if (!m)
+		return 0;
+	reply = m->reply;
+	s = c->free_slots[--c->nfree];
+	sl = slot_at(c->base, &c->g, c->cli, s);
+	memcpy(sl + SLOT_HDR, msg, len);
+	((struct slot *)(void *)sl)->req_len = (uint32_t)len;
+	atomic_store_explicit(&((struct slot *)(void *)sl)->state, reply ? S_REQ_R : S_REQ,
+	                      memory_order_release);
+	atomic_store_explicit(ring_ent(c->base, &c->g, c->cli, c->head % c->g.slots), s,
+	                      memory_order_relaxed);
+	c->head++;
+	atomic_store_explicit(ring_head(c->base, &c->g, c->cli), c->head, memory_order_release);
+	c->owner[s] = r;
+	c->fetches[s] = 0;
+	c->next_fetch[s] = 0;
+	c->msgwait[s] = (uint8_t)reply;
+	c->npending++;
+	if (reply) {
+		/* The result comes as a message: keep a receive posted. */
+		p->expect++;
+		rpci_peer_repost(rpc, p);
+	}
+	rpc->st.rfp_calls++;
+	*slotp = s + 1;
+	return 1;
+}
+
+static void slot_free(struct rfp_cli *c, uint32_t s)
+{
+	struct slot *h = (struct slot *)(void *)slot_at(c->base, &c->g, c->cli, s);
+	atomic_store_explicit(&h->state, S_FREE, memory_order_relaxed);
+	c->free_slots[c->nfree++] = s;
+}
+
+void rfp_cli_abandon(rcp_rpc *rpc, struct peer *p, uint32_t slot)
+{
+	struct rfp_cli *c;
+	uint32_t s, st;
+	(void)rpc;
+	if (!slot || !p || !(c = p->rfp) || slot > c->g.slots)
+		return;
+	s = slot - 1;
+	if (!c->owner[s])
+		return;
+	c->owner[s] = NULL;
+	c->npending--;
+	st = atomic_load_explicit(
+	    &((struct slot *)(void *)slot_at(c->base, &c->g, c->cli, s))->state,
+	    memory_order_acquire);
+	if (st == S_DONE || st == S_REPLIED) {
+		slot_free(c, s);
+	} else {
+		c->zombie[s] = 1; /* the server still owns it: reclaim later */
+		c->nzombie++;
+	}
+}
+
+void rfp_cli_note_reply(rcp_rpc *rpc, struct rfp_cli *c, uint64_t id, uint64_t proc_ns)
+{
+	struct idmode *m;
+	uint64_t fetch_ns = (uint64_t)rcpi_env_int("RCP_RFP_FETCH_NS", 1000);
+	uint64_t t = (uint64_t)rcpi_env_int("RCP_RFP_RETRY", 5);
+	if (!c || !(m = idmode(c, id)) || !m->reply)
+		return;
+	if (proc_ns < t * fetch_ns / 2) {
+		m->reply = 0;
+		m->slow_run = 0;
+		rpc->st.rfp_to_fetch++;
+	}
+}
+
+/* One client's pending slots: fetch results, count misses, switch. */
+static int cli_poll(rcp_rpc *rpc, struct peer *p)
+{
+	struct rfp_cli *c = p->rfp;
+	uint64_t now = 0;
+	int ev = 0;
+	uint64_t fetch_ns = 0;
+	uint32_t T = 0;
+	for (uint32_t s = 0; s < c->g.slots && (c->npending || c->nzombie); s++) {
+		struct rcp_rpc_req *r = c->owner[s];
+		unsigned char *sl;
+		struct slot *h;
+		uint32_t st;
+		if (!r && !c->zombie[s])
+			continue;
+		sl = slot_at(c->base, &c->g, c->cli, s);
+		h = (struct slot *)(void *)sl;
+		st = atomic_load_explicit(&h->state, memory_order_acquire);
+		if (!r) {
+			if (st == S_DONE || st == S_REPLIED) {
+				c->zombie[s] = 0;
+				c->nzombie--;
+				slot_free(c, s);
+			}
+			continue;
+		}
+		if (st == S_DONE) {
+			/* Fetch: header + FS bytes, the rest only if larger. */
+			uint32_t len = h->resp_len;
+			struct rbuf *b;
+			struct rpc_hdr hd;
+			struct idmode *m = idmode(c, r->call->id);
+			rpc->st.rfp_fetch_hits++;
+			if (c->fetches[s] < (T ? T : 5) && m)
+				m->slow_run = 0;
+			b = rpci_rbuf_get(rpc);
+			c->owner[s] = NULL;
+			c->npending--;
+			if (!b || len < HDR_LEN || len > c->g.resp_max) {
+				if (b)
+					rpci_rbuf_put(rpc, b);
+				slot_free(c, s);
+				rpc->st.bad_msgs++;
+				r->rfp_slot = 0;
+				rpci_done(r, RCP_EPROTO);
+				ev++;
+				continue;
+			}
+			memcpy(b->data, sl + SLOT_HDR + REQ_MAX,
+			       len < HDR_LEN + c->fs ? len : HDR_LEN + c->fs);
+			if (len > HDR_LEN + c->fs)
+				memcpy(b->data + HDR_LEN + c->fs,
+				       sl + SLOT_HDR + REQ_MAX + HDR_LEN + c->fs,
+				       len - HDR_LEN - c->fs);
+			slot_free(c, s);
+			r->rfp_slot = 0;
+			/* FS follows the largest recent result. */
+			if (len - HDR_LEN > c->fs_seen)
+				c->fs_seen = len - HDR_LEN;
+			if ((rpc->st.rfp_fetch_hits & 63) == 0) {
+				uint32_t lo = (uint32_t)rcpi_env_int("RCP_RFP_FS_MIN", 256);
+				uint32_t fs = c->fs_seen < lo ? lo : c->fs_seen;
+				c->fs = fs > c->g.resp_max - HDR_LEN ? c->g.resp_max - HDR_LEN : fs;
+				c->fs_seen = 0;
+			}
+			memcpy(&hd, b->data, HDR_LEN);
+			if (hd.order != RPC_ORDER || hd.kind != K_RESP || hd.len != len - HDR_LEN ||
+			    hd.cookie != (((uint64_t)(r->gen & COOKIE_GEN) << 24) | r->idx)) {
+				rpci_rbuf_put(rpc, b);
+				rpc->st.bad_msgs++;
+				rpci_done(r, RCP_EPROTO);
+			} else {
+				r->resp = b;
+				rpci_finish_resp(r, hd.status, b->data + HDR_LEN, hd.len);
+			}
+			ev++;
+			continue;
+		}
+		if (st != S_REQ && st != S_BUSY) {
+			/* Reply mode: the message completes it.  A result too
+			 * large for the slot also comes by message. */
+			if (st == S_REPLIED && !c->msgwait[s]) {
+				c->msgwait[s] = 1;
+				p->expect++;
+				rpci_peer_repost(rpc, p);
+			}
+			continue;
+		}
+		/* A fetch that found nothing (paced). */
+		if (!now) {
+			now = rcpi_now_ns();
+			fetch_ns = (uint64_t)rcpi_env_int("RCP_RFP_FETCH_NS", 1000);
+			T = (uint32_t)rcpi_env_int("RCP_RFP_RETRY", 5);
+		}
+		if (now < c->next_fetch[s])
+			continue;
+		c->next_fetch[s] = now + fetch_ns;
+		rpc->st.rfp_fetch_misses++;
+		if (++c->fetches[s] == T) {
+			struct idmode *m = idmode(c, r->call->id);
+			if (m && ++m->slow_run >= NSLOW && !m->reply) {
+				/* Switch (server, id) to reply, this call too. */
+				uint32_t want = st == S_REQ ? S_REQ_R : S_BUSY_R;
+				m->reply = 1;
+				rpc->st.rfp_to_reply++;
+				if (atomic_compare_exchange_strong(&h->state, &st, want)) {
+					c->msgwait[s] = 1;
+					p->expect++;
+					rpci_peer_repost(rpc, p);
+				}
+				/* else: the result landed first (DONE): fetched on
+				 * the next pass */
+			}
+		}
+	}
+	return ev;
+}
+
+/* ---- server side ---- */
+
+int rfp_srv_respond(struct rfp_srv *s, uint32_t cli, uint32_t slot, const struct rpc_hdr *hd,
+                    const void *payload, uint32_t len)
+{
+	unsigned char *sl;
+	struct slot *h;
+	uint32_t want = S_BUSY;
+	if (!s || cli >= (uint32_t)s->ncli || slot >= s->g.slots)
+		return 0;
+	sl = slot_at(s->base, &s->g, cli, slot);
+	h = (struct slot *)(void *)sl;
+	if (HDR_LEN + len > s->g.resp_max)
+		return 0; /* too large for the slot: message */
+	if (atomic_load_explicit(&h->state, memory_order_acquire) != S_BUSY)
+		return 0;
+	memcpy(sl + SLOT_HDR + REQ_MAX, hd, HDR_LEN);
+	if (len)
+		memcpy(sl + SLOT_HDR + REQ_MAX + HDR_LEN, payload, len);
+	h->resp_len = HDR_LEN + len;
+	/* The recheck: only if the client did not switch meanwhile. */
+	return atomic_compare_exchange_strong_explicit(&h->state, &want, S_DONE,
+	                                               memory_order_release, memory_order_acquire);
+}
+
+void rfp_srv_replied(struct rfp_srv *s, uint32_t cli, uint32_t slot)
+{
+	struct slot *h;
+	if (!s || cli >= (uint32_t)s->ncli || slot >= s->g.slots)
+		return;
+	h = (struct slot *)(void *)slot_at(s->base, &s->g, cli, slot);
+	atomic_store_explicit(&h->state, S_REPLIED, memory_order_release);
+}
+
+static int srv_poll(rcp_rpc *rpc, struct rfp_srv *s)
+{
+	int ev = 0;
+	for (int ci = 0; ci < s->ncli; ci++) {
+		uint32_t cli = (uint32_t)ci;
+		uint32_t head =
+		    atomic_load_explicit(ring_head(s->base, &s->g, cli), memory_order_acquire);
+		while (s->tail[ci] != head) {
+			uint32_t sn = atomic_load_explicit(
+			    ring_ent(s->base, &s->g, cli, s->tail[ci] % s->g.slots),
+			    memory_order_relaxed);
+			unsigned char *sl;
+			struct slot *h;
+			struct rpc_hdr hd;
+			uint32_t st, len;
+			s->tail[ci]++;
+			if (sn >= s->g.slots) {
+				rpc->st.bad_msgs++;
+				continue;
+			}
+			sl = slot_at(s->base, &s->g, cli, sn);
+			h = (struct slot *)(void *)sl;
+			st = atomic_load_explicit(&h->state, memory_order_acquire);
+			if ((st != S_REQ && st != S_REQ_R) ||
+			    !atomic_compare_exchange_strong(&h->state, &st,
+			                                    st == S_REQ ? S_BUSY : S_BUSY_R)) {
+				/* the client switched it between our loads: take it
+				 * in its new state */
+				if (st == S_REQ_R &&
+				    atomic_compare_exchange_strong(&h->state, &st, S_BUSY_R))
+					;
+				else {
+					rpc->st.bad_msgs++;
+					continue;
+				}
+			}
+			len = h->req_len;
+			if (len < HDR_LEN || len > REQ_MAX) {
+				rpc->st.bad_msgs++;
+				continue; /* the client times out */
+			}
+			memcpy(&hd, sl + SLOT_HDR, HDR_LEN);
+			if (hd.order != RPC_ORDER || hd.kind != K_REQ ||
+			    hd.version != RPC_VERSION || hd.flags || hd.len != len - HDR_LEN) {
+				rpc->st.bad_msgs++;
+				continue;
+			}
+			/* The input is decoded from the slot (the client does
+			 * not touch a BUSY slot). */
+			rpci_dispatch(rpc, s->chans[ci], hd.id, hd.cookie, sl + SLOT_HDR + HDR_LEN,
+			              hd.len, cli, sn + 1);
+			ev++;
+		}
+	}
+	return ev;
+}
+
+int rfp_poll(rcp_rpc *rpc)
+{
+	int ev = 0;
+	if (rpc->rfps && rpc->rfps->ncli)
+		ev += srv_poll(rpc, rpc->rfps);
+	if (rpc->flags & RCP_RPC_FETCH)
+		for (uint32_t i = 0; i < rpc->peercap; i++) {
+			struct peer *p = rpc->peers[i];
+			if (p && p->rfp && (p->rfp->npending || p->rfp->nzombie))
+				ev += cli_poll(rpc, p);
+		}
+	return ev;
+}
+
+int rfp_busy(const rcp_rpc *rpc)
+{
+	if (rpc->rfps && rpc->rfps->ncli)
+		return 1;
+	if (rpc->flags & RCP_RPC_FETCH)
+		for (uint32_t i = 0; i < rpc->peercap; i++) {
+			const struct peer *p = rpc->peers[i];
+			if (p && p->rfp && p->rfp->npending)
+				return 1;
+		}
+	return 0;
+}
+
+void rfp_peer_free(struct peer *p)
+{
+	struct rfp_cli *c = p->rfp;
+	if (!c)
+		return;
+	munmap(c->base, c->size);
+	free(c->free_slots), free(c->owner), free(c->zombie), free(c->next_fetch), free(c->fetches),
+	    free(c->msgwait), free(c);
+	p->rfp = NULL;
+}
+
+void rfp_fini(rcp_rpc *rpc)
+{
+	struct rfp_srv *s = rpc->rfps;
+	if (!s)
+		return;
+	munmap(s->base, s->size);
+	shm_unlink(s->name);
+	free(s);
+	rpc->rfps = NULL;
+}

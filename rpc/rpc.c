@@ -1,0 +1,1621 @@
+/*
+ * rpc/rpc.c — the call engine: registration, client requests, server
+ * handles, progress and waiting.
+ *
+ * MESSAGES.  Every call is one request message (tag TAG_REQ) from client
+ * to server and one response message (tag TAG_RESP) back, each a 40-byte
+ * header (struct rpc_hdr: byte-order mark, kind, status, payload length,
+ * rpc id, the client's cookie, aux) followed by the encoded arguments.
+ * Up to msg_max bytes (RCP_RPC_MSG_MAX, capped so a message is one nic
+ * frame) a message is eager in rcp: one frame, no handshake, and up to
+ * 2 KiB the send completes at once.  A larger encoded payload travels as a
+ * header with F_OVF (aux = its size) and a second message on
+ * TAG_OVF(cookie): rcp moves it by rendezvous, which on shm is one RMA get
+ * by the receiver — the receiver pulls it when it has posted the buffer,
+ * so a server controls its inbound flow as with a bulk pull.
+ *
+ * RECEIVES.  A server keeps `recvs` request receives posted on
+ * (any channel, TAG_REQ), in a ring; a client keeps, per server channel,
+ * one response receive posted on (that channel, TAG_RESP) for every call
+ * whose response may still come ("expect"), so the response is
+ * pre-posted, and the channel counts as busy for rcp's liveness checks: a
+ * server that dies or falls silent fails the channel after
+ * RCP_PEER_TIMEOUT and every call on it completes with RCP_EPEER.
+ * Responses carry the cookie (index | generation << 24 of the client's
+ * request slot); a response whose cookie no longer names a pending call
+ * (timed out, canceled) is counted as stale and dropped, and its receive
+ * is reposted only if responses are still expected.  Since all receives
+ * of a ring share (channel, tag), rcp matches them in posting order, so
+ * completions are found by popping ring heads; completions not explained
+ * that way (rare: a message that went by rendezvous) are found by a full
+ * scan, which also runs every SCAN_EVERY progress rounds and before any
+ * sleep, so no completion can be missed.
+ *
+ * CLIENT STATE MACHINE (struct rcp_rpc_req):
+ *   FREE -> PENDING (forward: request sent, expect++ on its peer)
+ *   PENDING -> OVF_WAIT (response header said F_OVF: its receive posted)
+ *   PENDING/OVF_WAIT -> DONE (response decoded; timeout; cancel; peer
+ *                      failure; context destroyed) — exactly once: only
+ *                      done() moves a request to DONE, and only from
+ *                      PENDING/OVF_WAIT; a callback request is queued and
+ *                      its callback runs from the next progress round,
+ *                      then it returns to FREE; a request object stays
+ *                      DONE until rcp_rpc_req_free.
+ * Timers: each pending request may have a deadline; the context keeps the
+ * earliest (next_deadline) and scans pending requests only when it has
+ * passed.  The clock is read once per progress round only while timers are
+ * armed.
+ *
+ * SERVER: a completed request receive becomes a handle (pool) whose input
+ * is decoded on demand (rcp_rpc_get_input) straight from the receive
+ * buffer; rcp_rpc_respond encodes the output into the handle's send
+ * buffer and sends it; the handle returns to the pool when the send
+ * completes.  Handlers may keep handles and respond from later rounds.
+ *
+ * INVARIANTS.  posted receives on a peer == expect (while the channel has
+ * not failed); every pending request is on its peer's list; a buffer
+ * given to rcp is never freed or reused before rcp completes it (on
+ * destroy, receives rcp refuses to cancel are leaked, never freed early);
+ * input from the wire is decoded only after the header's order, kind,
+ * version and lengths check out, by bounds-checked procs.
+ *
+ * REMOTE FETCH: see rpc/rfp.c.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rpc/rpc_int.h"
+
+#define SCAN_EVERY 256
+#define RESP_MIN   256 /* initial send-buffer capacity */
+
+/* ---- small helpers ------------------------------------------------------------------ */
+
+static uint64_t now_ns(void)
+{
+	return rcpi_now_ns();
+}
+
+uint64_t rcp_rpc_id(const char *name)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+	if (!name)
+		return 0;
+	for (; *name; name++)
+		h = (h ^ (unsigned char)*name) * 0x100000001b3ull;
+	return h ? h : 1;
+}
+
+static struct call *call_find(const rcp_rpc *rpc, uint64_t id)
+{
+	if (!rpc->callcap)
+		return NULL;
+	for (uint32_t i = (uint32_t)id & (rpc->callcap - 1);; i = (i + 1) & (rpc->callcap - 1)) {
+		if (rpc->calls[i].id == id)
+			return &rpc->calls[i];
+		if (!rpc->calls[i].id)
+			return NULL;
+	}
+}
+
+static int call_grow(rcp_rpc *rpc)
+{
+	uint32_t cap = rpc->callcap ? rpc->callcap * 2 : 16;
+	struct call *n = calloc(cap, sizeof *n);
+	if (!n)
+		return RCP_ENOMEM;
+	for (uint32_t j = 0; j < rpc->callcap; j++) {
+		struct call *c = &rpc->calls[j];
+		uint32_t i;
+		if (!c->id)
+			continue;
+		for (i = (uint32_t)c->id & (cap - 1); n[i].id; i = (i + 1) & (cap - 1))
+			;
+		n[i] = *c;
+	}
+	free(rpc->calls);
+	rpc->calls = n;
+	rpc->callcap = cap;
+	return 0;
+}
+
+static int ring_push(struct ring *r, struct rbuf *b)
+{
+	if (r->tail - r->head == r->cap) {
+		uint32_t cap = r->cap ? r->cap * 2 : 16;
+		struct rbuf **n = malloc(cap * sizeof *n);
+		if (!n)
+			return RCP_ENOMEM;
+		for (uint32_t i = 0; i < r->tail - r->head; i++)
+			n[i] = r->b[(r->head + i) & (r->cap - 1)];
+		free(r->b);
+		r->tail -= r->head;
+		r->head = 0;
+		r->b = n;
+		r->cap = cap;
+	}
+	r->b[r->tail++ & (r->cap - 1)] = b;
+	return 0;
+}
+
+static struct rbuf *ring_at(const struct ring *r, uint32_t i)
+{
+	return r->b[(r->head + i) & (r->cap - 1)];
+}
+
+/* Removes entry I (order of the rest kept). */
+static void ring_del(struct ring *r, uint32_t i)
+{
+	for (uint32_t j = i; j > 0; j--)
+		r->b[(r->head + j) & (r->cap - 1)] = r->b[(r->head + j - 1) & (r->cap - 1)];
+	r->head++;
+}
+
+static struct rbuf *rbuf_get(rcp_rpc *rpc)
+{
+	struct rbuf *b = rpc->freerb;
+	if (b) {
+		rpc->freerb = b->next;
+		return b;
+	}
+	b = malloc(sizeof *b);
+	if (!b)
+		return NULL;
+	b->data = malloc(rpc->msg_max);
+	if (!b->data) {
+		free(b);
+		return NULL;
+	}
+	return b;
+}
+
+static void rbuf_put(rcp_rpc *rpc, struct rbuf *b)
+{
+	b->rq = NULL;
+	b->next = rpc->freerb;
+	rpc->freerb = b;
+}
+
+static int grow_buf(unsigned char **buf, size_t *cap, size_t need)
+{
+	size_t c = *cap ? *cap : RESP_MIN;
+	unsigned char *n;
+	while (c < need)
+		c *= 2;
+	n = realloc(*buf, c);
+	if (!n)
+		return RCP_ENOMEM;
+	*buf = n;
+	*cap = c;
+	return 0;
+}
+
+static struct aux *aux_add(rcp_rpc *rpc, rcp_req *rq, int kind, void *buf, void *owner)
+{
+	struct aux *a = rpc->freeaux;
+	if (a)
+		rpc->freeaux = a->next;
+	else if (!(a = malloc(sizeof *a)))
+		return NULL;
+	a->rq = rq;
+	a->kind = kind;
+	a->buf = buf;
+	a->owner = owner;
+	a->next = rpc->aux;
+	rpc->aux = a;
+	return a;
+}
+
+struct rbuf *rpci_rbuf_get(rcp_rpc *rpc)
+{
+	return rbuf_get(rpc);
+}
+
+void rpci_rbuf_put(rcp_rpc *rpc, struct rbuf *b)
+{
+	rbuf_put(rpc, b);
+}
+
+/* ---- peers ----------------------------------------------------------------------------- */
+
+static uint32_t ptr_hash(const void *p)
+{
+	uint64_t x = (uint64_t)(uintptr_t)p;
+	x ^= x >> 17;
+	x *= 0x9e3779b97f4a7c15ull;
+	return (uint32_t)(x >> 32);
+}
+
+static struct peer *peer_find(rcp_rpc *rpc, rcp_chan *ch)
+{
+	if (!rpc->peercap)
+		return NULL;
+	for (uint32_t i = ptr_hash(ch) & (rpc->peercap - 1);; i = (i + 1) & (rpc->peercap - 1)) {
+		if (!rpc->peers[i])
+			return NULL;
+		if (rpc->peers[i]->ch == ch)
+			return rpc->peers[i];
+	}
+}
+
+static struct peer *peer_get(rcp_rpc *rpc, rcp_chan *ch)
+{
+	struct peer *p = peer_find(rpc, ch);
+	uint32_t i;
+	if (p)
+		return p;
+	if ((rpc->npeers + 1) * 2 > rpc->peercap) {
+		uint32_t cap = rpc->peercap ? rpc->peercap * 2 : 16;
+		struct peer **n = calloc(cap, sizeof *n);
+		if (!n)
+			return NULL;
+		for (uint32_t j = 0; j < rpc->peercap; j++) {
+			if (!rpc->peers[j])
+				continue;
+			for (i = ptr_hash(rpc->peers[j]->ch) & (cap - 1); n[i];
+			     i = (i + 1) & (cap - 1))
+				;
+			n[i] = rpc->peers[j];
+		}
+		free(rpc->peers);
+		rpc->peers = n;
+		rpc->peercap = cap;
+	}
+	p = calloc(1, sizeof *p);
+	if (!p)
+		return NULL;
+	p->ch = ch;
+	for (i = ptr_hash(ch) & (rpc->peercap - 1); rpc->peers[i]; i = (i + 1) & (rpc->peercap - 1))
+		;
+	rpc->peers[i] = p;
+	rpc->npeers++;
+	return p;
+}
+
+/* ---- contexts --------------------------------------------------------------------------- */
+
+int rcp_rpc_create(rcp_ep *ep, const struct rcp_rpc_config *cfg, rcp_rpc **out)
+{
+	rcp_rpc *rpc;
+	struct rcp_nic_info info;
+	int64_t mm;
+
+	if (!ep || !out)
+		return RCP_EINVAL;
+	*out = NULL;
+	rcpi_env_init();
+	rpc = calloc(1, sizeof *rpc);
+	if (!rpc)
+		return RCP_ENOMEM;
+	rpc->ep = ep;
+	rpc->bulk = cfg ? cfg->bulk : NULL;
+	if (rpc->bulk && rcp_bulk_ctx_ep(rpc->bulk) != ep) {
+		free(rpc);
+		return RCP_EINVAL;
+	}
+	rpc->flags = cfg ? cfg->flags : 0;
+	{
+		const char *w = rcpi_env_str("RCP_WAIT");
+		if (w && !strcmp(w, "spin"))
+			rpc->flags = (rpc->flags & ~RCP_RPC_SLEEP) | RCP_RPC_SPIN;
+		else if (w && !strcmp(w, "sleep"))
+			rpc->flags = (rpc->flags & ~RCP_RPC_SPIN) | RCP_RPC_SLEEP;
+	}
+	{
+		const char *m = rcpi_env_str("RCP_RPC_MODE");
+		if (m && !strcmp(m, "fetch"))
+			rpc->flags |= RCP_RPC_FETCH;
+		else if (m && !strcmp(m, "reply"))
+			rpc->flags &= ~RCP_RPC_FETCH;
+	}
+	rpc->spin_ns = rcpi_env_int("RCP_SPIN_NS", 50000);
+	rpc->def_timeout = cfg && cfg->timeout_ns ? cfg->timeout_ns
+	                                          : rcpi_env_int("RCP_RPC_TIMEOUT_MS", 0) * 1000000;
+	if (rpc->def_timeout == 0)
+		rpc->def_timeout = -1;
+	rpc->nrecvs = cfg && cfg->recvs > 0 ? cfg->recvs : (int)rcpi_env_int("RCP_RPC_RECVS", 64);
+	if (rpc->nrecvs < 1)
+		rpc->nrecvs = 1;
+	/* One message must stay one frame (else a posted receive on a channel
+	 * larger than a frame would turn into a READY promise). */
+	mm = rcpi_env_int("RCP_RPC_MSG_MAX", 16384);
+	rcp_nic_query(rcp_ep_nic(ep), &info);
+	if (mm > (int64_t)info.mtu - 128)
+		mm = (int64_t)info.mtu - 128;
+	if (mm < 512)
+		mm = 512;
+	rpc->msg_max = (size_t)mm;
+	rpc->donetail = &rpc->doneq;
+	rpc->next_deadline = UINT64_MAX;
+	if (rfp_init(rpc)) {
+		free(rpc);
+		return RCP_ENOMEM;
+	}
+	*out = rpc;
+	return 0;
+}
+
+rcp_ep *rcp_rpc_ep(const rcp_rpc *rpc)
+{
+	return rpc ? rpc->ep : NULL;
+}
+
+int rcp_rpc_get_stats(const rcp_rpc *rpc, struct rcp_rpc_stats *st)
+{
+	if (!rpc || !st)
+		return RCP_EINVAL;
+	*st = rpc->st;
+	return 0;
+}
+
+int rcp_rpc_register(rcp_rpc *rpc, const char *name, rcp_proc_fn in_proc, rcp_proc_fn out_proc,
+                     uint64_t *id)
+{
+	uint64_t h;
+	struct call *c;
+	uint32_t i;
+
+	if (!rpc || !name || !*name)
+		return RCP_EINVAL;
+	h = rcp_rpc_id(name);
+	c = call_find(rpc, h);
+	if (c) {
+		if (strcmp(c->name, name) || c->in_proc != in_proc || c->out_proc != out_proc)
+			return RCP_EADDRINUSE;
+		if (id)
+			*id = h;
+		return 0;
+	}
+	if ((rpc->ncalls + 1) * 2 > rpc->callcap && call_grow(rpc))
+		return RCP_ENOMEM;
+	for (i = (uint32_t)h & (rpc->callcap - 1); rpc->calls[i].id;
+	     i = (i + 1) & (rpc->callcap - 1))
+		;
+	c = &rpc->calls[i];
+	c->name = strdup(name);
+	if (!c->name)
+		return RCP_ENOMEM;
+	c->id = h;
+	c->in_proc = in_proc;
+	c->out_proc = out_proc;
+	c->handler = NULL;
+	rpc->ncalls++;
+	if (id)
+		*id = h;
+	return 0;
+}
+
+/* Posts one request receive on the server ring. */
+static int srv_post(rcp_rpc *rpc)
+{
+	struct rbuf *b = rbuf_get(rpc);
+	int rc;
+	if (!b)
+		return RCP_ENOMEM;
+	rc = rcp_irecv(rpc->ep, RCP_ANY_CHAN, TAG_REQ, b->data, rpc->msg_max, &b->rq);
+	if (!rc)
+		rc = ring_push(&rpc->srv, b);
+	if (rc) {
+		if (b->rq && !rcp_cancel(b->rq))
+			rcp_test_noprogress(b->rq, NULL);
+		rbuf_put(rpc, b);
+	}
+	return rc;
+}
+
+int rcp_rpc_set_handler(rcp_rpc *rpc, uint64_t id, rcp_rpc_handler fn, void *arg)
+{
+	struct call *c;
+	if (!rpc)
+		return RCP_EINVAL;
+	c = call_find(rpc, id);
+	if (!c)
+		return RCP_ENOENT;
+	c->handler = fn;
+	c->harg = arg;
+	if (fn && !rpc->serving) {
+		rpc->serving = 1;
+		for (int i = 0; i < rpc->nrecvs; i++) {
+			int rc = srv_post(rpc);
+			if (rc)
+				return rc;
+		}
+		rfp_serve(rpc);
+	}
+	return 0;
+}
+
+/* ---- completing client requests ------------------------------------------------------- */
+
+static void live_del(struct rcp_rpc_req *r)
+{
+	struct peer *p = r->peer;
+	if (r->pprev)
+		r->pprev->pnext = r->pnext;
+	else if (p->live == r)
+		p->live = r->pnext;
+	if (r->pnext)
+		r->pnext->pprev = r->pprev;
+	r->pnext = r->pprev = NULL;
+}
+
+/* The one place a request completes. */
+static void done(struct rcp_rpc_req *r, int status)
+{
+	rcp_rpc *rpc = r->rpc;
+	if (r->state != Q_PENDING && r->state != Q_OVF_WAIT)
+		return;
+	live_del(r);
+	if (r->rfp_slot) {
+		rfp_cli_abandon(rpc, r->peer, r->rfp_slot);
+		r->rfp_slot = 0;
+	}
+	if (r->deadline) {
+		r->deadline = 0;
+		rpc->ntimed--;
+	}
+	if (r->ovf_aux) {
+		/* Overflowed response not yet in: rcp keeps its buffer until
+		 * the receive completes; it is freed then (orphan). */
+		if (rcp_cancel(r->ovf_aux->rq) == 0)
+			(void)0;
+		r->ovf_aux->kind = AUX_ORPHAN;
+		r->ovf_aux = NULL;
+	}
+	r->state = Q_DONE;
+	r->status = status;
+	if (status == 0)
+		rpc->st.completed_ok++;
+	else {
+		rpc->st.failed++;
+		if (status == RCP_ETIMEDOUT)
+			rpc->st.timeouts++;
+		else if (status == RCP_ECANCELED)
+			rpc->st.canceled++;
+		else if (status == RCP_EPEER)
+			rpc->st.peer_errors++;
+	}
+	r->gen++; /* later responses with the old cookie are stale */
+	if (!r->cb)
+		rpc->events++; /* callbacks count when they run */
+	if (r->cb) {
+		r->dnext = NULL;
+		*rpc->donetail = r;
+		rpc->donetail = &r->dnext;
+	}
+}
+
+static void req_release(struct rcp_rpc_req *r)
+{
+	rcp_rpc *rpc = r->rpc;
+	if (r->resp) {
+		rbuf_put(rpc, r->resp);
+		r->resp = NULL;
+	}
+	free(r->ovf_resp);
+	r->ovf_resp = NULL;
+	r->state = Q_FREE;
+	r->dnext = rpc->freereqs;
+	rpc->freereqs = r;
+}
+
+/* Runs queued callbacks.  Returns how many. */
+static int run_callbacks(rcp_rpc *rpc)
+{
+	int n = 0;
+	while (rpc->doneq) {
+		struct rcp_rpc_req *r = rpc->doneq;
+		rpc->doneq = r->dnext;
+		if (!rpc->doneq)
+			rpc->donetail = &rpc->doneq;
+		r->cb(r, r->status, r->out, r->arg);
+		req_release(r);
+		rpc->events++;
+		n++;
+	}
+	return n;
+}
+
+static void fail_peer(rcp_rpc *rpc, struct peer *p, int err)
+{
+	(void)rpc;
+	p->failed = err ? err : RCP_EPEER;
+	while (p->live)
+		done(p->live, err == RCP_ECLOSED ? RCP_ECLOSED : RCP_EPEER);
+	p->expect = 0;
+}
+
+/* Decodes a response payload into the request's output. */
+void rpci_finish_resp(struct rcp_rpc_req *r, int status, const unsigned char *pl, size_t len)
+{
+	if (!status && r->call->out_proc && r->out)
+		status = rpci_proc_decode(r->call->out_proc, r->out, pl, len, r->rpc->bulk);
+	else if (!status && len)
+		status = RCP_EPROTO;
+	if (status == RCP_EPROTO)
+		r->rpc->st.bad_msgs++;
+	done(r, status);
+}
+
+static void bswap_hdr(struct rpc_hdr *h)
+{
+	h->order = __builtin_bswap32(h->order);
+	h->flags = __builtin_bswap16(h->flags);
+	h->status = (int32_t)__builtin_bswap32((uint32_t)h->status);
+	h->len = __builtin_bswap32(h->len);
+	h->id = __builtin_bswap64(h->id);
+	h->cookie = __builtin_bswap64(h->cookie);
+	h->aux = __builtin_bswap64(h->aux);
+}
+
+/* Checks a received header; 0 good, 1 foreign order (swapped), -1 bad. */
+static int hdr_check(rcp_rpc *rpc, struct rpc_hdr *h, const struct rcp_status *st, int kind)
+{
+	if (st->len < HDR_LEN || st->error)
+		goto bad;
+	if (h->order != RPC_ORDER) {
+		if (h->order != __builtin_bswap32(RPC_ORDER))
+			goto bad;
+		bswap_hdr(h);
+		rpc->st.foreign_order++;
+		return h->kind == kind ? 1 : -1;
+	}
+	if (h->kind != kind || h->version != RPC_VERSION)
+		goto bad;
+	if (h->flags & F_OVF) {
+		if (h->len)
+			goto bad;
+	} else if ((size_t)h->len != st->len - HDR_LEN) {
+		goto bad;
+	}
+	return 0;
+bad:
+	rpc->st.bad_msgs++;
+	return -1;
+}
+
+static struct rcp_rpc_req *req_by_cookie(rcp_rpc *rpc, uint64_t cookie)
+{
+	uint32_t idx = (uint32_t)(cookie & COOKIE_IDX);
+	struct rcp_rpc_req *r;
+	if (idx >= rpc->nreqs)
+		return NULL;
+	r = rpc->reqs[idx];
+	if ((r->state != Q_PENDING && r->state != Q_OVF_WAIT) ||
+	    (r->gen & COOKIE_GEN) != (uint32_t)(cookie >> 24))
+		return NULL;
+	return r;
+}
+
+/* Reposts response receives on P up to its expectations. */
+static void peer_repost(rcp_rpc *rpc, struct peer *p)
+{
+	while (!p->failed && p->posted.tail - p->posted.head < p->expect + p->watch) {
+		struct rbuf *b = rbuf_get(rpc);
+		if (!b)
+			return;
+		if (rcp_irecv(rpc->ep, p->ch, TAG_RESP, b->data, rpc->msg_max, &b->rq) ||
+		    ring_push(&p->posted, b)) {
+			if (b->rq && !rcp_cancel(b->rq))
+				rcp_test_noprogress(b->rq, NULL);
+			rbuf_put(rpc, b);
+			return;
+		}
+	}
+}
+
+/* A response receive completed on P. */
+static void on_response(rcp_rpc *rpc, struct peer *p, struct rbuf *b, const struct rcp_status *st)
+{
+	struct rpc_hdr h;
+	struct rcp_rpc_req *r;
+	int chk;
+
+	if (st->error == RCP_EPEER || st->error == RCP_ECLOSED || st->error == RCP_ECANCELED) {
+		rbuf_put(rpc, b);
+		if (st->error != RCP_ECANCELED)
+			fail_peer(rpc, p, st->error);
+		return;
+	}
+	if (p->expect)
+		p->expect--;
+	if (st->len < HDR_LEN || st->error) {
+		rpc->st.bad_msgs++;
+		rbuf_put(rpc, b);
+		peer_repost(rpc, p);
+		return;
+	}
+	memcpy(&h, b->data, HDR_LEN);
+	chk = hdr_check(rpc, &h, st, K_RESP);
+	r = chk < 0 ? NULL : req_by_cookie(rpc, h.cookie);
+	if (!r || r->peer != p) {
+		if (chk >= 0)
+			rpc->st.stale_responses++;
+		rbuf_put(rpc, b);
+		peer_repost(rpc, p);
+		return;
+	}
+	rfp_cli_note_reply(rpc, p->rfp, r->call->id, h.aux);
+	if (chk == 1) {
+		rbuf_put(rpc, b);
+		done(r, RCP_ENOTSUP);
+	} else if (h.flags & F_OVF) {
+		/* The payload follows on TAG_OVF(cookie). */
+		rbuf_put(rpc, b);
+		if (h.status || h.aux > (uint64_t)SIZE_MAX / 2) {
+			done(r, h.status ? h.status : RCP_EPROTO);
+		} else {
+			rcp_req *rq;
+			unsigned char *buf = malloc(h.aux ? h.aux : 1);
+			if (!buf || rcp_irecv(rpc->ep, p->ch, TAG_OVF(h.cookie), buf, h.aux, &rq)) {
+				free(buf);
+				done(r, RCP_ENOMEM);
+			} else {
+				r->ovf_aux = aux_add(rpc, rq, AUX_RECV_REQ, buf, r);
+				if (!r->ovf_aux) {
+					/* cannot track it: let rcp fail it */
+					done(r, RCP_ENOMEM);
+				} else {
+					r->ovf_aux->gen = r->gen;
+					r->state = Q_OVF_WAIT;
+					p->expect++; /* keep the channel watched meanwhile */
+				}
+			}
+		}
+	} else {
+		r->resp = b;
+		rpci_finish_resp(r, h.status, b->data + HDR_LEN, h.len);
+	}
+	peer_repost(rpc, p);
+}
+
+void rpci_peer_repost(rcp_rpc *rpc, struct peer *p)
+{
+	peer_repost(rpc, p);
+}
+
+void rpci_done(struct rcp_rpc_req *r, int status)
+{
+	done(r, status);
+}
+
+/* ---- server ------------------------------------------------------------------------------ */
+
+static struct rcp_rpc_handle *handle_get(rcp_rpc *rpc)
+{
+	struct rcp_rpc_handle *h = rpc->freeh;
+	if (h) {
+		rpc->freeh = h->next;
+		h->rb = NULL;
+		h->ovf_in = NULL;
+		h->sreq = NULL;
+		h->responded = 0;
+		h->rfp_slot = 0;
+		return h;
+	}
+	h = calloc(1, sizeof *h);
+	if (h)
+		h->rpc = rpc;
+	return h;
+}
+
+static void handle_put(rcp_rpc *rpc, struct rcp_rpc_handle *h)
+{
+	if (h->rb) {
+		rbuf_put(rpc, h->rb);
+		h->rb = NULL;
+	}
+	free(h->ovf_in);
+	h->ovf_in = NULL;
+	h->next = rpc->freeh;
+	rpc->freeh = h;
+}
+
+/* Sends a header-only response with STATUS (unknown rpc, bad order...). */
+static void respond_status(rcp_rpc *rpc, rcp_chan *ch, const struct rpc_hdr *req, int status)
+{
+	struct rcp_rpc_handle *h = handle_get(rpc);
+	if (!h)
+		return;
+	h->ch = ch;
+	h->cookie = req->cookie;
+	h->call = NULL;
+	h->t0 = 0;
+	h->in = NULL;
+	h->inlen = 0;
+	rpc->st.handled++;
+	rcp_rpc_respond(h, NULL, status);
+}
+
+/* Runs the handler of H (input complete). */
+static void dispatch(rcp_rpc *rpc, struct rcp_rpc_handle *h)
+{
+	rpc->st.handled++;
+	rpc->events++;
+	h->call->handler(h, h->call->harg);
+}
+
+void rpci_dispatch(rcp_rpc *rpc, rcp_chan *ch, uint64_t id, uint64_t cookie, const void *in,
+                   size_t inlen, uint32_t rfp_cli, uint32_t rfp_slot)
+{
+	struct call *c = call_find(rpc, id);
+	struct rcp_rpc_handle *h;
+	if (!c || !c->handler) {
+		h = handle_get(rpc);
+		if (!h)
+			return;
+		h->call = NULL;
+		h->ch = ch;
+		h->cookie = cookie;
+		h->t0 = 0;
+		h->in = NULL;
+		h->inlen = 0;
+		h->rfp_cli = rfp_cli;
+		h->rfp_slot = rfp_slot;
+		rpc->st.handled++;
+		rcp_rpc_respond(h, NULL, RCP_ENOENT);
+		return;
+	}
+	h = handle_get(rpc);
+	if (!h)
+		return; /* the client times out */
+	h->call = c;
+	h->ch = ch;
+	h->cookie = cookie;
+	h->t0 = now_ns();
+	h->in = in;
+	h->inlen = inlen;
+	h->rfp_cli = rfp_cli;
+	h->rfp_slot = rfp_slot;
+	dispatch(rpc, h);
+}
+
+/* A request receive completed. */
+static void on_request(rcp_rpc *rpc, struct rbuf *b, const struct rcp_status *st)
+{
+	struct rpc_hdr hd;
+	struct call *c;
+	struct rcp_rpc_handle *h;
+	int chk;
+
+	if (st->error == RCP_ECANCELED || st->error == RCP_ECLOSED) {
+		rbuf_put(rpc, b);
+		return;
+	}
+	if (st->len < HDR_LEN || (st->error && st->error != RCP_ETRUNC)) {
+		rpc->st.bad_msgs++;
+		rbuf_put(rpc, b);
+		return;
+	}
+	memcpy(&hd, b->data, HDR_LEN);
+	chk = hdr_check(rpc, &hd, st, K_REQ);
+	if (chk < 0) {
+		rbuf_put(rpc, b);
+		return;
+	}
+	if (chk == 1) {
+		rbuf_put(rpc, b);
+		respond_status(rpc, st->chan, &hd, RCP_ENOTSUP);
+		return;
+	}
+	c = call_find(rpc, hd.id);
+	if (!c || !c->handler) {
+		rbuf_put(rpc, b);
+		if (hd.flags & F_OVF) {
+			/* Drain the overflow: the client's send must complete. */
+			struct rcp_rpc_handle *d = handle_get(rpc);
+			rcp_req *rq;
+			unsigned char *buf =
+			    hd.aux <= (1ull << 32) ? malloc(hd.aux ? hd.aux : 1) : NULL;
+			if (d && buf &&
+			    !rcp_irecv(rpc->ep, st->chan, TAG_OVF(hd.cookie), buf, hd.aux, &rq) &&
+			    aux_add(rpc, rq, AUX_ORPHAN, buf, NULL)) {
+				handle_put(rpc, d);
+				respond_status(rpc, st->chan, &hd, RCP_ENOENT);
+				return;
+			}
+			free(buf);
+			if (d)
+				handle_put(rpc, d);
+		}
+		respond_status(rpc, st->chan, &hd, RCP_ENOENT);
+		return;
+	}
+	h = handle_get(rpc);
+	if (!h) {
+		rbuf_put(rpc, b);
+		return;
+	}
+	h->call = c;
+	h->ch = st->chan;
+	h->cookie = hd.cookie;
+	h->t0 = now_ns();
+	if (hd.flags & F_OVF) {
+		rcp_req *rq;
+		rbuf_put(rpc, b);
+		if (hd.aux > ((uint64_t)1 << 32) || !(h->ovf_in = malloc(hd.aux ? hd.aux : 1)) ||
+		    rcp_irecv(rpc->ep, st->chan, TAG_OVF(hd.cookie), h->ovf_in, hd.aux, &rq) ||
+		    !aux_add(rpc, rq, AUX_RECV_HANDLE, h->ovf_in, h)) {
+			rpc->st.bad_msgs++;
+			rcp_rpc_respond(h, NULL, RCP_ENOMEM);
+			return;
+		}
+		h->in = h->ovf_in;
+		h->inlen = hd.aux;
+		rpc->st.overflow_in++;
+		return; /* dispatched when the overflow is in */
+	}
+	h->rb = b;
+	h->in = b->data + HDR_LEN;
+	h->inlen = hd.len;
+	dispatch(rpc, h);
+}
+
+int rcp_rpc_get_input(rcp_rpc_handle *h, void *in)
+{
+	int rc;
+	if (!h || !h->call || h->responded)
+		return RCP_EINVAL;
+	if (!h->call->in_proc)
+		return h->inlen ? RCP_EPROTO : 0;
+	if (!in)
+		return RCP_EINVAL;
+	rc = rpci_proc_decode(h->call->in_proc, in, h->in, h->inlen, h->rpc->bulk);
+	if (rc)
+		h->rpc->st.bad_msgs++;
+	return rc;
+}
+
+uint64_t rcp_rpc_handle_id(const rcp_rpc_handle *h)
+{
+	return h && h->call ? h->call->id : 0;
+}
+
+rcp_chan *rcp_rpc_handle_chan(const rcp_rpc_handle *h)
+{
+	return h ? h->ch : NULL;
+}
+
+int rcp_rpc_respond(rcp_rpc_handle *h, const void *out, int status)
+{
+	rcp_rpc *rpc;
+	struct rpc_hdr hd;
+	size_t used = 0, len;
+	int rc = 0;
+	unsigned char *ovf = NULL;
+
+	if (!h || h->responded || status > 0)
+		return RCP_EINVAL;
+	rpc = h->rpc;
+	h->responded = 1;
+	hd.order = RPC_ORDER;
+	hd.kind = K_RESP;
+	hd.version = RPC_VERSION;
+	hd.flags = 0;
+	hd.id = h->call ? h->call->id : 0;
+	hd.cookie = h->cookie;
+	hd.aux = h->t0 ? now_ns() - h->t0 : 0;
+	if (!status && h->call && h->call->out_proc) {
+		if (grow_buf(&h->sbuf, &h->scap, HDR_LEN + 64))
+			goto nomem;
+		rc = rcp_proc_encode(h->call->out_proc, out, h->sbuf + HDR_LEN,
+		                     (h->scap < rpc->msg_max ? h->scap : rpc->msg_max) - HDR_LEN,
+		                     &used);
+		if (rc == RCP_ERANGE) {
+			size_t need = rcp_proc_size(h->call->out_proc, out, &rc);
+			if (!rc && HDR_LEN + need <= rpc->msg_max) {
+				if (grow_buf(&h->sbuf, &h->scap, HDR_LEN + need))
+					goto nomem;
+				rc = rcp_proc_encode(h->call->out_proc, out, h->sbuf + HDR_LEN,
+				                     h->scap - HDR_LEN, &used);
+			} else if (!rc) {
+				ovf = malloc(need ? need : 1);
+				if (!ovf)
+					goto nomem;
+				rc = rcp_proc_encode(h->call->out_proc, out, ovf, need, &used);
+			}
+		}
+		if (rc) {
+			status = RCP_EPROTO;
+			used = 0;
+			free(ovf);
+			ovf = NULL;
+		}
+	} else if (grow_buf(&h->sbuf, &h->scap, HDR_LEN)) {
+		goto nomem;
+	}
+	hd.status = status;
+	hd.len = ovf ? 0 : (uint32_t)used;
+	if (ovf) {
+		hd.flags = F_OVF;
+		hd.aux = used;
+	}
+	len = HDR_LEN + hd.len;
+	memcpy(h->sbuf, &hd, HDR_LEN);
+	if (h->rfp_slot && !ovf) {
+		hd.aux = h->t0 ? now_ns() - h->t0 : 0;
+		if (rfp_srv_respond(rpc->rfps, h->rfp_cli, h->rfp_slot - 1, &hd, h->sbuf + HDR_LEN,
+		                    hd.len)) {
+			rpc->st.responded++;
+			handle_put(rpc, h);
+			return 0;
+		}
+		memcpy(h->sbuf, &hd, HDR_LEN);
+	}
+	if (h->rb) {
+		/* The input is no longer needed: give the buffer back now. */
+		rbuf_put(rpc, h->rb);
+		h->rb = NULL;
+	}
+	rc = rcp_isend(h->ch, TAG_RESP, h->sbuf, len, &h->sreq);
+	if (h->rfp_slot)
+		rfp_srv_replied(rpc->rfps, h->rfp_cli, h->rfp_slot - 1);
+	if (!rc && ovf) {
+		rcp_req *rq;
+		if (rcp_isend(h->ch, TAG_OVF(h->cookie), ovf, used, &rq) ||
+		    !aux_add(rpc, rq, AUX_SEND_FREE, ovf, NULL)) {
+			free(ovf); /* only reached if isend failed: the channel failed */
+			rc = RCP_EPEER;
+		}
+		rpc->st.overflow_out++;
+	} else {
+		free(ovf);
+	}
+	if (!h->sreq) {
+		handle_put(rpc, h);
+		return rc;
+	}
+	rpc->st.responded++;
+	if (!rcp_test_noprogress(h->sreq, NULL)) {
+		/* Completed at once (inline). */
+		h->sreq = NULL;
+		rpc->inline_sends++;
+		handle_put(rpc, h);
+		return rc;
+	}
+	h->next = rpc->sending;
+	rpc->sending = h;
+	return rc;
+nomem:
+	handle_put(rpc, h);
+	return RCP_ENOMEM;
+}
+
+/* ---- client ------------------------------------------------------------------------------- */
+
+static struct rcp_rpc_req *req_get(rcp_rpc *rpc)
+{
+	struct rcp_rpc_req *r = rpc->freereqs;
+	if (r) {
+		rpc->freereqs = r->dnext;
+		return r;
+	}
+	if (rpc->nreqs > COOKIE_IDX)
+		return NULL;
+	if (rpc->nreqs == rpc->reqcap) {
+		uint32_t cap = rpc->reqcap ? rpc->reqcap * 2 : 64;
+		struct rcp_rpc_req **n = realloc(rpc->reqs, cap * sizeof *n);
+		if (!n)
+			return NULL;
+		rpc->reqs = n;
+		rpc->reqcap = cap;
+	}
+	r = calloc(1, sizeof *r);
+	if (!r)
+		return NULL;
+	r->rpc = rpc;
+	r->idx = rpc->nreqs;
+	rpc->reqs[rpc->nreqs++] = r;
+	return r;
+}
+
+int rcp_rpc_forward(rcp_rpc *rpc, rcp_chan *ch, uint64_t id, const void *in, void *out,
+                    int64_t timeout_ns, rcp_rpc_cb cb, void *arg, rcp_rpc_req **req)
+{
+	struct call *c;
+	struct peer *p;
+	struct rcp_rpc_req *r;
+	struct rpc_hdr hd;
+	size_t used = 0;
+	unsigned char *ovf = NULL;
+	int rc;
+
+	if (!rpc || !ch || (!cb && !req))
+		return RCP_EINVAL;
+	if (req)
+		*req = NULL;
+	c = call_find(rpc, id);
+	if (!c)
+		return RCP_ENOENT;
+	p = peer_get(rpc, ch);
+	if (!p)
+		return RCP_ENOMEM;
+	if (p->failed)
+		return p->failed;
+	r = req_get(rpc);
+	if (!r)
+		return RCP_ENOMEM;
+	r->call = c;
+	r->out = out;
+	r->cb = cb;
+	r->arg = arg;
+	r->peer = p;
+	r->status = 0;
+	r->sreq = NULL;
+	r->rfp_slot = 0;
+	hd.order = RPC_ORDER;
+	hd.kind = K_REQ;
+	hd.version = RPC_VERSION;
+	hd.flags = 0;
+	hd.status = 0;
+	hd.id = id;
+	hd.cookie = ((uint64_t)(r->gen & COOKIE_GEN) << 24) | r->idx;
+	hd.aux = 0;
+	if (c->in_proc) {
+		if (r->scap < HDR_LEN + 64 && grow_buf(&r->sbuf, &r->scap, HDR_LEN + 64)) {
+			rc = RCP_ENOMEM;
+			goto fail;
+		}
+		rc = rcp_proc_encode(c->in_proc, in, r->sbuf + HDR_LEN,
+		                     (r->scap < rpc->msg_max ? r->scap : rpc->msg_max) - HDR_LEN,
+		                     &used);
+		if (rc == RCP_ERANGE) {
+			size_t need = rcp_proc_size(c->in_proc, in, &rc);
+			if (rc)
+				;
+			else if (HDR_LEN + need <= rpc->msg_max) {
+				rc = grow_buf(&r->sbuf, &r->scap, HDR_LEN + need);
+				if (!rc)
+					rc = rcp_proc_encode(c->in_proc, in, r->sbuf + HDR_LEN,
+					                     r->scap - HDR_LEN, &used);
+			} else if (!(ovf = malloc(need ? need : 1))) {
+				rc = RCP_ENOMEM;
+			} else {
+				rc = rcp_proc_encode(c->in_proc, in, ovf, need, &used);
+			}
+		}
+		if (rc) {
+			rc = rc == RCP_ENOMEM ? rc : RCP_EPROTO;
+			goto fail;
+		}
+	} else if (r->scap < HDR_LEN && grow_buf(&r->sbuf, &r->scap, HDR_LEN)) {
+		rc = RCP_ENOMEM;
+		goto fail;
+	}
+	if (ovf) {
+		hd.flags = F_OVF;
+		hd.aux = used;
+		hd.len = 0;
+	} else {
+		hd.len = (uint32_t)used;
+	}
+	memcpy(r->sbuf, &hd, HDR_LEN);
+	if (timeout_ns == 0)
+		timeout_ns = rpc->def_timeout;
+	r->deadline = 0;
+	/* Remote fetch: the request goes into the server's segment. */
+	if (!ovf && rfp_cli_submit(rpc, p, r, c->id, r->sbuf, HDR_LEN + hd.len, &r->rfp_slot)) {
+		rc = 0;
+	} else {
+		/* The response receive first (pre-posted), then the request. */
+		p->expect++;
+		peer_repost(rpc, p);
+		rc = rcp_isend(ch, TAG_REQ, r->sbuf, HDR_LEN + hd.len, &r->sreq);
+		if (rc) {
+			p->expect--;
+			goto fail;
+		}
+		if (!rcp_test_noprogress(r->sreq, NULL)) {
+			r->sreq = NULL;
+			rpc->inline_sends++;
+		}
+		if (ovf) {
+			rcp_req *rq;
+			rc = rcp_isend(ch, TAG_OVF(hd.cookie), ovf, used, &rq);
+			if (rc || !aux_add(rpc, rq, AUX_SEND_FREE, ovf, NULL)) {
+				/* the header is out; the server times the overflow
+				 * out with the channel; fail the call here */
+				if (rc)
+					free(ovf);
+				ovf = NULL;
+				r->state = Q_PENDING;
+				r->pnext = p->live;
+				r->pprev = NULL;
+				if (p->live)
+					p->live->pprev = r;
+				p->live = r;
+				done(r, rc ? rc : RCP_ENOMEM);
+				rpc->st.forwarded++;
+				if (req)
+					*req = r;
+				return 0;
+			}
+			rpc->st.overflow_in++;
+		}
+	}
+	r->state = Q_PENDING;
+	r->pnext = p->live;
+	r->pprev = NULL;
+	if (p->live)
+		p->live->pprev = r;
+	p->live = r;
+	if (timeout_ns > 0) {
+		r->deadline = now_ns() + (uint64_t)timeout_ns;
+		rpc->ntimed++;
+		if (r->deadline < rpc->next_deadline)
+			rpc->next_deadline = r->deadline;
+	}
+	rpc->st.forwarded++;
+	if (req)
+		*req = r;
+	return 0;
+fail:
+	free(ovf);
+	r->state = Q_DONE;
+	req_release(r);
+	return rc;
+}
+
+int rcp_rpc_cancel(rcp_rpc_req *req)
+{
+	if (!req || req->state == Q_FREE)
+		return RCP_EINVAL;
+	rfp_cli_abandon(req->rpc, req->peer, req->rfp_slot);
+	req->rfp_slot = 0;
+	done(req, RCP_ECANCELED);
+	return 0;
+}
+
+int rcp_rpc_req_free(rcp_rpc_req *req)
+{
+	if (!req || req->cb || req->state == Q_FREE)
+		return RCP_EINVAL;
+	if (req->state != Q_DONE)
+		return RCP_EBUSY;
+	req_release(req);
+	return 0;
+}
+
+/* ---- progress ------------------------------------------------------------------------------ */
+
+static void fire_timeouts(rcp_rpc *rpc, uint64_t now)
+{
+	uint64_t next = UINT64_MAX;
+	for (uint32_t i = 0; i < rpc->nreqs && rpc->ntimed; i++) {
+		struct rcp_rpc_req *r = rpc->reqs[i];
+		if (!r->deadline)
+			continue;
+		if (r->deadline <= now) {
+			rfp_cli_abandon(rpc, r->peer, r->rfp_slot);
+			r->rfp_slot = 0;
+			done(r, RCP_ETIMEDOUT);
+		} else if (r->deadline < next) {
+			next = r->deadline;
+		}
+	}
+	rpc->next_deadline = next;
+}
+
+/* Pops completed receives off ring heads (FULL: every entry). */
+static int scan_ring_srv(rcp_rpc *rpc, int full)
+{
+	int n = 0;
+	struct rcp_status st;
+	for (uint32_t i = 0; i < rpc->srv.tail - rpc->srv.head;) {
+		struct rbuf *b = ring_at(&rpc->srv, i);
+		if (rcp_test_noprogress(b->rq, &st) == RCP_EAGAIN) {
+			if (!full)
+				break;
+			i++;
+			continue;
+		}
+		ring_del(&rpc->srv, i);
+		n++;
+		on_request(rpc, b, &st);
+	}
+	if (n)
+		for (int k = 0; k < n && rpc->serving; k++)
+			srv_post(rpc);
+	return n;
+}
+
+static int scan_peer(rcp_rpc *rpc, struct peer *p, int full)
+{
+	int n = 0;
+	struct rcp_status st;
+	for (uint32_t i = 0; i < p->posted.tail - p->posted.head;) {
+		struct rbuf *b = ring_at(&p->posted, i);
+		if (rcp_test_noprogress(b->rq, &st) == RCP_EAGAIN) {
+			if (!full)
+				break;
+			i++;
+			continue;
+		}
+		ring_del(&p->posted, i);
+		n++;
+		on_response(rpc, p, b, &st);
+	}
+	return n;
+}
+
+static int scan_aux(rcp_rpc *rpc)
+{
+	int n = 0;
+	struct aux **pp = &rpc->aux;
+	struct rcp_status st;
+	while (*pp) {
+		struct aux *a = *pp;
+		int rc = rcp_test_noprogress(a->rq, &st);
+		if (rc == RCP_EAGAIN) {
+			pp = &a->next;
+			continue;
+		}
+		*pp = a->next;
+		n++;
+		switch (a->kind) {
+		case AUX_RECV_REQ: {
+			struct rcp_rpc_req *r = a->owner;
+			r->ovf_aux = NULL;
+			if (r->peer->expect)
+				r->peer->expect--;
+			if (st.error)
+				done(r, st.error == RCP_ETRUNC ? RCP_EPROTO : st.error);
+			else {
+				r->ovf_resp = a->buf;
+				a->buf = NULL;
+				rpci_finish_resp(r, 0, r->ovf_resp, st.len);
+			}
+			free(a->buf);
+			break;
+		}
+		case AUX_RECV_HANDLE: {
+			struct rcp_rpc_handle *h = a->owner;
+			if (st.error || st.len != h->inlen)
+				rcp_rpc_respond(h, NULL, RCP_EPROTO);
+			else
+				dispatch(rpc, h);
+			break;
+		}
+		default: free(a->buf); break;
+		}
+		a->next = rpc->freeaux;
+		rpc->freeaux = a;
+	}
+	return n;
+}
+
+static int scan_sending(rcp_rpc *rpc)
+{
+	int n = 0;
+	struct rcp_rpc_handle **pp = &rpc->sending;
+	while (*pp) {
+		struct rcp_rpc_handle *h = *pp;
+		if (rcp_test_noprogress(h->sreq, NULL) == RCP_EAGAIN) {
+			pp = &h->next;
+			continue;
+		}
+		*pp = h->next;
+		h->sreq = NULL;
+		handle_put(rpc, h);
+		n++;
+	}
+	return n;
+}
+
+static int scan_client_sends(rcp_rpc *rpc)
+{
+	int n = 0;
+	for (uint32_t i = 0; i < rpc->nreqs; i++) {
+		struct rcp_rpc_req *r = rpc->reqs[i];
+		if (r->sreq && rcp_test_noprogress(r->sreq, NULL) != RCP_EAGAIN) {
+			r->sreq = NULL;
+			n++;
+		}
+	}
+	return n;
+}
+
+/* Finds completed rcp requests; FULL scans everything. */
+static int scan(rcp_rpc *rpc, int full)
+{
+	int n = 0;
+	if (rpc->serving)
+		n += scan_ring_srv(rpc, full);
+	for (uint32_t i = 0; i < rpc->peercap; i++)
+		if (rpc->peers[i] && rpc->peers[i]->posted.tail != rpc->peers[i]->posted.head)
+			n += scan_peer(rpc, rpc->peers[i], full);
+	if (rpc->sending)
+		n += scan_sending(rpc);
+	if (full || rpc->aux) {
+		if (rpc->aux)
+			n += scan_aux(rpc);
+		if (full)
+			n += scan_client_sends(rpc);
+	}
+	return n;
+}
+
+static int progress(rcp_rpc *rpc)
+{
+	int n, found;
+	uint64_t ev0 = rpc->events;
+
+	if (rpc->bulk) {
+		/* bulk progresses the endpoint and keeps rcp's completion count:
+		 * look at the ring heads every round instead. */
+		n = rcp_bulk_progress(rpc->bulk);
+		if (n < 0)
+			return n;
+		rpc->events += (uint64_t)n; /* bulk callbacks ran: callers look */
+		n = scan(rpc, 0);
+		if (++rpc->rounds % SCAN_EVERY == 0)
+			scan(rpc, 1);
+		goto rest;
+	}
+	n = rcp_progress(rpc->ep);
+	if (n < 0)
+		return n;
+	if (n > 0 || ++rpc->rounds % SCAN_EVERY == 0) {
+		found = scan(rpc, 0);
+		if (found < n) {
+			unsigned miss = (unsigned)(n - found);
+			unsigned absorb = miss < rpc->inline_sends ? miss : rpc->inline_sends;
+			rpc->inline_sends -= absorb;
+			if (miss > absorb || rpc->rounds % SCAN_EVERY == 0)
+				scan(rpc, 1);
+		} else if (rpc->rounds % SCAN_EVERY == 0) {
+			scan(rpc, 1);
+		}
+	}
+rest:
+	rfp_poll(rpc);
+	if (rpc->ntimed) {
+		uint64_t now = now_ns();
+		if (now >= rpc->next_deadline)
+			fire_timeouts(rpc, now);
+	}
+	if (rpc->doneq)
+		run_callbacks(rpc);
+	return (int)(rpc->events - ev0);
+}
+
+int rcp_rpc_progress(rcp_rpc *rpc)
+{
+	if (!rpc)
+		return RCP_EINVAL;
+	return progress(rpc);
+}
+
+int64_t rcp_rpc_timeout_ns(const rcp_rpc *rpc)
+{
+	int64_t t;
+	if (!rpc)
+		return RCP_EINVAL;
+	if (rpc->doneq || rfp_busy(rpc))
+		return 0;
+	t = rcp_ep_timeout_ns(rpc->ep);
+	if (rpc->ntimed) {
+		uint64_t now = now_ns();
+		int64_t d = rpc->next_deadline > now ? (int64_t)(rpc->next_deadline - now) : 0;
+		if (t < 0 || d < t)
+			t = d;
+	}
+	/* Nothing missed before a sleep: a full scan is cheap next to one. */
+	return t;
+}
+
+/* Progresses until DONE(arg) or an event (DONE NULL), or TIMEOUT_NS. */
+static int run(rcp_rpc *rpc, int (*fin)(void *), void *arg, int64_t timeout_ns)
+{
+	uint64_t start = 0, until = UINT64_MAX, spin_end = 0, last_ev = 0;
+	int total = 0;
+
+	for (unsigned i = 0;; i++) {
+		int n;
+		uint64_t now;
+		if (fin && fin(arg))
+			return total;
+		n = progress(rpc);
+		if (n < 0)
+			return n;
+		total += n;
+		if (!fin && total > 0)
+			return total;
+		if (fin && fin(arg))
+			return total;
+		if (start && n == 0 && (i & 15) != 15 && !(rpc->flags & RCP_RPC_SLEEP))
+			continue;
+		now = now_ns();
+		if (!start) {
+			start = last_ev = now;
+			if (timeout_ns >= 0)
+				until = start + (uint64_t)timeout_ns;
+			spin_end =
+			    (rpc->flags & RCP_RPC_SLEEP) ? start : start + (uint64_t)rpc->spin_ns;
+		}
+		if (n)
+			last_ev = now;
+		if (now >= until)
+			return total ? total : RCP_ETIMEDOUT;
+		if ((rpc->flags & RCP_RPC_SPIN) || now < spin_end || rfp_busy(rpc) ||
+		    (!(rpc->flags & RCP_RPC_SLEEP) && now < last_ev + (uint64_t)rpc->spin_ns)) {
+			rcpi_cpu_relax();
+			continue;
+		}
+		/* About to sleep: make sure no completion went unnoticed. */
+		if (scan(rpc, 1) || rpc->doneq)
+			continue;
+		{
+			int64_t t = rcp_rpc_timeout_ns(rpc);
+			struct pollfd pfd;
+			struct timespec ts;
+			int rc = rpc->bulk ? rcp_bulk_arm(rpc->bulk) : rcp_ep_arm(rpc->ep);
+			if (rc == RCP_EAGAIN)
+				continue;
+			if (rc)
+				return rc;
+			t = rcp_rpc_timeout_ns(rpc);
+			if (until != UINT64_MAX && (t < 0 || (uint64_t)t > until - now))
+				t = (int64_t)(until - now);
+			pfd.fd = rcp_ep_fd(rpc->ep);
+			pfd.events = POLLIN;
+			if (t >= 0) {
+				ts.tv_sec = (time_t)(t / 1000000000);
+				ts.tv_nsec = (long)(t % 1000000000);
+			}
+			rc = ppoll(&pfd, 1, t >= 0 ? &ts : NULL, NULL);
+			if (rc < 0 && errno != EINTR)
+				return RCP_ESYS;
+		}
+	}
+}
+
+int rcp_rpc_loop(rcp_rpc *rpc, int64_t timeout_ns)
+{
+	if (!rpc)
+		return RCP_EINVAL;
+	return run(rpc, NULL, NULL, timeout_ns);
+}
+
+static int req_finished(void *arg)
+{
+	return ((struct rcp_rpc_req *)arg)->state == Q_DONE;
+}
+
+int rcp_rpc_test(rcp_rpc_req *req)
+{
+	int rc;
+	if (!req || req->cb || req->state == Q_FREE)
+		return RCP_EINVAL;
+	if (req->state != Q_DONE) {
+		rc = progress(req->rpc);
+		if (rc < 0)
+			return rc;
+	}
+	return req->state == Q_DONE ? req->status : RCP_EAGAIN;
+}
+
+int rcp_rpc_wait(rcp_rpc_req *req, int64_t timeout_ns)
+{
+	int rc;
+	if (!req || req->cb || req->state == Q_FREE)
+		return RCP_EINVAL;
+	rc = run(req->rpc, req_finished, req, timeout_ns);
+	if (req->state == Q_DONE)
+		return req->status;
+	return rc < 0 && rc != RCP_ETIMEDOUT ? rc : RCP_EAGAIN;
+}
+
+/* ---- destroy --------------------------------------------------------------------------------- */
+
+/* Cancels an rcp receive and frees its buffer, or leaks it if rcp will not
+ * let go (a READY promise): never freed while rcp may write into it. */
+static void drop_recv(rcp_rpc *rpc, rcp_req *rq, void *buf, struct rbuf *b)
+{
+	uint64_t until = now_ns() + 100000000ull;
+	if (rcp_test_noprogress(rq, NULL) == RCP_EAGAIN && rcp_cancel(rq) == RCP_EBUSY) {
+		while (rcp_test_noprogress(rq, NULL) == RCP_EAGAIN && now_ns() < until)
+			rcp_progress(rpc->ep);
+		if (rcp_test_noprogress(rq, NULL) == RCP_EAGAIN) {
+			rcpi_warn("rpc: a receive rcp would not release is leaked at destroy");
+			return;
+		}
+	} else {
+		rcp_test_noprogress(rq, NULL);
+	}
+	if (b) {
+		free(b->data);
+		free(b);
+	} else {
+		free(buf);
+	}
+}
+
+void rcp_rpc_destroy(rcp_rpc *rpc)
+{
+	if (!rpc)
+		return;
+	rfp_fini(rpc);
+	for (uint32_t i = 0; i < rpc->peercap; i++)
+		if (rpc->peers[i])
+			fail_peer(rpc, rpc->peers[i], RCP_ECLOSED);
+	for (uint32_t i = 0; i < rpc->nreqs; i++)
+		if (rpc->reqs[i]->state == Q_PENDING || rpc->reqs[i]->state == Q_OVF_WAIT)
+			done(rpc->reqs[i], RCP_ECLOSED);
+	run_callbacks(rpc);
+	/* Let responses already handed to rcp go out (rcp_ep_close lingers
+	 * for their acks); wait for the sends we still own. */
+	{
+		uint64_t until = now_ns() + 100000000ull;
+		while ((rpc->sending || rpc->aux) && now_ns() < until) {
+			rcp_progress(rpc->ep);
+			scan_sending(rpc);
+			for (struct aux *a = rpc->aux; a; a = a->next)
+				if (a->kind != AUX_SEND_FREE)
+					rcp_cancel(a->rq);
+			scan_aux(rpc);
+		}
+	}
+	while (rpc->srv.tail != rpc->srv.head) {
+		struct rbuf *b = ring_at(&rpc->srv, 0);
+		rpc->srv.head++;
+		drop_recv(rpc, b->rq, NULL, b);
+	}
+	free(rpc->srv.b);
+	for (uint32_t i = 0; i < rpc->peercap; i++) {
+		struct peer *p = rpc->peers[i];
+		if (!p)
+			continue;
+		while (p->posted.tail != p->posted.head) {
+			struct rbuf *b = ring_at(&p->posted, 0);
+			p->posted.head++;
+			drop_recv(rpc, b->rq, NULL, b);
+		}
+		free(p->posted.b);
+		rfp_peer_free(p);
+		free(p);
+	}
+	free(rpc->peers);
+	for (uint32_t i = 0; i < rpc->nreqs; i++) {
+		struct rcp_rpc_req *r = rpc->reqs[i];
+		if (r->sreq && rcp_test_noprogress(r->sreq, NULL) == RCP_EAGAIN)
+			continue; /* rcp still reads sbuf: leak it rather than free early */
+		if (r->resp) {
+			free(r->resp->data);
+			free(r->resp);
+		}
+		free(r->ovf_resp);
+		free(r->sbuf);
+		free(r);
+	}
+	free(rpc->reqs);
+	while (rpc->freeh) {
+		struct rcp_rpc_handle *h = rpc->freeh;
+		rpc->freeh = h->next;
+		free(h->sbuf);
+		free(h);
+	}
+	while (rpc->freerb) {
+		struct rbuf *b = rpc->freerb;
+		rpc->freerb = b->next;
+		free(b->data);
+		free(b);
+	}
+	for (struct aux *a = rpc->aux, *n; a; a = n) {
+		n = a->next;
+		if (rcp_test_noprogress(a->rq, NULL) != RCP_EAGAIN)
+			free(a->buf);
+		free(a);
+	}
+	while (rpc->freeaux) {
+		struct aux *a = rpc->freeaux;
+		rpc->freeaux = a->next;
+		free(a);
+	}
+	for (uint32_t i = 0; i < rpc->callcap; i++)
+		free(rpc->calls[i].name);
+	free(rpc->calls);
+	free(rpc);
+}

@@ -1,0 +1,203 @@
+/*
+ * rpc/rpc_int.h — what rpc/rpc.c (the call engine) and rpc/rfp.c (remote
+ * fetch) share.  Not installed.
+ */
+#ifndef RCP_RPC_INT_H
+#define RCP_RPC_INT_H
+
+#include <stdint.h>
+
+#include <rcp/rpc.h>
+
+#include "common/rcp_common.h"
+#include "common/rcp_tags.h"
+
+struct rfp_srv;
+struct rfp_cli;
+
+/* Message header, in the sender's byte order (ORDER tells which). */
+#define RPC_ORDER   0x01020304u
+#define RPC_VERSION 1
+enum { K_REQ = 1, K_RESP = 2 };
+enum {
+	F_OVF = 1u << 0, /* payload follows in a second message (aux = bytes) */
+};
+
+struct rpc_hdr {
+	uint32_t order;
+	uint8_t kind, version;
+	uint16_t flags;
+	int32_t status;  /* RESP: 0 or the call's error */
+	uint32_t len;    /* payload bytes in this message */
+	uint64_t id;     /* rpc id */
+	uint64_t cookie; /* client's request id, echoed */
+	uint64_t aux;    /* F_OVF: payload bytes; RESP: server processing ns */
+};
+#define HDR_LEN ((uint32_t)sizeof(struct rpc_hdr))
+
+/* Tags: the reserved space of common/rcp_tags.h, layer rpc (0x02); the
+ * low 48 bits are kind << 44 | cookie (44 bits). */
+#define TAG_KIND(k) RCPI_TAG(RCPI_TAG_LAYER_RPC, (uint64_t)(k) << 44)
+#define TAG_REQ     TAG_KIND(1)
+#define TAG_RESP    TAG_KIND(2)
+#define TAG_OVF(c)  (TAG_KIND(3) | ((c)&0xfffffffffffull))
+#define COOKIE_IDX  0xffffffu /* cookie = (gen & COOKIE_GEN) << 24 | index */
+#define COOKIE_GEN  0xfffffu
+
+struct call {
+	uint64_t id;
+	char *name;
+	rcp_proc_fn in_proc, out_proc;
+	rcp_rpc_handler handler;
+	void *harg;
+};
+
+enum { Q_FREE, Q_PENDING, Q_OVF_WAIT, Q_DONE };
+
+/* A receive buffer posted to rcp. */
+struct rbuf {
+	unsigned char *data;
+	rcp_req *rq;
+	struct rbuf *next; /* free list */
+};
+
+/* A ring of receives with the same (channel, tag). */
+struct ring {
+	struct rbuf **b;
+	uint32_t head, tail, cap; /* posted: [head, tail) */
+};
+
+/* Secondary rcp requests: overflow sends and receives. */
+enum { AUX_SEND_FREE, AUX_RECV_REQ, AUX_RECV_HANDLE, AUX_ORPHAN };
+struct aux {
+	rcp_req *rq;
+	int kind;
+	void *buf;
+	void *owner;
+	uint64_t gen;
+	struct aux *next;
+};
+
+struct peer {
+	rcp_chan *ch;
+	struct ring posted;       /* response receives */
+	uint32_t expect;          /* responses that may still come */
+	struct rcp_rpc_req *live; /* pending requests (list) */
+	int failed;
+	struct rfp_cli *rfp; /* remote fetch, if attached */
+	int rfp_state;       /* 0 unknown, 1 attaching, 2 attached, -1 none */
+	uint32_t watch;      /* receives kept posted beyond expect (RFP: liveness) */
+};
+
+struct rcp_rpc_req {
+	rcp_rpc *rpc;
+	uint32_t idx, gen;
+	int state, status;
+	struct call *call;
+	void *out;
+	rcp_rpc_cb cb;
+	void *arg;
+	struct peer *peer;
+	uint64_t deadline;
+	rcp_req *sreq; /* request send not yet complete */
+	unsigned char *sbuf;
+	size_t scap;
+	struct rbuf *resp;       /* response held while OUT is in use */
+	unsigned char *ovf_resp; /* overflowed response payload */
+	struct aux *ovf_aux;
+	uint32_t rfp_slot;                 /* RFP slot + 1, 0: reply mode */
+	struct rcp_rpc_req *pnext, *pprev; /* peer's live list */
+	struct rcp_rpc_req *dnext;         /* done queue / free list */
+};
+
+struct rcp_rpc_handle {
+	rcp_rpc *rpc;
+	struct call *call;
+	rcp_chan *ch;
+	uint64_t cookie, t0;
+	struct rbuf *rb;         /* request (or NULL: RFP / overflow) */
+	const unsigned char *in; /* encoded input */
+	size_t inlen;
+	unsigned char *ovf_in; /* overflowed input */
+	unsigned char *sbuf;
+	size_t scap;
+	rcp_req *sreq;
+	int responded;
+	uint32_t rfp_cli, rfp_slot; /* RFP slot + 1, 0: message */
+	struct rcp_rpc_handle *next;
+};
+
+struct rcp_rpc {
+	rcp_ep *ep;
+	rcp_bulk_ctx *bulk;
+	unsigned flags;
+	int64_t spin_ns, def_timeout;
+	size_t msg_max;
+	int nrecvs;
+	/* calls: open addressing on id */
+	struct call *calls;
+	uint32_t ncalls, callcap;
+	/* peers: open addressing on channel pointer */
+	struct peer **peers;
+	uint32_t npeers, peercap;
+	/* client requests, by index */
+	struct rcp_rpc_req **reqs;
+	uint32_t nreqs, reqcap;
+	struct rcp_rpc_req *freereqs, *doneq, **donetail;
+	uint32_t ntimed;
+	uint64_t next_deadline;
+	/* server */
+	int serving;
+	struct ring srv;
+	struct rcp_rpc_handle *freeh, *sending; /* handles whose response is in flight */
+	struct rbuf *freerb;
+	struct aux *aux, *freeaux;
+	unsigned rounds, inline_sends;
+	uint64_t events; /* handlers run + requests completed */
+	struct rcp_rpc_stats st;
+	struct rfp_srv *rfps;
+	uint64_t rfp_attach_id;
+};
+
+/* rcp_proc_decode with a bulk context for bulk handles. */
+int rpci_proc_decode(rcp_proc_fn fn, void *data, const void *buf, size_t len, rcp_bulk_ctx *bulk);
+
+/* Runs the handler for a call that arrived through remote fetch (or any
+ * other path than a request message). */
+void rpci_dispatch(rcp_rpc *rpc, rcp_chan *ch, uint64_t id, uint64_t cookie, const void *in,
+                   size_t inlen, uint32_t rfp_cli, uint32_t rfp_slot);
+/* Completes a client request (exactly once) / decodes its response. */
+void rpci_finish_resp(struct rcp_rpc_req *r, int status, const unsigned char *pl, size_t len);
+
+struct rbuf *rpci_rbuf_get(rcp_rpc *rpc);
+void rpci_rbuf_put(rcp_rpc *rpc, struct rbuf *b);
+void rpci_peer_repost(rcp_rpc *rpc, struct peer *p);
+void rpci_done(struct rcp_rpc_req *r, int status);
+
+/* ---- remote fetch hooks (rpc/rfp.c) ---- */
+int rfp_init(rcp_rpc *rpc);
+void rfp_fini(rcp_rpc *rpc);
+/* Server: offer remote fetch to clients. */
+void rfp_serve(rcp_rpc *rpc);
+/* Polls slots (server) and results (client); returns events. */
+int rfp_poll(rcp_rpc *rpc);
+/* Nonzero while remote fetch needs polling (never sleep then). */
+int rfp_busy(const rcp_rpc *rpc);
+/* Client: places request MSG (LEN bytes, header included) in the server's
+ * segment if this (server, id) is in fetch mode; returns 1 (and *SLOT =
+ * slot + 1) or 0 (use a message). */
+int rfp_cli_submit(rcp_rpc *rpc, struct peer *p, struct rcp_rpc_req *r, uint64_t id,
+                   const void *msg, size_t len, uint32_t *slot);
+/* The request in SLOT (+1; 0 none) completed otherwise: stop fetching. */
+void rfp_cli_abandon(rcp_rpc *rpc, struct peer *p, uint32_t slot);
+/* A reply message reported the server's processing time for ID. */
+void rfp_cli_note_reply(rcp_rpc *rpc, struct rfp_cli *c, uint64_t id, uint64_t proc_ns);
+/* Server: writes a response into the slot; 1 done, 0 send a message. */
+/* Server: the result of SLOT went as a message (slot -> REPLIED). */
+void rfp_srv_replied(struct rfp_srv *s, uint32_t cli, uint32_t slot);
+/* Frees a peer's remote-fetch state (mapping). */
+void rfp_peer_free(struct peer *p);
+int rfp_srv_respond(struct rfp_srv *s, uint32_t cli, uint32_t slot, const struct rpc_hdr *h,
+                    const void *payload, uint32_t len);
+
+#endif
