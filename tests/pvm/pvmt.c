@@ -469,8 +469,8 @@ static int t_transport(void)
 	b = pvm_recvinfo(name, 0, PvmMboxDefault);
 	CHECK(b > 0 && pvm_upkstr(addrs) == 0, "mailbox entry %s: %d", name, b);
 	pvm_freebuf(pvm_setrbuf(save));
-	CHECK(!strstr(addrs, "shm:") == !!forced_udp, "published %s", addrs);
-	CHECK(!strstr(addrs, "udp:") == !(forced_udp || multi), "published %s", addrs);
+	CHECK(!strstr(addrs, "shm:") == !!forced_udp, "published %.200s", addrs);
+	CHECK(!strstr(addrs, "udp:") == !(forced_udp || multi), "published %.200s", addrs);
 	CHECK(spawn("echo", 1, &tid, NULL) == 0, "spawn");
 	CHECK(!strcmp(pvm_rcp_transport(tid), "stock"), "a channel before any use");
 	/* a round trip first: the child may not have published yet (then this
@@ -479,7 +479,7 @@ static int t_transport(void)
 	          pvm_precv(tid, 2, &c, 1, PVM_BYTE, &atid, &atag, &alen) == 0,
 	      "first round trip");
 	CHECK(pvm_rcp_route(tid), "a relinked task reported as stock");
-	CHECK(!strcmp(pvm_rcp_transport(tid), want), "pair on %s, want %s (published %s)",
+	CHECK(!strcmp(pvm_rcp_transport(tid), want), "pair on %s, want %s (published %.200s)",
 	      pvm_rcp_transport(tid), want, addrs);
 	for (int i = 0; i < 100; i++)
 		CHECK(pvm_psend(tid, 2, &c, 1, PVM_BYTE) == 0 &&
