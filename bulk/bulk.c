@@ -181,6 +181,33 @@ rcp_bulk_op *rcpb_op_new(rcp_bulk_ctx *ctx, rcp_bulk_cb cb, void *arg)
 	return op;
 }
 
+void rcpb_op_bind(rcp_bulk_op *op, int dir, rcp_chan *chan, rcp_bulk *remote, rcp_bulk *local,
+                  rcp_bulk_op **opp)
+{
+	op->dir = dir;
+	op->chan = chan;
+	op->remote = remote;
+	op->local = local;
+	remote->users++;
+	local->users++;
+	if (opp) {
+		op->user = 1;
+		*opp = op;
+	}
+}
+
+int rcpb_first_done(rcp_req **const *reqs, int n, struct rcp_status *st)
+{
+	for (int i = 0; i < n; i++) {
+		if (!*reqs[i])
+			continue;
+		memset(st, 0, sizeof *st);
+		if (rcp_test_noprogress(*reqs[i], st) != RCP_EAGAIN)
+			return i;
+	}
+	return -1;
+}
+
 static void op_free(rcp_bulk_op *op)
 {
 	rcp_bulk_ctx *ctx = op->ctx;

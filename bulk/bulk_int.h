@@ -159,6 +159,13 @@ void rcpb_reg_clear(rcp_bulk_ctx *ctx);
 /* bulk.c */
 void rcpb_op_complete(rcp_bulk_op *op, int status);
 rcp_bulk_op *rcpb_op_new(rcp_bulk_ctx *ctx, rcp_bulk_cb cb, void *arg);
+/* Binds user-level OP to its transfer: direction, channel and handles
+ * (each held while OP lives); hands OP to the caller in *OPP if given. */
+void rcpb_op_bind(rcp_bulk_op *op, int dir, rcp_chan *chan, rcp_bulk *remote, rcp_bulk *local,
+                  rcp_bulk_op **opp);
+/* The index of the first of *REQS[0..N) (NULL ones skipped) that has
+ * completed, ST filled; -1 if none.  Never progresses. */
+int rcpb_first_done(rcp_req **const *reqs, int n, struct rcp_status *st);
 
 /* transfer.c */
 /* Starts OP (fields dir, chan, remote, local, roff, loff, left set). */

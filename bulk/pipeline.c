@@ -111,16 +111,7 @@ int rcp_bulk_pipeline(rcp_bulk_ctx *ctx, rcp_chan *chan, int dir, rcp_bulk *remo
 	pl->loff = local_off;
 	pl->depth = depth;
 	op->pl = pl;
-	op->dir = dir;
-	op->chan = chan;
-	op->remote = remote;
-	op->local = local;
-	remote->users++;
-	local->users++;
-	if (opp) {
-		op->user = 1;
-		*opp = op;
-	}
+	rcpb_op_bind(op, dir, chan, remote, local, opp);
 	issue(op);
 	return 0;
 }

@@ -127,17 +127,12 @@ int rcpb_serves_poll(rcp_bulk_ctx *ctx)
 	for (s = ctx->serves; s; s = next) {
 		rcp_req **rs[3] = {&s->data, &s->stat, &s->done};
 		static const int kinds[3] = {RCPB_W_SDATA, RCPB_W_SSTAT, RCPB_W_SDONE};
+		struct rcp_status st;
+		int i = rcpb_first_done(rs, 3, &st);
 		next = s->next;
-		for (int i = 0; i < 3; i++) {
-			struct rcp_status st;
-			if (!*rs[i])
-				continue;
-			memset(&st, 0, sizeof st);
-			if (rcp_test_noprogress(*rs[i], &st) == RCP_EAGAIN)
-				continue;
+		if (i >= 0) {
 			done++;
-			rcpb_serve_event(ctx, s, kinds[i], &st);
-			break; /* S may be gone */
+			rcpb_serve_event(ctx, s, kinds[i], &st); /* S may be gone */
 		}
 	}
 	return done;

@@ -243,17 +243,12 @@ int rcpb_pieces_poll(rcp_bulk_ctx *ctx)
 	for (p = ctx->pieces; p; p = next) {
 		rcp_req **rs[3] = {&p->req, &p->data, &p->stat};
 		static const int kinds[3] = {RCPB_W_PREQ, RCPB_W_PDATA, RCPB_W_PSTAT};
+		struct rcp_status st;
+		int i = rcpb_first_done(rs, 3, &st);
 		next = p->next;
-		for (int i = 0; i < 3; i++) {
-			struct rcp_status st;
-			if (!*rs[i])
-				continue;
-			memset(&st, 0, sizeof st);
-			if (rcp_test_noprogress(*rs[i], &st) == RCP_EAGAIN)
-				continue;
+		if (i >= 0) {
 			done++;
-			rcpb_piece_event(ctx, p, kinds[i], &st);
-			break; /* P may be gone */
+			rcpb_piece_event(ctx, p, kinds[i], &st); /* P may be gone */
 		}
 	}
 	return done;
@@ -356,19 +351,10 @@ int rcp_bulk_transfer(rcp_bulk_ctx *ctx, rcp_chan *chan, int dir, rcp_bulk *remo
 	op = rcpb_op_new(ctx, cb, arg);
 	if (!op)
 		return RCP_ENOMEM;
-	op->dir = dir;
-	op->chan = chan;
-	op->remote = remote;
-	op->local = local;
 	op->roff = remote_off;
 	op->loff = local_off;
 	op->left = len;
-	remote->users++;
-	local->users++;
-	if (opp) {
-		op->user = 1;
-		*opp = op;
-	}
+	rcpb_op_bind(op, dir, chan, remote, local, opp);
 	rcpb_op_start(op);
 	return 0;
 }

@@ -1034,6 +1034,30 @@ static void credit_return(rcp_chan *ch)
 	ch->ack_pending = 1;
 }
 
+/* The receiver's half of a split transfer of matched receive R: pull
+ * bytes [split, N) from the sender's buffer (RKEY), tell it by FIN that
+ * its buffer is free, and wait in ch->rndv for its FIN(SPLIT).  A failed
+ * pull is remembered in r->got and fails R then. */
+static void split_pull(rcp_chan *ch, rcp_req *r, uint64_t n, const void *rkey, uint32_t rkeylen)
+{
+	rcpc_core *c = ch->core;
+	uint64_t split = split_at(r->total), len = n > split ? n - split : 0;
+	struct ctl k = {0};
+	int rc = 0;
+
+	if (len)
+		rc = c->io.get ? c->io.get(c->io.ctx, ch->peer, r->buf + split, (size_t)len, rkey,
+		                           rkeylen, split)
+		               : RCP_EPROTO;
+	k.type = RCPW_FIN;
+	k.msg = r->msg;
+	k.arg = rc ? 0 : len;
+	ctl_push(ch, &k);
+	r->state = R_FILL;
+	r->got = rc ? 1 : 0;
+	list_add_tail(&ch->rndv, &r->link);
+}
+
 /* Sender first, large, RMA both ways (see send_split for the other
  * order): READY(SPLIT, key to our buffer) goes out first so the sender puts
  * the lower half while we pull the upper half; our FIN frees its buffer,
@@ -1041,10 +1065,8 @@ static void credit_return(rcp_chan *ch)
 static int rts_split(rcp_chan *ch, rcp_req *r, const unsigned char *rkey, uint32_t rkeylen)
 {
 	rcpc_core *c = ch->core;
-	uint64_t split = split_at(r->total);
 	struct ctl k = {0};
 	size_t rklen = sizeof k.rkey;
-	int rc;
 
 	if (!c->p.rma_split || r->total < c->p.rma_split || r->total > r->len || !c->io.mr_reg ||
 	    !c->io.put)
@@ -1067,16 +1089,7 @@ static int rts_split(rcp_chan *ch, rcp_req *r, const unsigned char *rkey, uint32
 	if (c->io.flush)
 		c->io.flush(c->io.ctx); /* the sender must start now */
 	c->st.rma_msgs++;
-	rc = c->io.get(c->io.ctx, ch->peer, r->buf + split, (size_t)(r->total - split), rkey,
-	               rkeylen, split);
-	k = (struct ctl){0};
-	k.type = RCPW_FIN;
-	k.msg = r->msg;
-	k.arg = rc ? 0 : r->total - split;
-	ctl_push(ch, &k);
-	r->state = R_FILL;
-	r->got = rc ? 1 : 0; /* remembers a failed pull */
-	list_add_tail(&ch->rndv, &r->link);
+	split_pull(ch, r, r->total, rkey, rkeylen);
 	return 0;
 }
 
@@ -1372,9 +1385,6 @@ static void process_inorder(rcp_chan *ch, const struct rcpw_hdr *h, const unsign
 	case RCPW_FIN:
 		if ((h->flags & (RCPW_F_FIRST | RCPW_F_SPLIT)) == (RCPW_F_FIRST | RCPW_F_SPLIT)) {
 			/* Split transfer starts: pull our half now. */
-			uint64_t split = split_at(h->arg), n;
-			struct ctl k = {0};
-			int rc = 0;
 			if (h->msg != ch->rx_msg_next) {
 				bad(c);
 				return;
@@ -1383,19 +1393,7 @@ static void process_inorder(rcp_chan *ch, const struct rcpw_hdr *h, const unsign
 			r = take_promised(ch, h);
 			if (!r)
 				return;
-			n = h->arg < r->len ? h->arg : r->len;
-			if (n > split && c->io.get)
-				rc = c->io.get(c->io.ctx, ch->peer, r->buf + split,
-				               (size_t)(n - split), pl, h->len, split);
-			else if (n > split)
-				rc = RCP_EPROTO;
-			k.type = RCPW_FIN;
-			k.msg = h->msg;
-			k.arg = rc ? 0 : n - split;
-			ctl_push(ch, &k);
-			r->state = R_FILL;
-			r->got = rc ? 1 : 0; /* remembers a failed pull */
-			list_add_tail(&ch->rndv, &r->link);
+			split_pull(ch, r, h->arg < r->len ? h->arg : r->len, pl, h->len);
 			return;
 		}
 		if (h->flags & RCPW_F_SPLIT) {

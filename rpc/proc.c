@@ -92,6 +92,15 @@ static const unsigned char *take(rcp_proc *p, size_t len)
 	return at;
 }
 
+/* Decoding a u32 length and that many bytes: the bytes in place, *N the
+ * length; NULL with p->error set if the message is too short. */
+static const unsigned char *take_counted(rcp_proc *p, uint32_t *n)
+{
+	if (xfer(p, n, sizeof *n))
+		return NULL;
+	return take(p, *n);
+}
+
 int rcp_proc_string(rcp_proc *p, const char **s)
 {
 	uint32_t n;
@@ -137,10 +146,7 @@ int rcp_proc_bytes(rcp_proc *p, struct rcp_bytes *b)
 	if (p->error)
 		return p->error;
 	if (p->op == RCP_PROC_DECODE) {
-		const unsigned char *at;
-		if (xfer(p, &n, sizeof n))
-			return p->error;
-		at = take(p, n);
+		const unsigned char *at = take_counted(p, &n);
 		if (!at)
 			return p->error;
 		b->data = n ? at : NULL;
@@ -162,10 +168,7 @@ int rcp_proc_bulk(rcp_proc *p, rcp_bulk **h)
 	if (p->error)
 		return p->error;
 	if (p->op == RCP_PROC_DECODE) {
-		const unsigned char *at;
-		if (xfer(p, &n, sizeof n))
-			return p->error;
-		at = take(p, n);
+		const unsigned char *at = take_counted(p, &n);
 		if (!at)
 			return p->error;
 		*h = NULL;
