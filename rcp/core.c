@@ -73,7 +73,14 @@
  * TIMERS.  Per channel: RTO of the oldest frame out, the delayed ack, and
  * liveness: while a channel has work pending, a peer silent for
  * peer_timeout/4 is pinged; silent for peer_timeout, the channel fails
- * and every pending operation on it completes with RCP_EPEER.
+ * and every pending operation on it completes with RCP_EPEER.  Every timer
+ * an API call (send, receive) can arm lies at least timer_floor ahead
+ * (the TLP and reordering floors, ack_delay, rto_min, peer_timeout/8), or
+ * it is "retry at once" (the nic refused a frame: c->retry).  So after an
+ * API call rcpc_deadline_soon() gives a safe early bound without walking
+ * the channels; firing rcpc_timers early is harmless (nothing is due, it
+ * does nothing), and the endpoint takes the exact rcpc_deadline() after
+ * received frames, after timers, and before it sleeps.
  *
  * INVARIANTS.  tx_una <= tx_next <= tx_una + nslots; slot(s) in use iff
  * tx_una <= s < tx_next; a send request completes only when no slot
@@ -90,13 +97,14 @@
 #include "rcp/core.h"
 #include "rcp/wire.h"
 
-#define RXW        1024u /* receive window in frames (bitmap size) */
-#define TXW_MAX    1024u /* largest send ring */
-#define DUPTHRESH  3u    /* later frames acked before a gap is a loss */
-#define ACK_EVERY  4u    /* in-order frames between forced acks */
-#define INLINE_CAP 2048u /* bytes a slot can hold inline */
-#define CWND_ONE   1024u /* cwnd fixed point */
-#define RKEY_MAX   RCP_NIC_RKEY_MAX
+#define RXW          1024u  /* receive window in frames (bitmap size) */
+#define TXW_MAX      1024u  /* largest send ring */
+#define DUPTHRESH    3u     /* later frames acked before a gap is a loss */
+#define ACK_EVERY    4u     /* in-order frames between forced acks */
+#define INLINE_CAP   2048u  /* bytes a slot can hold inline */
+#define CWND_ONE     1024u  /* cwnd fixed point */
+#define TIMER_MIN_NS 20000u /* floor of the TLP and reordering timers */
+#define RKEY_MAX     RCP_NIC_RKEY_MAX
 
 /* ---- lists --------------------------------------------------------------- */
 
@@ -273,7 +281,9 @@ struct rcpc_core {
 	size_t reorder_used;
 	uint64_t unexp_held; /* eager unexpected messages buffered now */
 	int completed;
-	uint64_t now; /* of the entry point running (for deep callees) */
+	int retry;            /* a frame or ack the nic refused is waiting */
+	uint64_t timer_floor; /* no timer is armed closer than this (TIMERS) */
+	uint64_t now;         /* of the entry point running (for deep callees) */
 	struct rcp_ep_stats st;
 };
 
@@ -540,6 +550,7 @@ static int slot_send(rcp_chan *ch, struct slot *s, uint64_t now)
 			s->sent_at = 0;
 			ch->unsent++;
 		}
+		ch->core->retry = 1;
 		return rc;
 	}
 	if (rc) {
@@ -558,8 +569,8 @@ static int slot_send(rcp_chan *ch, struct slot *s, uint64_t now)
 	 * whatever else is missing (cheaper than waiting for the RTO). */
 	if (!ch->core->p.reliable) {
 		uint64_t p = ch->srtt ? 2 * ch->srtt : 2 * ch->core->p.rto_min;
-		if (p < 20000)
-			p = 20000;
+		if (p < TIMER_MIN_NS)
+			p = TIMER_MIN_NS;
 		ch->tlp_at = now + p;
 	}
 	if (s->nsent < 255)
@@ -765,7 +776,7 @@ static int send_start(rcp_chan *ch, rcp_req *r, uint64_t now)
 static uint64_t rack_wait(const rcp_chan *ch)
 {
 	uint64_t w = ch->srtt ? ch->srtt + ch->srtt / 4 : ch->rto;
-	return w < 20000 ? 20000 : w;
+	return w < TIMER_MIN_NS ? TIMER_MIN_NS : w;
 }
 
 static int chan_retransmit(rcp_chan *ch, uint64_t now)
@@ -879,8 +890,10 @@ static void send_ack(rcp_chan *ch, uint64_t now)
 	hdr_seal(c, &ch->ackbuf.hdr, ch->ackbuf.sack, words * 8);
 	if (!xmit(ch, &ch->ackbuf.hdr, ch->ackbuf.sack, words * 8, 0))
 		c->st.acks_sent++;
-	else
+	else {
 		ch->ack_now = 1; /* try again later */
+		c->retry = 1;
+	}
 }
 
 static void send_ping(rcp_chan *ch, uint64_t now)
@@ -1714,6 +1727,8 @@ int rcpc_timers(rcpc_core *c, uint64_t now)
 {
 	struct list *p, *t;
 
+	c->retry = 0; /* what is still refused below sets it again */
+
 	list_for_each_safe(p, t, &c->chans)
 	{
 		rcp_chan *ch = container_of(p, rcp_chan, link);
@@ -1814,6 +1829,11 @@ uint64_t rcpc_deadline(const rcpc_core *c)
 	return d;
 }
 
+uint64_t rcpc_deadline_soon(const rcpc_core *c, uint64_t now)
+{
+	return c->retry ? 0 : now + c->timer_floor;
+}
+
 /* ---- the API --------------------------------------------------------------------- */
 
 int rcpc_core_new(const struct rcpc_params *p, const struct rcpc_io *io, void *owner,
@@ -1832,6 +1852,13 @@ int rcpc_core_new(const struct rcpc_params *p, const struct rcpc_io *io, void *o
 	c->io = *io;
 	c->owner = owner;
 	c->payload_max = p->mtu - RCPW_HLEN;
+	c->timer_floor = TIMER_MIN_NS;
+	if (c->p.ack_delay < c->timer_floor)
+		c->timer_floor = c->p.ack_delay;
+	if (c->p.rto_min < c->timer_floor)
+		c->timer_floor = c->p.rto_min;
+	if (c->p.peer_timeout / 8 < c->timer_floor)
+		c->timer_floor = c->p.peer_timeout / 8;
 	list_init(&c->chans);
 	list_init(&c->posted);
 	list_init(&c->unexp);
@@ -2008,11 +2035,19 @@ int rcpc_isend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, uint64_t
 	r->len = r->total = len;
 	r->msg = ch->tx_msg_next++;
 	r->state = S_QUEUED;
-	list_add_tail(&ch->startq, &r->link);
 	*req = r;
 	/* Start at once if the window allows: latency matters more than
-	 * batching for a lone message. */
-	chan_pump(ch, now);
+	 * batching for a lone message.  Nothing queued ahead of it (resends,
+	 * control frames, earlier starts) and room in the window: straight to
+	 * send_start, not round chan_pump (a small message's common case). */
+	if (!ch->unsent && !ch->ctl_count && list_empty(&ch->startq) &&
+	    !(ch->have_sack && rcpw_seq_lt(ch->tx_una, ch->highest_sacked)) &&
+	    ch->tx_next - ch->tx_una < window(ch)) {
+		send_start(ch, r, now);
+	} else {
+		list_add_tail(&ch->startq, &r->link);
+		chan_pump(ch, now);
+	}
 	if (c->io.flush)
 		c->io.flush(c->io.ctx);
 	return 0;

@@ -96,6 +96,11 @@ int rcpc_flush(rcpc_core *c, uint64_t now);
 int rcpc_timers(rcpc_core *c, uint64_t now);
 /* The earliest time a timer is due, or UINT64_MAX. */
 uint64_t rcpc_deadline(const rcpc_core *c);
+/* After rcpc_isend/irecv/mcast/cancel at NOW: a time no later than any
+ * timer that call armed (0: retry at once), without walking the channels.
+ * The caller keeps min(its deadline, this) and takes rcpc_deadline() when
+ * that time comes or before sleeping (core.c, TIMERS). */
+uint64_t rcpc_deadline_soon(const rcpc_core *c, uint64_t now);
 
 int rcpc_isend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, uint64_t now,
                rcp_req **req);

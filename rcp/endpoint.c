@@ -39,7 +39,8 @@ struct rcp_ep {
 	struct rcp_nic_info info;
 	unsigned flags;
 	int64_t spin_ns;
-	uint64_t deadline;
+	uint64_t deadline;  /* timers: see deadline_soon() */
+	int deadline_rough; /* deadline may be early: re-take it before sleeping */
 	unsigned idle_polls;
 	int burst;
 	uint64_t now_cache, now_tsc; /* see ep_now() */
@@ -69,6 +70,27 @@ static inline uint64_t cycles(void)
 }
 
 static int progress(rcp_ep *ep);
+
+/* The exact next deadline: a walk over the channels.  Taken after frames
+ * came in and after timers ran; an API call takes deadline_soon(). */
+static void deadline_exact(rcp_ep *ep)
+{
+	ep->deadline = rcpc_deadline(ep->core);
+	ep->deadline_rough = 0;
+}
+
+/* After a send, receive, cancel: the core's cheap early bound for what
+ * the call armed (rcpc_deadline_soon), not a walk per message.  Reaching
+ * it early only runs rcpc_timers once for nothing, which takes the
+ * exact deadline again; a sleeper takes the exact one first (ep_arm). */
+static void deadline_soon(rcp_ep *ep, uint64_t now)
+{
+	uint64_t d = rcpc_deadline_soon(ep->core, now);
+	if (d < ep->deadline) {
+		ep->deadline = d;
+		ep->deadline_rough = 1;
+	}
+}
 
 /* The time for stamping sends and receives posted by the user.  A clock
  * read costs ~27 ns here and a small message's whole budget is a few
@@ -340,11 +362,11 @@ static int progress(rcp_ep *ep)
 	if (n) {
 		rcp_nic_release(ep->nic, ep->frames, n);
 		done += rcpc_flush(ep->core, now);
-		ep->deadline = rcpc_deadline(ep->core);
+		deadline_exact(ep);
 	}
 	if (now >= ep->deadline) {
 		done += rcpc_timers(ep->core, now);
-		ep->deadline = rcpc_deadline(ep->core);
+		deadline_exact(ep);
 	}
 	return done;
 }
@@ -358,13 +380,14 @@ int rcp_progress(rcp_ep *ep)
 
 int64_t rcp_ep_timeout_ns(const rcp_ep *ep)
 {
-	uint64_t now;
+	uint64_t now, d;
 	if (!ep)
 		return RCP_EINVAL;
-	if (ep->deadline == UINT64_MAX)
+	d = ep->deadline_rough ? rcpc_deadline(ep->core) : ep->deadline;
+	if (d == UINT64_MAX)
 		return -1;
 	now = now_ns();
-	return ep->deadline > now ? (int64_t)(ep->deadline - now) : 0;
+	return d > now ? (int64_t)(d - now) : 0;
 }
 
 int rcp_ep_arm(rcp_ep *ep)
@@ -373,14 +396,16 @@ int rcp_ep_arm(rcp_ep *ep)
 	if (!ep)
 		return RCP_EINVAL;
 	now = now_ns();
+	if (ep->deadline_rough)
+		deadline_exact(ep);
 	if (ep->deadline <= now) {
 		/* Fire due timers here rather than send the caller round the
 		 * progress loop (idle polls look at the clock only now and then). */
 		if (rcpc_timers(ep->core, now) > 0) {
-			ep->deadline = rcpc_deadline(ep->core);
+			deadline_exact(ep);
 			return RCP_EAGAIN; /* requests completed: look at them */
 		}
-		ep->deadline = rcpc_deadline(ep->core);
+		deadline_exact(ep);
 		if (ep->deadline <= now)
 			return RCP_EAGAIN;
 	}
@@ -517,37 +542,41 @@ static rcp_ep *ep_of_chan(const rcp_chan *ch)
 int rcp_isend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, rcp_req **req)
 {
 	rcp_ep *ep;
+	uint64_t now;
 	int rc;
 	if (!ch)
 		return RCP_EINVAL;
 	ep = ep_of_chan(ch);
-	rc = rcpc_isend(ch, tag, buf, len, ep_now(ep), req);
+	now = ep_now(ep);
+	rc = rcpc_isend(ch, tag, buf, len, now, req);
 	if (!rc)
-		ep->deadline = rcpc_deadline(ep->core);
+		deadline_soon(ep, now);
 	return rc;
 }
 
 int rcp_irecv(rcp_ep *ep, rcp_chan *ch, uint64_t tag, void *buf, size_t len, rcp_req **req)
 {
+	uint64_t now;
 	int rc;
 	if (!ep)
 		return RCP_EINVAL;
-	rc = rcpc_irecv(ep->core, ch, tag, buf, len, ep_now(ep), req);
+	now = ep_now(ep);
+	rc = rcpc_irecv(ep->core, ch, tag, buf, len, now, req);
 	if (!rc)
-		ep->deadline = rcpc_deadline(ep->core);
+		deadline_soon(ep, now);
 	return rc;
 }
 
 int rcp_mcast(rcp_chan **chans, int n, uint64_t tag, const void *buf, size_t len, rcp_req **req)
 {
+	uint64_t now;
 	int rc;
 	if (!chans || n <= 0 || !chans[0])
 		return RCP_EINVAL;
-	rc = rcpc_mcast(chans, n, tag, buf, len, now_ns(), req);
-	if (!rc) {
-		rcp_ep *ep = ep_of_chan(chans[0]);
-		ep->deadline = rcpc_deadline(ep->core);
-	}
+	now = now_ns();
+	rc = rcpc_mcast(chans, n, tag, buf, len, now, req);
+	if (!rc)
+		deadline_soon(ep_of_chan(chans[0]), now);
 	return rc;
 }
 
@@ -648,9 +677,13 @@ int rcp_waitany(rcp_req **reqs, int n, int *idx, struct rcp_status *st, int64_t 
 
 int rcp_cancel(rcp_req *req)
 {
+	uint64_t now = now_ns();
+	int rc;
 	if (!req)
 		return RCP_EINVAL;
-	return rcpc_cancel(req, now_ns());
+	rc = rcpc_cancel(req, now);
+	deadline_soon(rcpc_core_owner(rcpc_req_core(req)), now);
+	return rc;
 }
 
 int rcp_send(rcp_chan *ch, uint64_t tag, const void *buf, size_t len)
