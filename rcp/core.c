@@ -509,6 +509,10 @@ static void hdr_fill(rcp_chan *ch, struct rcpw_hdr *h, uint8_t type, uint16_t fl
 	if (!ch->rx_gaps || type == RCPW_ACK) {
 		ch->ack_now = 0;
 		ch->ack_pending = 0;
+		/* No longer due either: a stale ack_due would otherwise fire
+		 * right after the next frame arrives (chan_flush arms it only
+		 * when unset) and send a pure ACK ahead of the reply. */
+		ch->ack_due = 0;
 	}
 	ch->since_ack = 0;
 }
