@@ -184,6 +184,7 @@ struct slot {
 	uint32_t plen;                /* payload bytes */
 	const unsigned char *payload; /* user buffer or inl */
 	uint8_t in_use, sacked, nsent;
+	uint8_t ackreq; /* flagged ACKREQ: the peer acks it at once */
 	unsigned char inl[INLINE_CAP];
 };
 
@@ -572,7 +573,15 @@ static int slot_send(rcp_chan *ch, struct slot *s, uint64_t now)
 	 * last frame, resend the newest one so the receiver's SACK names
 	 * whatever else is missing (cheaper than waiting for the RTO). */
 	if (!ch->core->p.reliable) {
-		uint64_t p = ch->srtt ? 2 * ch->srtt : 2 * ch->core->p.rto_min;
+		const struct rcpc_params *pa = &ch->core->p;
+		uint64_t p = ch->srtt ? 2 * ch->srtt : 2 * pa->rto_min;
+		/* A frame without ACKREQ (a small eager message, say) may
+		 * have its ack held up to ack_delay for a piggyback (a reply
+		 * being computed): probe only after that, or every request
+		 * whose answer takes longer than 2 RTT is resent and
+		 * dup-acked, and Karn's rule then keeps srtt from learning. */
+		if (!s->ackreq && p < ch->srtt + pa->ack_delay + pa->ack_delay / 4)
+			p = ch->srtt + pa->ack_delay + pa->ack_delay / 4;
 		if (p < TIMER_MIN_NS)
 			p = TIMER_MIN_NS;
 		ch->tlp_at = now + p;
@@ -599,6 +608,7 @@ static struct slot *slot_new(rcp_chan *ch, rcp_req *req, uint8_t type, uint16_t 
 	s->seq = seq;
 	s->req = req;
 	s->plen = plen;
+	s->ackreq = (flags & RCPW_F_ACKREQ) != 0;
 	if (copy) {
 		assert(plen <= INLINE_CAP);
 		copy_bytes(s->inl, payload, plen);

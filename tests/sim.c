@@ -359,8 +359,10 @@ int sim_run(struct sim *s, int (*done)(void *), void *arg, uint64_t limit)
 			if (d < next)
 				next = d;
 		}
-		if (next == UINT64_MAX || next > end)
+		if (next == UINT64_MAX || next > end) {
+			s->now = end; /* the time limit passed, also when idle */
 			return -1;
+		}
 		if (next > s->now)
 			s->now = next;
 		else

@@ -814,6 +814,54 @@ static void echo_run(uint64_t seed, uint32_t mtu, uint32_t rxf, int rma)
 	free(c);
 }
 
+/* Acks ride on the reverse traffic: a ping-pong where each side answers
+ * 15 us after a frame arrives (round trip 40 us, under the 50 us ack
+ * delay) needs no pure ACK and no resend at all, also after a warm-up of
+ * instant answers taught srtt 10 us.  Two bugs this caught: a piggybacked
+ * ack left its delayed-ack timer armed, which then fired just after the
+ * next frame arrived and sent an ACK ahead of the reply; and the tail-loss
+ * probe (2 srtt = 20 us) resent every request whose answer took longer,
+ * so Karn's rule never let srtt learn the 25 us. */
+static void t_piggyback(void **state)
+{
+	uint64_t seed = test_seed(600);
+	struct sim *s = pair(seed, 0, 0, 4096);
+	unsigned char out[8] = {1, 2, 3, 4, 5, 6, 7, 8}, in[8];
+	struct rcp_ep_stats st0, st1;
+	const int rounds = 200;
+
+	(void)state;
+	for (int i = 0; i < rounds; i++) {
+		for (int side = 0; side < 2; side++) {
+			struct one x[2] = {{0}};
+			int to = !side;
+			assert_int_equal(rcpc_irecv(sim_core(s, to), sim_chan(s, to, side),
+			                            RCP_ANY_TAG, in, sizeof in, sim_now(s),
+			                            &x[1].r),
+			                 0);
+			assert_int_equal(rcpc_isend(sim_chan(s, side, to), (uint64_t)i, out,
+			                            sizeof out, sim_now(s), &x[0].r),
+			                 0);
+			run_two_or_dump(s, x, "ping-pong", sizeof out, seed);
+			assert_int_equal(x[1].st.error, 0);
+			assert_memory_equal(in, out, sizeof out);
+			if (i >= 20)
+				sim_run(s, never, NULL, 15000); /* the answer takes 15 us */
+		}
+	}
+	rcpc_core_stats(sim_core(s, 0), &st0);
+	rcpc_core_stats(sim_core(s, 1), &st1);
+	if (st0.acks_sent + st1.acks_sent > 2)
+		fail_msg("%llu + %llu pure ACKs, %llu + %llu resent in %d round trips (seed %#llx)",
+		         (unsigned long long)st0.acks_sent, (unsigned long long)st1.acks_sent,
+		         (unsigned long long)st0.retransmits, (unsigned long long)st1.retransmits,
+		         rounds, (unsigned long long)seed);
+	assert_int_equal(st0.retransmits + st1.retransmits, 0);
+	assert_int_equal(st0.msgs_recv, rounds);
+	assert_int_equal(st1.msgs_recv, rounds);
+	sim_free(s);
+}
+
 static void t_echo_sizes(void **state)
 {
 	(void)state;
@@ -826,19 +874,13 @@ static void t_echo_sizes(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(t_lossless),
-	    cmocka_unit_test(t_loss_sweep),
-	    cmocka_unit_test(t_dup_reorder_corrupt),
-	    cmocka_unit_test(t_rma_paths),
-	    cmocka_unit_test(t_zero_and_truncate),
-	    cmocka_unit_test(t_wildcards_many),
-	    cmocka_unit_test(t_peer_timeout),
-	    cmocka_unit_test(t_credits),
-	    cmocka_unit_test(t_mcast),
-	    cmocka_unit_test(t_garbage),
-	    cmocka_unit_test(t_garbage_nocrc),
-	    cmocka_unit_test(t_replay),
-	    cmocka_unit_test(t_echo_sizes),
+	    cmocka_unit_test(t_lossless),       cmocka_unit_test(t_piggyback),
+	    cmocka_unit_test(t_loss_sweep),     cmocka_unit_test(t_dup_reorder_corrupt),
+	    cmocka_unit_test(t_rma_paths),      cmocka_unit_test(t_zero_and_truncate),
+	    cmocka_unit_test(t_wildcards_many), cmocka_unit_test(t_peer_timeout),
+	    cmocka_unit_test(t_credits),        cmocka_unit_test(t_mcast),
+	    cmocka_unit_test(t_garbage),        cmocka_unit_test(t_garbage_nocrc),
+	    cmocka_unit_test(t_replay),         cmocka_unit_test(t_echo_sizes),
 	    cmocka_unit_test(t_huge_message),
 	};
 	return cmocka_run_group_tests_name("rcp core on a simulated network", tests, NULL, NULL);
