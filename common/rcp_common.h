@@ -10,6 +10,7 @@
 #define RCP_COMMON_H
 
 #include <stdint.h>
+#include <sys/types.h>
 #include <time.h>
 
 #include <rcp/error.h>
@@ -71,5 +72,14 @@ int rcpi_grow_zeroed(void **arr, int *n, size_t elem, int need);
 
 /* Maps an errno value to an RCP_E* code. */
 int rcpi_errno_to_rcp(int err);
+
+/* common/proc.c.  State (R, S, Z, ...) and start time (clock ticks after
+ * boot) of PID from /proc: 0 or -errno. */
+int rcpi_proc_stat(pid_t pid, char *state, uint64_t *start);
+/* The pid namespace of this process (its inode), 0 if unknown. */
+uint32_t rcpi_self_pidns(void);
+/* 0 if process (PID, START, PIDNS) has certainly exited, 1 if it is alive
+ * or cannot be told from here (another pid namespace).  0: unknown. */
+int rcpi_proc_alive(pid_t pid, uint64_t start, uint32_t pidns, uint32_t my_pidns);
 
 #endif

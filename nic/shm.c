@@ -468,76 +468,6 @@ static unsigned char *seg_ring(struct shm_seg *seg, const struct shm_layout *l, 
 	return (unsigned char *)seg + l->rings_off + (uint64_t)i * l->ring_bytes;
 }
 
-/* Reads state and start time (clock ticks after boot) of PID from
- * /proc/PID/stat.  Returns 0, or -errno. */
-static int proc_stat(pid_t pid, char *state, uint64_t *start)
-{
-	char path[64], buf[1024], *p;
-	ssize_t n;
-	int fd, f;
-
-	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	n = read(fd, buf, sizeof buf - 1);
-	f = errno;
-	close(fd);
-	if (n <= 0)
-		return n < 0 ? -f : -EIO;
-	buf[n] = 0;
-	/* "pid (comm) S ppid ...": comm may hold spaces and ')'. */
-	p = strrchr(buf, ')');
-	if (!p || p[1] != ' ' || !p[2])
-		return -EIO;
-	p += 2;
-	*state = *p;
-	for (f = 3; f < 22; f++) { /* field 22 is starttime */
-		p = strchr(p, ' ');
-		if (!p)
-			return -EIO;
-		p++;
-	}
-	*start = strtoull(p, NULL, 10);
-	return 0;
-}
-
-static uint32_t self_pidns(void)
-{
-	struct stat st;
-	if (stat("/proc/self/ns/pid", &st) < 0)
-		return 0;
-	return (uint32_t)st.st_ino;
-}
-
-/* 0 if the process (PID, START, PIDNS) has certainly exited, 1 if it is
- * alive or cannot be checked.  START 0: unknown.  System calls: slow
- * paths only. */
-static int proc_alive(pid_t pid, uint64_t start, uint32_t pidns, uint32_t my_pidns)
-{
-	uint64_t s;
-	char st;
-	int rc;
-
-	if (pid <= 0)
-		return 0;
-	/* A pid from another pid namespace names some other process here. */
-	if (pidns && my_pidns && pidns != my_pidns)
-		return 1;
-	if (kill(pid, 0) < 0 && errno == ESRCH)
-		return 0;
-	rc = proc_stat(pid, &st, &s);
-	if (rc == -ENOENT || rc == -ESRCH)
-		return 0; /* exited between the two calls */
-	if (rc == 0) {
-		if (st == 'Z' || st == 'X')
-			return 0; /* exited, not yet reaped */
-		if (start && s != start)
-			return 0; /* pid reused by another process */
-	}
-	return 1;
-}
-
 static uint64_t random64(void)
 {
 	static _Atomic uint64_t ctr;
@@ -771,7 +701,7 @@ static int reap_dead(struct shm_seg *seg, uint32_t nslots, uint32_t my_pidns)
 		if (k != ST_CLAIMING && k != ST_ACTIVE)
 			continue;
 		/* While CLAIMING, start/pidns may be unwritten (0: unknown). */
-		if (proc_alive(ST_PID(v), s->sender_start, s->sender_pidns, my_pidns))
+		if (rcpi_proc_alive(ST_PID(v), s->sender_start, s->sender_pidns, my_pidns))
 			continue;
 		if (atomic_compare_exchange_strong_explicit(
 		        &s->state, &v, st_make(ST_CLOSED, ST_GEN(v), ST_PID(v)),
@@ -810,8 +740,8 @@ static int seg_create(struct shm_nic *nic, const char *path)
 			old = mmap(NULL, SEG_HDR_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 			if (old != MAP_FAILED) {
 				int live = atomic_load(&old->magic) == SHM_MAGIC &&
-				           proc_alive(old->owner_pid, old->owner_start,
-				                      old->owner_pidns, nic->pidns);
+				           rcpi_proc_alive(old->owner_pid, old->owner_start,
+				                           old->owner_pidns, nic->pidns);
 				if (live) {
 					const char *dir = rcpi_env_str("RCP_SHM_DIR");
 					rcpi_warn(
@@ -897,8 +827,8 @@ static int shm_open_ep(const char *rest, const struct rcp_nic_config *cfg, rcp_n
 	nic->blob[0] = RCPI_NIC_SHM;
 	memcpy(nic->blob + 1, rest, n);
 	nic->pid = getpid();
-	nic->pidns = self_pidns();
-	if (proc_stat(nic->pid, &st, &nic->start) < 0)
+	nic->pidns = rcpi_self_pidns();
+	if (rcpi_proc_stat(nic->pid, &st, &nic->start) < 0)
 		nic->start = 0;
 	nic->base.ops = &rcpi_nic_shm_ops;
 	nic->rings = calloc(nic->nslots, sizeof *nic->rings);
@@ -1083,7 +1013,7 @@ static int peer_check(struct shm_nic *nic, struct shm_peer *p)
 	if (p->last_check_ns && now - p->last_check_ns < SENDER_CHECK_NS)
 		return 0;
 	p->last_check_ns = now;
-	if (!proc_alive(p->pid, p->start, p->pidns, nic->pidns))
+	if (!rcpi_proc_alive(p->pid, p->start, p->pidns, nic->pidns))
 		goto gone;
 	/* Our slot must still be ours (a receiver that wrongly thought us
 	 * dead has revoked it). */
@@ -1235,7 +1165,7 @@ static int peer_connect(struct shm_nic *nic, struct shm_peer *p, const char *nam
 		goto out;
 	}
 	if (atomic_load(&h->closed) ||
-	    !proc_alive(h->owner_pid, h->owner_start, h->owner_pidns, nic->pidns)) {
+	    !rcpi_proc_alive(h->owner_pid, h->owner_start, h->owner_pidns, nic->pidns)) {
 		rcpi_debug("shm %s: %s is stale", nic->name, path);
 		goto out;
 	}

@@ -53,6 +53,7 @@
  * clients' stores ring no doorbell fd): a server in RCP_RPC_SLEEP mode
  * says no at attach.
  */
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -190,6 +191,37 @@ int rfp_init(rcp_rpc *rpc)
 	return rcp_rpc_register(rpc, "rcp.rfp.attach", NULL, proc_attach_out, &rpc->rfp_attach_id);
 }
 
+/* A server killed before it could unlink its segment leaves the name in
+ * RCP_SHM_DIR.  Names carry the creator's pid namespace and pid, so a new
+ * server removes those of processes of its namespace that have exited
+ * (clients that still map one keep their mapping).  Runs once per process. */
+static void rfp_sweep(uint32_t my_ns)
+{
+	static _Atomic int done;
+	const char *dir = rcpi_env_str("RCP_SHM_DIR");
+	struct dirent *e;
+	DIR *d;
+
+	if (atomic_exchange(&done, 1) || !my_ns)
+		return;
+	d = opendir(dir && *dir ? dir : "/dev/shm");
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		unsigned ns, n;
+		int pid, end = 0;
+		char name[sizeof e->d_name + 1];
+		if (sscanf(e->d_name, "rcp-rfp-%u-%d-%u%n", &ns, &pid, &n, &end) != 3 ||
+		    e->d_name[end] || ns != my_ns || pid == (int)getpid() ||
+		    rcpi_proc_alive(pid, 0, ns, my_ns))
+			continue;
+		snprintf(name, sizeof name, "/%s", e->d_name);
+		if (!shm_unlink(name))
+			rcpi_debug("rpc: removed %s (its server exited)", name);
+	}
+	closedir(d);
+}
+
 void rfp_serve(rcp_rpc *rpc)
 {
 	struct rfp_srv *s;
@@ -214,8 +246,12 @@ void rfp_serve(rcp_rpc *rpc)
 			fsmax = 1024;
 		geom_init(&s->g, (uint32_t)slots, (uint32_t)fsmax);
 	}
-	snprintf(s->name, sizeof s->name, "/rcp-rfp-%d-%u", (int)getpid(),
-	         atomic_fetch_add(&counter, 1));
+	{
+		uint32_t ns = rcpi_self_pidns();
+		rfp_sweep(ns);
+		snprintf(s->name, sizeof s->name, "/rcp-rfp-%u-%d-%u", (unsigned)ns, (int)getpid(),
+		         atomic_fetch_add(&counter, 1));
+	}
 	s->size = s->g.cli_size * MAXCLI;
 	fd = shm_open(s->name, O_RDWR | O_CREAT | O_EXCL, 0600);
 	if (fd < 0) {

@@ -14,6 +14,7 @@
  * server keeps answering, and calls to an address with no server.
  * Pipes carry addresses and verdicts only; nothing waits on time.
  */
+#include <dirent.h>
 #include <signal.h>
 #include <time.h>
 
@@ -393,6 +394,30 @@ static void test_udp_loss(void **s)
 }
 
 /* A server killed mid-call: RCP_EPEER; another server keeps answering. */
+/* Remote-fetch segments /dev/shm/rcp-rfp-NS-PID-N of server PID; with
+ * UNLINK removes them.  Returns how many there were. */
+static int rfp_segments(pid_t pid, int unlink_them)
+{
+	DIR *d = opendir("/dev/shm");
+	struct dirent *e;
+	int n = 0;
+	assert_non_null(d);
+	while ((e = readdir(d))) {
+		unsigned ns, k;
+		int p, end = 0;
+		if (sscanf(e->d_name, "rcp-rfp-%u-%d-%u%n", &ns, &p, &k, &end) == 3 &&
+		    !e->d_name[end] && p == (int)pid) {
+			char path[300];
+			n++;
+			snprintf(path, sizeof path, "/dev/shm/%s", e->d_name);
+			if (unlink_them)
+				unlink(path);
+		}
+	}
+	closedir(d);
+	return n;
+}
+
 static void test_killed_server(void **state)
 {
 	const struct setup *su = &setups[0];
@@ -423,6 +448,20 @@ static void test_killed_server(void **state)
 	{
 		char path[128];
 		snprintf(path, sizeof path, "/dev/shm/rcp-rpc-%d-k1", (int)g_pid);
+		unlink(path);
+	}
+	/* Its remote-fetch segment is left behind; the next server started
+	 * on this host removes it (and keeps those of live servers). */
+	assert_int_equal(rfp_segments(s1, 0), 1);
+	{
+		char a3[RCP_NIC_ADDRSTR_MAX], path[128];
+		pid_t s3 = start_server(su, "k3", a3);
+		assert_int_equal(rfp_segments(s1, 0), 0);
+		assert_int_equal(rfp_segments(s2, 0), 1);
+		kill(s3, SIGKILL);
+		assert_int_equal(test_wait_child(s3), 128 + SIGKILL);
+		assert_int_equal(rfp_segments(s3, 1), 1);
+		snprintf(path, sizeof path, "/dev/shm/rcp-rpc-%d-k3", (int)g_pid);
 		unlink(path);
 	}
 	/* Meanwhile the other server works. */
