@@ -783,7 +783,6 @@ static int send_start(rcp_chan *ch, rcp_req *r, uint64_t now)
 	return slot_send(ch, s, now);
 }
 
-/* Resends frames taken as lost.  Returns 0 or RCP_EAGAIN. */
 /* How long a hole below the highest selectively acked frame may stay
  * open before it is taken as lost (RACK: reordering on these links is
  * shorter than a quarter round trip). */
@@ -793,11 +792,19 @@ static uint64_t rack_wait(const rcp_chan *ch)
 	return w < TIMER_MIN_NS ? TIMER_MIN_NS : w;
 }
 
+/* Frames to resend may be waiting: refused by the nic, or below the
+ * highest selectively acked one (a hole). */
+static int chan_resend_due(const rcp_chan *ch)
+{
+	return ch->unsent || (ch->have_sack && rcpw_seq_lt(ch->tx_una, ch->highest_sacked));
+}
+
+/* Resends frames taken as lost.  Returns 0 or RCP_EAGAIN. */
 static int chan_retransmit(rcp_chan *ch, uint64_t now)
 {
 	uint64_t wait = rack_wait(ch);
 	ch->rack_at = 0;
-	if (!ch->unsent && !(ch->have_sack && rcpw_seq_lt(ch->tx_una, ch->highest_sacked)))
+	if (!chan_resend_due(ch))
 		return 0;
 	for (uint32_t seq = ch->tx_una; rcpw_seq_lt(seq, ch->tx_next); seq++) {
 		struct slot *s = slot_of(ch, seq);
@@ -2054,8 +2061,7 @@ int rcpc_isend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, uint64_t
 	 * batching for a lone message.  Nothing queued ahead of it (resends,
 	 * control frames, earlier starts) and room in the window: straight to
 	 * send_start, not round chan_pump (a small message's common case). */
-	if (!ch->unsent && !ch->ctl_count && list_empty(&ch->startq) &&
-	    !(ch->have_sack && rcpw_seq_lt(ch->tx_una, ch->highest_sacked)) &&
+	if (!chan_resend_due(ch) && !ch->ctl_count && list_empty(&ch->startq) &&
 	    ch->tx_next - ch->tx_una < window(ch)) {
 		send_start(ch, r, now);
 	} else {
