@@ -2063,7 +2063,11 @@ int rcpc_isend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, uint64_t
 	 * send_start, not round chan_pump (a small message's common case). */
 	if (!chan_resend_due(ch) && !ch->ctl_count && list_empty(&ch->startq) &&
 	    ch->tx_next - ch->tx_una < window(ch)) {
-		send_start(ch, r, now);
+		/* A message streamed on a READY has only its first frame out:
+		 * the pump sends the rest now, as far as the window allows,
+		 * not when the first ack comes back. */
+		if (!send_start(ch, r, now) && r->state == S_STREAM)
+			chan_pump(ch, now);
 	} else {
 		list_add_tail(&ch->startq, &r->link);
 		chan_pump(ch, now);

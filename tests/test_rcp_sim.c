@@ -862,6 +862,49 @@ static void t_piggyback(void **state)
 	sim_free(s);
 }
 
+/* Receiver first, a message of several frames: the isend that takes the
+ * READY puts every frame the window allows on the wire at once.  (The
+ * lone-send fast path once sent only the first one; the rest went when
+ * its ack came back: a round trip and a delayed ack per message.) */
+static void t_stream_at_once(void **state)
+{
+	uint64_t seed = test_seed(700);
+	struct sim *s = pair(seed, 0, 0, 4096);
+	const size_t len = 5 * 4000;
+	unsigned char *out = malloc(len), *in = malloc(len);
+	struct rcp_ep_stats a, b;
+
+	(void)state;
+	assert_non_null(out);
+	assert_non_null(in);
+	for (size_t i = 0; i < len; i++)
+		out[i] = (unsigned char)(i * 7 + 3);
+	for (int i = 0; i < 3; i++) {
+		struct one x[2] = {{0}};
+		const uint64_t payload = 4096 - RCPW_HLEN, frames = (len + payload - 1) / payload;
+		assert_int_equal(rcpc_irecv(sim_core(s, 1), sim_chan(s, 1, 0), RCP_ANY_TAG, in, len,
+		                            sim_now(s), &x[1].r),
+		                 0);
+		sim_run(s, never, NULL, 20000); /* the READY arrives */
+		rcpc_core_stats(sim_core(s, 0), &a);
+		assert_int_equal(
+		    rcpc_isend(sim_chan(s, 0, 1), (uint64_t)i, out, len, sim_now(s), &x[0].r), 0);
+		rcpc_core_stats(sim_core(s, 0), &b);
+		if (b.frames_sent - a.frames_sent != frames)
+			fail_msg("round %d: isend put %llu frames out, the message has %llu (seed "
+			         "%#llx)",
+			         i, (unsigned long long)(b.frames_sent - a.frames_sent),
+			         (unsigned long long)frames, (unsigned long long)seed);
+		run_two_or_dump(s, x, "stream", len, seed);
+		assert_int_equal(x[1].st.error, 0);
+		assert_memory_equal(in, out, len);
+		memset(in, 0, len);
+	}
+	free(out);
+	free(in);
+	sim_free(s);
+}
+
 static void t_echo_sizes(void **state)
 {
 	(void)state;
@@ -881,7 +924,7 @@ int main(void)
 	    cmocka_unit_test(t_credits),        cmocka_unit_test(t_mcast),
 	    cmocka_unit_test(t_garbage),        cmocka_unit_test(t_garbage_nocrc),
 	    cmocka_unit_test(t_replay),         cmocka_unit_test(t_echo_sizes),
-	    cmocka_unit_test(t_huge_message),
+	    cmocka_unit_test(t_huge_message),   cmocka_unit_test(t_stream_at_once),
 	};
 	return cmocka_run_group_tests_name("rcp core on a simulated network", tests, NULL, NULL);
 }
