@@ -24,6 +24,8 @@ static const struct rcpi_env_var vars[] = {
     {"RCP_LOG", "warn", "log level: error, warn, info, debug"},
     {"RCP_FAULTS", "", "fault injection spec for every nic endpoint"},
     {"RCP_SPIN_NS", "50000", "ns to spin before sleeping in waits"},
+    {"RCP_SLEEP_SLACK_US", "5000",
+     "sleeping endpoints: how late a timer may fire while asleep, us"},
     {"RCP_SHM_RING", "1m", "shm: bytes of each per-sender receive ring"},
     {"RCP_SHM_MTU", "16k", "shm: largest frame"},
     {"RCP_SHM_PEERS", "64", "shm: senders one endpoint accepts"},

@@ -18,6 +18,7 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "nic/nic_int.h"
 
@@ -173,6 +174,36 @@ int rcp_nic_recv(rcp_nic *nic, struct rcp_nic_frame *frames, int max)
 	if (RCPI_UNLIKELY(!nic || !frames || max <= 0))
 		return RCP_EINVAL;
 	return nic->ops->recv(nic, frames, max);
+}
+
+int rcpi_nic_recv_wait_poll(rcp_nic *nic, struct rcp_nic_frame *frames, int max, int64_t timeout_ns)
+{
+	struct pollfd pfd = {.fd = nic->ops->fd(nic), .events = POLLIN};
+	int rc = nic->ops->arm(nic);
+
+	if (!rc) {
+		if (timeout_ns < 0) {
+			rc = poll(&pfd, 1, -1);
+		} else {
+			struct timespec ts = {(time_t)(timeout_ns / 1000000000),
+			                      (long)(timeout_ns % 1000000000)};
+			rc = ppoll(&pfd, 1, &ts, NULL);
+		}
+		if (rc < 0 && errno != EINTR)
+			return RCP_ESYS;
+	} else if (rc != RCP_EAGAIN) {
+		return rc;
+	}
+	return nic->ops->recv(nic, frames, max);
+}
+
+int rcp_nic_recv_wait(rcp_nic *nic, struct rcp_nic_frame *frames, int max, int64_t timeout_ns)
+{
+	if (RCPI_UNLIKELY(!nic || !frames || max <= 0))
+		return RCP_EINVAL;
+	if (nic->ops->recv_wait)
+		return nic->ops->recv_wait(nic, frames, max, timeout_ns);
+	return rcpi_nic_recv_wait_poll(nic, frames, max, timeout_ns);
 }
 
 void rcp_nic_release(rcp_nic *nic, struct rcp_nic_frame *frames, int n)

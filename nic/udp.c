@@ -131,6 +131,13 @@
  *   last call is the receive itself.  arm() returns RCP_EAGAIN if frames
  *   are stashed, else polls the socket once without blocking (POLLIN:
  *   RCP_EAGAIN; POLLERR: drain the error queue and look again).
+ *   recv_wait() sleeps in the receive call itself, one system call per
+ *   wake-up where arm + ppoll + receive make three: the socket is
+ *   blocking and every other call passes MSG_DONTWAIT.  The sleep is
+ *   bounded by SO_RCVTIMEO, which the kernel keeps in ticks (rounding a
+ *   sleep up by up to one), so sleeps under 1 ms go through ppoll; the
+ *   option is re-set only when the one in force would sleep past the
+ *   timeout or wake before half of it (steady waits set it once).
  *
  * Invariants
  *   - rx_slot <= rx_n; slots [rx_slot, rx_n) hold frames not yet handed
@@ -232,7 +239,9 @@ struct udp_nic {
 	int rx_want; /* datagrams per receive call: the caller's last MAX */
 	uint32_t rx_off, rx_seg;
 	uint32_t outstanding;
-	uint8_t rx_dry; /* the last receive call found the socket empty (udp_arm) */
+	uint8_t rx_dry;      /* the last receive call found the socket empty (udp_arm) */
+	uint8_t rx_block;    /* the next receive call may sleep (udp_recv_wait) */
+	int64_t rcvtimeo_ns; /* SO_RCVTIMEO now set (0: none, sleeps forever) */
 	int txn, txniov;
 	unsigned char *rxbuf;
 	union udp_sa self;
@@ -853,8 +862,9 @@ static int send_one(struct udp_nic *u, int peer, const struct iovec *iov, int io
 	m.msg_iov = (struct iovec *)iov;
 	m.msg_iovlen = (size_t)iovcnt;
 	for (;;) {
-		ssize_t r = flat ? sendto(u->fd, flat, total, 0, &p->sa.sa, m.msg_namelen)
-		                 : sendmsg(u->fd, &m, 0);
+		ssize_t r = flat
+		                ? sendto(u->fd, flat, total, MSG_DONTWAIT, &p->sa.sa, m.msg_namelen)
+		                : sendmsg(u->fd, &m, MSG_DONTWAIT);
 		if (RCPI_LIKELY(r >= 0)) {
 			tx_count(u, 1, total);
 			return 0;
@@ -970,9 +980,9 @@ static int txq_flush(struct udp_nic *u, int cur, int *cur_rc)
 		int nmsg = txq_build(u, head), r, err, rc, p, drop;
 
 		if (nmsg == 1)
-			r = sendmsg(u->fd, &u->txmsg[0].msg_hdr, 0) >= 0 ? 1 : -1;
+			r = sendmsg(u->fd, &u->txmsg[0].msg_hdr, MSG_DONTWAIT) >= 0 ? 1 : -1;
 		else
-			r = sendmmsg(u->fd, u->txmsg, (unsigned)nmsg, 0);
+			r = sendmmsg(u->fd, u->txmsg, (unsigned)nmsg, MSG_DONTWAIT);
 		if (RCPI_LIKELY(r > 0)) {
 			for (int i = 0; i < r; i++) {
 				head += u->txcnt[i];
@@ -1099,7 +1109,7 @@ static void gro_consider(struct udp_nic *u, int n);
  * outstanding.  Returns datagrams received, 0 or RCP_ESYS. */
 static int rx_fill(struct udp_nic *u)
 {
-	int tries = 0, n;
+	int tries = 0, n, dontwait, slept = u->rx_block;
 
 	/* The kernel rewrote only the headers it filled last time. */
 	for (int i = 0; i < u->rx_n; i++) {
@@ -1109,6 +1119,7 @@ static int rx_fill(struct udp_nic *u)
 	u->rx_n = u->rx_slot = 0;
 	u->rx_off = 0;
 	u->rx_dry = 0;
+	dontwait = u->rx_block ? 0 : MSG_DONTWAIT;
 	for (;;) {
 		if (u->rx_want == 1 && !u->gro) {
 			/* recvfrom skips the msghdr and iovec import: ~0.1 us
@@ -1117,7 +1128,7 @@ static int rx_fill(struct udp_nic *u)
 			struct msghdr *m = &u->rxmsg[0].msg_hdr;
 			socklen_t al = sizeof u->rxsrc[0];
 			ssize_t r = recvfrom(u->fd, u->rxiov[0].iov_base, u->rxiov[0].iov_len,
-			                     MSG_DONTWAIT | MSG_TRUNC, &u->rxsrc[0].sa, &al);
+			                     dontwait | MSG_TRUNC, &u->rxsrc[0].sa, &al);
 			n = r < 0 ? -1 : 1;
 			if (r >= 0) {
 				m->msg_namelen = al;
@@ -1126,13 +1137,17 @@ static int rx_fill(struct udp_nic *u)
 				u->rxmsg[0].msg_len = (unsigned)r;
 			}
 		} else if (u->rx_want == 1) {
-			ssize_t r = recvmsg(u->fd, &u->rxmsg[0].msg_hdr, MSG_DONTWAIT);
+			ssize_t r = recvmsg(u->fd, &u->rxmsg[0].msg_hdr, dontwait);
 			n = r < 0 ? -1 : 1;
 			if (r >= 0)
 				u->rxmsg[0].msg_len = (unsigned)r;
 		} else {
-			n = recvmmsg(u->fd, u->rxmsg, (unsigned)u->rx_want, MSG_DONTWAIT, NULL);
+			n = recvmmsg(u->fd, u->rxmsg, (unsigned)u->rx_want,
+			             dontwait ? dontwait : MSG_WAITFORONE, NULL);
 		}
+		/* Only the first call may sleep: one wake-up per wait. */
+		dontwait = MSG_DONTWAIT;
+		u->rx_block = 0;
 		if (n > 0) {
 			u->rx_n = n;
 			if (n >= UDP_GRO_RUN && !u->gro && u->gro_ok)
@@ -1143,8 +1158,11 @@ static int rx_fill(struct udp_nic *u)
 			u->rx_dry = 1;
 			return 0;
 		}
-		if (errno == EINTR)
+		if (errno == EINTR) {
+			if (slept)
+				return 0; /* a signal ended the sleep: back to the caller */
 			continue;
+		}
 		if (is_async_err(errno) && tries++ < UDP_RETRIES) {
 			/* A pending ICMP error, reported on the next call
 			 * whatever it is: attribute it and look again. */
@@ -1329,6 +1347,37 @@ static int udp_arm(rcp_nic *nic)
 	return RCP_EAGAIN;
 }
 
+/* Sleeps shorter than this use poll() (nanoseconds); longer ones sleep in
+ * the receive call under SO_RCVTIMEO, which the kernel keeps in ticks. */
+#define UDP_BLOCK_MIN_NS 1000000
+
+static int udp_recv_wait(rcp_nic *nic, struct rcp_nic_frame *fr, int max, int64_t timeout_ns)
+{
+	struct udp_nic *u = udp_of(nic);
+	int rc;
+
+	if (u->rx_slot < u->rx_n)
+		return udp_recv(nic, fr, max);
+	if (timeout_ns >= 0 && timeout_ns < UDP_BLOCK_MIN_NS)
+		return rcpi_nic_recv_wait_poll(nic, fr, max, timeout_ns);
+	/* SO_RCVTIMEO changes only when the one set would sleep past the
+	 * timeout or wake before half of it: steady waits set it once. */
+	if (timeout_ns < 0 ? u->rcvtimeo_ns != 0
+	                   : !u->rcvtimeo_ns || u->rcvtimeo_ns > timeout_ns ||
+	                         2 * u->rcvtimeo_ns < timeout_ns) {
+		int64_t t = timeout_ns < 0 ? 0 : timeout_ns;
+		struct timeval tv = {(time_t)(t / 1000000000),
+		                     (suseconds_t)(t % 1000000000 / 1000)};
+		if (setsockopt(u->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv))
+			return rcpi_nic_recv_wait_poll(nic, fr, max, timeout_ns);
+		u->rcvtimeo_ns = t;
+	}
+	u->rx_block = 1;
+	rc = udp_recv(nic, fr, max);
+	u->rx_block = 0;
+	return rc;
+}
+
 static int udp_pending(rcp_nic *nic)
 {
 	struct udp_nic *u = udp_of(nic);
@@ -1384,7 +1433,9 @@ static int udp_open(const char *rest, const struct rcp_nic_config *cfg, rcp_nic 
 		goto fail;
 	}
 
-	u->fd = socket(u->family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, IPPROTO_UDP);
+	/* A blocking socket, every call MSG_DONTWAIT but the receive that
+	 * sleeps (udp_recv_wait). */
+	u->fd = socket(u->family, SOCK_DGRAM | SOCK_CLOEXEC, IPPROTO_UDP);
 	if (u->fd < 0) {
 		rc = errno == EAFNOSUPPORT ? RCP_EADDR : rcpi_errno_to_rcp(errno);
 		rcpi_debug("udp: socket: %s", strerror(errno));
@@ -1615,5 +1666,6 @@ const struct rcpi_nic_ops rcpi_nic_udp_ops = {
     .fd = udp_fd,
     .arm = udp_arm,
     .pending = udp_pending,
+    .recv_wait = udp_recv_wait,
     /* No RMA: the dispatcher answers RCP_ENOTSUP. */
 };

@@ -1812,6 +1812,27 @@ int rcpc_timers(rcpc_core *c, uint64_t now)
 	return take_completed(c);
 }
 
+int rcpc_ack_owed(rcpc_core *c, uint64_t now)
+{
+	struct list *p;
+	int sent = 0, cleared = 0;
+
+	for (p = c->chans.next; p != &c->chans; p = p->next) {
+		rcp_chan *ch = container_of(p, rcp_chan, link);
+		if (ch->failed || !ch->ack_due)
+			continue;
+		ch->ack_due = 0;
+		cleared = 1;
+		if (ch->acked_upto != ch->rx_next || ch->ack_pending) {
+			send_ack(ch, now);
+			sent = 1;
+		}
+	}
+	if (sent && c->io.flush)
+		c->io.flush(c->io.ctx);
+	return cleared;
+}
+
 uint64_t rcpc_deadline(const rcpc_core *c)
 {
 	uint64_t d = UINT64_MAX;

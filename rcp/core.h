@@ -94,6 +94,10 @@ int rcpc_flush(rcpc_core *c, uint64_t now);
 /* Fires due timers (retransmissions, delayed acks, keep-alives, peer
  * timeouts).  Returns like rcpc_flush. */
 int rcpc_timers(rcpc_core *c, uint64_t now);
+/* Sends now every ack that waits for its ack_delay (a caller about to
+ * sleep: nothing it sends before it wakes could carry them).  Returns
+ * nonzero if it cleared a delayed-ack timer (the deadline may be later). */
+int rcpc_ack_owed(rcpc_core *c, uint64_t now);
 /* The earliest time a timer is due, or UINT64_MAX. */
 uint64_t rcpc_deadline(const rcpc_core *c);
 /* After rcpc_isend/irecv/mcast/cancel at NOW: a time no later than any

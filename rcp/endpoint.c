@@ -7,9 +7,10 @@
  * frames can be released at once), let the core send acks and whatever its
  * windows allow, and fire its timers when their deadline has passed.
  *
- * Waiting: spin on progress for spin_ns (RCP_SPIN_NS), then arm the nic
- * and poll its fd until the core's next deadline.  RCP_EP_SPIN never
- * sleeps; RCP_EP_SLEEP sleeps at once.  On VMs whose idle vCPUs halt, a
+ * Waiting: spin on progress for spin_ns (RCP_SPIN_NS), then send the acks
+ * owed and sleep in rcp_nic_recv_wait until a frame or the core's next
+ * deadline.  RCP_EP_SPIN never sleeps; RCP_EP_SLEEP sleeps at once and
+ * lets timers run up to sleep_slack late (see wait_until).  On VMs whose idle vCPUs halt, a
  * cross-CPU wake-up costs ~25 µs each way, so the spin phase is what makes
  * small round trips fast; the sleep phase keeps idle processes off the CPU.
  */
@@ -39,8 +40,9 @@ struct rcp_ep {
 	struct rcp_nic_info info;
 	unsigned flags;
 	int64_t spin_ns;
-	uint64_t deadline;  /* timers: see deadline_soon() */
-	int deadline_rough; /* deadline may be early: re-take it before sleeping */
+	uint64_t sleep_slack_ns; /* RCP_EP_SLEEP: see wait_until() */
+	uint64_t deadline;       /* timers: see deadline_soon() */
+	int deadline_rough;      /* deadline may be early: re-take it before sleeping */
 	unsigned idle_polls;
 	int burst;
 	uint64_t now_cache, now_tsc; /* see ep_now() */
@@ -70,6 +72,7 @@ static inline uint64_t cycles(void)
 }
 
 static int progress(rcp_ep *ep);
+static int took(rcp_ep *ep, int n);
 
 /* The exact next deadline: a walk over the channels.  Taken after frames
  * came in and after timers ran; an API call takes deadline_soon(). */
@@ -223,6 +226,7 @@ int rcp_ep_open(const char *nic_addr, const struct rcp_ep_config *cfg, rcp_ep **
 			ep->flags |= RCP_EP_SLEEP;
 	}
 	ep->spin_ns = rcpi_env_int("RCP_SPIN_NS", 50000);
+	ep->sleep_slack_ns = (uint64_t)rcpi_env_int("RCP_SLEEP_SLACK_US", 5000) * 1000u;
 
 	rcpc_params_default(&p);
 	p.mtu = ep->info.mtu;
@@ -329,8 +333,7 @@ int rcp_ep_get_stats(const rcp_ep *ep, struct rcp_ep_stats *st)
 /* One round of progress; returns requests completed or a negative code. */
 static int progress(rcp_ep *ep)
 {
-	int n, done = 0;
-	uint64_t now;
+	int n;
 
 	/* Idle polls ask for one frame (udp: recvfrom, not a 32-slot
 	 * recvmmsg, ~0.5 us cheaper per poll); once frames flow, bursts. */
@@ -343,7 +346,16 @@ static int progress(rcp_ep *ep)
 		ep->burst = 1;
 		return 0;
 	}
-	now = ep_now(ep);
+	return took(ep, n);
+}
+
+/* After a receive that got N frames (maybe 0): feed them to the core, let
+ * it answer, fire due timers.  Returns the requests completed. */
+static int took(rcp_ep *ep, int n)
+{
+	int done = 0;
+	uint64_t now = ep_now(ep);
+
 	/* Bursts only while frames come back to back (a stream); a lone
 	 * frame (ping-pong, RPC) keeps polls single: the next frame is most
 	 * likely the answer, and the cheaper poll sees it sooner. */
@@ -390,26 +402,35 @@ int64_t rcp_ep_timeout_ns(const rcp_ep *ep)
 	return d > now ? (int64_t)(d - now) : 0;
 }
 
-int rcp_ep_arm(rcp_ep *ep)
+/* Before a sleep: takes the exact deadline and fires timers already due
+ * here rather than send the caller round the progress loop (idle polls
+ * look at the clock only now and then).  Returns RCP_EAGAIN when timers
+ * ran or are due (requests may have completed: look before sleeping). */
+static int fire_due(rcp_ep *ep, uint64_t now)
 {
-	uint64_t now;
-	if (!ep)
-		return RCP_EINVAL;
-	now = now_ns();
 	if (ep->deadline_rough)
 		deadline_exact(ep);
 	if (ep->deadline <= now) {
-		/* Fire due timers here rather than send the caller round the
-		 * progress loop (idle polls look at the clock only now and then). */
 		if (rcpc_timers(ep->core, now) > 0) {
 			deadline_exact(ep);
-			return RCP_EAGAIN; /* requests completed: look at them */
+			return RCP_EAGAIN;
 		}
 		deadline_exact(ep);
 		if (ep->deadline <= now)
 			return RCP_EAGAIN;
 	}
-	return rcp_nic_arm(ep->nic);
+	return 0;
+}
+
+int rcp_ep_arm(rcp_ep *ep)
+{
+	uint64_t now;
+	int rc;
+	if (!ep)
+		return RCP_EINVAL;
+	now = now_ns();
+	rc = fire_due(ep, now);
+	return rc ? rc : rcp_nic_arm(ep->nic);
 }
 
 /* Waits until DONE(arg) is true, progressing; TIMEOUT_NS < 0: forever.
@@ -418,59 +439,65 @@ int rcp_ep_arm(rcp_ep *ep)
 static int wait_until(rcp_ep *ep, int (*done)(void *), void *arg, int64_t timeout_ns)
 {
 	uint64_t start = 0, until = UINT64_MAX, spin_end = 0;
-	int rc;
+	const int sleeper = !!(ep->flags & RCP_EP_SLEEP);
+	int rc, n;
 
 	for (unsigned i = 0;; i++) {
 		uint64_t now, wake;
-		struct pollfd pfd;
 		if (done(arg))
 			return 0;
-		rc = progress(ep);
-		if (rc < 0)
-			return rc;
-		if (rc > 0 || done(arg))
-			continue;
-		/* Spinning: look at the clock only now and then. */
-		if (start && !(ep->flags & RCP_EP_SLEEP) && (i & 15) != 15)
-			continue;
+		/* A sleeper skips the look before sleeping: the receive it
+		 * sleeps in returns at once when frames are there. */
+		if (!sleeper) {
+			rc = progress(ep);
+			if (rc < 0)
+				return rc;
+			if (rc > 0 || done(arg))
+				continue;
+			/* Spinning: look at the clock only now and then. */
+			if (start && (i & 15) != 15)
+				continue;
+		}
 		now = now_ns();
 		if (!start) {
 			start = now;
 			if (timeout_ns >= 0)
 				until = start + (uint64_t)timeout_ns;
-			spin_end =
-			    (ep->flags & RCP_EP_SLEEP) ? start : start + (uint64_t)ep->spin_ns;
+			spin_end = sleeper ? start : start + (uint64_t)ep->spin_ns;
 		}
 		if (now >= until)
 			return RCP_ETIMEDOUT;
 		/* Spin while the wait is young or frames came recently: a
 		 * transfer in progress should not fall asleep between frames. */
 		if ((ep->flags & RCP_EP_SPIN) || now < spin_end ||
-		    (!(ep->flags & RCP_EP_SLEEP) && now < ep->active_at + (uint64_t)ep->spin_ns)) {
+		    (!sleeper && now < ep->active_at + (uint64_t)ep->spin_ns)) {
 			rcpi_cpu_relax();
 			continue;
 		}
-		/* Sleep until a frame arrives or the next timer is due. */
-		rc = rcp_ep_arm(ep);
-		if (rc == RCP_EAGAIN)
+		/* Sleep until a frame arrives or the next timer is due.  Acks
+		 * owed go first: nothing we send before we wake could carry
+		 * them, and the peer would wait for them. */
+		if (rcpc_ack_owed(ep->core, now))
+			ep->deadline_rough = 1;
+		if (fire_due(ep, now))
 			continue;
-		if (rc)
+		wake = ep->deadline;
+		/* Sleeping at once, the timers left are loss recovery (RTO,
+		 * tail-loss probe: tens of microseconds) and keep-alives.  A
+		 * short sleep costs two clock-event reprogrammings, ~2.5 us per
+		 * sleep on a VM, as much as the rest of the wait; so a sleeping
+		 * endpoint lets them run up to sleep_slack late. */
+		if (sleeper && wake < now + ep->sleep_slack_ns)
+			wake = now + ep->sleep_slack_ns;
+		if (wake > until)
+			wake = until;
+		n = rcp_nic_recv_wait(ep->nic, ep->frames, ep->burst,
+		                      wake == UINT64_MAX ? -1 : (int64_t)(wake - now));
+		if (n < 0)
+			return n;
+		rc = took(ep, n);
+		if (rc < 0)
 			return rc;
-		wake = ep->deadline < until ? ep->deadline : until;
-		pfd.fd = rcp_nic_fd(ep->nic);
-		pfd.events = POLLIN;
-		if (wake == UINT64_MAX) {
-			rc = poll(&pfd, 1, -1);
-		} else {
-			/* ppoll: timers are microseconds apart; poll()'s
-			 * millisecond rounding would stretch every one. */
-			uint64_t ns = wake > now ? wake - now : 0;
-			struct timespec ts = {(time_t)(ns / 1000000000ull),
-			                      (long)(ns % 1000000000ull)};
-			rc = ppoll(&pfd, 1, &ts, NULL);
-		}
-		if (rc < 0 && errno != EINTR)
-			return RCP_ESYS;
 	}
 }
 

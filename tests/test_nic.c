@@ -521,6 +521,73 @@ static void t_wait_fd(void **state)
 	rcp_nic_close(nic);
 }
 
+/* rcp_nic_recv_wait: with nothing there it returns 0 once the timeout
+ * passes (short: poll; long: udp sleeps in the receive call itself), and
+ * a frame sent while it waits (or before) comes back from it.  Plain
+ * rcp_nic_recv must stay non-blocking afterwards.  alarm() turns a
+ * receive that blocks for good into a visible failure. */
+static void t_recv_wait(void **state)
+{
+	struct link l;
+	rcp_nic *nic;
+	int peer, st;
+	pid_t child;
+	char go;
+	(void)state;
+
+	link_init(&l);
+	child = test_fork();
+	assert_true(child >= 0);
+	if (child == 0) {
+		uint64_t v;
+		struct iovec iov = {&v, sizeof v};
+		link_side(&l, 1);
+		if (connect_pair(&l, &nic, &peer))
+			_exit(10);
+		for (int round = 0; round < 4; round++) {
+			if (link_get(&l, &go, 1))
+				_exit(11);
+			v = 1000u + (uint64_t)round;
+			if (rcp_nic_send(nic, peer, &iov, 1, 0))
+				_exit(12);
+		}
+		if (link_get(&l, &go, 1))
+			_exit(13);
+		rcp_nic_close(nic);
+		_exit(0);
+	}
+	link_side(&l, 0);
+	assert_int_equal(connect_pair(&l, &nic, &peer), 0);
+	alarm(60);
+	for (int round = 0; round < 4; round++) {
+		static const int64_t wait_ns[4] = {-1, 5000000000ll, -1, 3000000000ll};
+		struct rcp_nic_frame f;
+		uint64_t v;
+		int n;
+
+		assert_int_equal(rcp_nic_recv_wait(nic, &f, 1, 0), 0);
+		assert_int_equal(rcp_nic_recv_wait(nic, &f, 1, 200000), 0);
+		assert_int_equal(rcp_nic_recv_wait(nic, &f, 1, 2000000), 0);
+		assert_int_equal(rcp_nic_recv(nic, &f, 1), 0);
+		assert_int_equal(link_put(&l, "g", 1), 0);
+		do
+			n = rcp_nic_recv_wait(nic, &f, 1, wait_ns[round]);
+		while (n == 0);
+		assert_int_equal(n, 1);
+		assert_int_equal(f.len, 8);
+		memcpy(&v, f.data, 8);
+		assert_int_equal(v, 1000u + (uint64_t)round);
+		rcp_nic_release(nic, &f, 1);
+		assert_int_equal(rcp_nic_recv(nic, &f, 1), 0);
+	}
+	assert_int_equal(rcp_nic_recv_wait(NULL, NULL, 1, 0), RCP_EINVAL);
+	alarm(0);
+	assert_int_equal(link_put(&l, "d", 1), 0);
+	st = test_wait_child(child);
+	assert_int_equal(st, 0);
+	rcp_nic_close(nic);
+}
+
 /* Unknown environment variables are warned about; known ones are not.
  * The scan runs once per process, so the check runs in a fresh exec of
  * this program (see main). */
@@ -595,6 +662,8 @@ int main(int argc, char **argv)
 		    cmocka_unit_test_prestate_setup_teardown(t_burst_recv, setup_backend, NULL,
 		                                             (void *)names[i]),
 		    cmocka_unit_test_prestate_setup_teardown(t_wait_fd, setup_backend, NULL,
+		                                             (void *)names[i]),
+		    cmocka_unit_test_prestate_setup_teardown(t_recv_wait, setup_backend, NULL,
 		                                             (void *)names[i]),
 		    cmocka_unit_test_prestate_setup_teardown(t_env_warning, setup_backend, NULL,
 		                                             (void *)names[i]),

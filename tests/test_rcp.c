@@ -20,13 +20,18 @@
 struct setup {
 	const char *transport;
 	const char *faults; /* NULL: none */
+	unsigned flags;     /* rcp_ep_config.flags of both ends */
 };
 
 static const struct setup setups[] = {
-    {"shm", NULL},
-    {"udp", NULL},
-    {"shm", "drop=0.1,dup=0.02,reorder=0.1,seed=11"},
-    {"udp", "drop=0.1,dup=0.02,reorder=0.1,seed=12"},
+    {"shm", NULL, 0},
+    {"udp", NULL, 0},
+    {"shm", "drop=0.1,dup=0.02,reorder=0.1,seed=11", 0},
+    {"udp", "drop=0.1,dup=0.02,reorder=0.1,seed=12", 0},
+    /* Sleeping at once: acks owed go out before each sleep, and loss
+     * recovery timers run up to RCP_SLEEP_SLACK_US late. */
+    {"udp", "drop=0.1,dup=0.02,reorder=0.1,seed=13", RCP_EP_SLEEP},
+    {"shm", "drop=0.1,dup=0.02,reorder=0.1,seed=14", RCP_EP_SLEEP},
 };
 
 static const size_t sizes[] = {0,     1,     7,     256,   257,    1000,    4096,    16320,
@@ -45,6 +50,7 @@ static int open_ep(const struct setup *su, int child, rcp_ep **ep)
 	nc.faults = su->faults ? su->faults : "";
 	ec.nic = &nc;
 	ec.crc = -1;
+	ec.flags = su->flags;
 	return rcp_ep_open(addr, &ec, ep);
 }
 
@@ -246,6 +252,16 @@ static void t_udp_faults(void **state)
 	(void)state;
 	run_setup(&setups[3]);
 }
+static void t_udp_faults_sleep(void **state)
+{
+	(void)state;
+	run_setup(&setups[4]);
+}
+static void t_shm_faults_sleep(void **state)
+{
+	(void)state;
+	run_setup(&setups[5]);
+}
 
 /* A peer killed mid-transfer: pending operations fail with RCP_EPEER
  * after RCP_PEER_TIMEOUT, nothing hangs. */
@@ -255,7 +271,7 @@ static void t_peer_killed(void **state)
 	(void)state;
 	setenv("RCP_PEER_TIMEOUT", "1000", 1);
 	for (int t = 0; t < 2; t++) {
-		struct setup su = {transports[t], NULL};
+		struct setup su = {transports[t], NULL, 0};
 		int p2c[2], c2p[2];
 		pid_t child;
 		rcp_ep *ep;
@@ -438,9 +454,14 @@ static void t_api(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(t_shm),         cmocka_unit_test(t_udp),
-	    cmocka_unit_test(t_shm_faults),  cmocka_unit_test(t_udp_faults),
-	    cmocka_unit_test(t_peer_killed), cmocka_unit_test(t_api),
+	    cmocka_unit_test(t_shm),
+	    cmocka_unit_test(t_udp),
+	    cmocka_unit_test(t_shm_faults),
+	    cmocka_unit_test(t_udp_faults),
+	    cmocka_unit_test(t_udp_faults_sleep),
+	    cmocka_unit_test(t_shm_faults_sleep),
+	    cmocka_unit_test(t_peer_killed),
+	    cmocka_unit_test(t_api),
 	};
 	return cmocka_run_group_tests_name("rcp channels between processes", tests, NULL, NULL);
 }

@@ -905,6 +905,41 @@ static void t_stream_at_once(void **state)
 	sim_free(s);
 }
 
+/* rcpc_ack_owed (an endpoint about to sleep): the ack a received message
+ * owes goes out at once, not after ack_delay; with nothing owed it sends
+ * nothing and says so. */
+static void t_ack_owed(void **state)
+{
+	uint64_t seed = test_seed(800);
+	struct sim *s = pair(seed, 0, 0, 4096);
+	unsigned char out[8] = {9, 8, 7, 6, 5, 4, 3, 2}, in[8];
+	struct rcp_ep_stats a, b;
+	struct one x[2] = {{0}};
+
+	(void)state;
+	assert_int_equal(rcpc_irecv(sim_core(s, 1), sim_chan(s, 1, 0), RCP_ANY_TAG, in, sizeof in,
+	                            sim_now(s), &x[1].r),
+	                 0);
+	assert_int_equal(rcpc_isend(sim_chan(s, 0, 1), 5, out, sizeof out, sim_now(s), &x[0].r), 0);
+	sim_run(s, never, NULL, 10000); /* delivered (5 us), ack_delay (50 us) not yet over */
+	assert_int_equal(rcpc_req_done(x[1].r, &x[1].st), 1);
+	assert_memory_equal(in, out, sizeof out);
+	rcpc_core_stats(sim_core(s, 1), &a);
+	assert_int_not_equal(rcpc_ack_owed(sim_core(s, 1), sim_now(s)), 0);
+	rcpc_core_stats(sim_core(s, 1), &b);
+	assert_int_equal(b.acks_sent, a.acks_sent + 1);
+	assert_int_equal(rcpc_ack_owed(sim_core(s, 1), sim_now(s)), 0);
+	rcpc_core_stats(sim_core(s, 1), &a);
+	assert_int_equal(a.acks_sent, b.acks_sent);
+	/* The ack reaches the sender: nothing left to resend, ever. */
+	sim_run(s, never, NULL, 5000000);
+	rcpc_core_stats(sim_core(s, 0), &a);
+	assert_int_equal(a.retransmits, 0);
+	assert_int_equal(rcpc_core_busy(sim_core(s, 0)), 0);
+	rcpc_req_done(x[0].r, &x[0].st);
+	sim_free(s);
+}
+
 static void t_echo_sizes(void **state)
 {
 	(void)state;
@@ -925,6 +960,7 @@ int main(void)
 	    cmocka_unit_test(t_garbage),        cmocka_unit_test(t_garbage_nocrc),
 	    cmocka_unit_test(t_replay),         cmocka_unit_test(t_echo_sizes),
 	    cmocka_unit_test(t_huge_message),   cmocka_unit_test(t_stream_at_once),
+	    cmocka_unit_test(t_ack_owed),
 	};
 	return cmocka_run_group_tests_name("rcp core on a simulated network", tests, NULL, NULL);
 }

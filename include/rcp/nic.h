@@ -166,6 +166,16 @@ int rcp_nic_flush(rcp_nic *nic);
  * be released before the next rcp_nic_recv() on the same endpoint. */
 int rcp_nic_recv(rcp_nic *nic, struct rcp_nic_frame *frames, int max);
 
+/* Like rcp_nic_recv(), but when no frame is there it sleeps until one
+ * arrives or about TIMEOUT_NS passes (<0: forever), then returns what came
+ * (0 if nothing did, or a signal interrupted the sleep).  A sleep of a
+ * millisecond or more may be rounded up to the kernel's tick: callers that
+ * need a precise wake-up pass less, or use rcp_nic_arm() and the fd.  The
+ * udp backend sleeps inside the receive call itself: one system call per
+ * wake-up instead of a poll and a receive.  Returns the count, RCP_EINVAL
+ * or RCP_ESYS. */
+int rcp_nic_recv_wait(rcp_nic *nic, struct rcp_nic_frame *frames, int max, int64_t timeout_ns);
+
 /* Returns frames to the backend.  Releasing N frames releases the first N
  * of the last burst. */
 void rcp_nic_release(rcp_nic *nic, struct rcp_nic_frame *frames, int n);
