@@ -967,6 +967,24 @@ static void txq_consume(struct udp_nic *u, int head)
 		u->txq[i].iov_off = (uint16_t)(u->txq[i].iov_off - off);
 }
 
+/* One queued message: a small lone frame (the ping-pong case: the core
+ * queues with RCP_NIC_MORE, then flushes) goes gathered by sendto, as in
+ * send_one; anything else by sendmsg. */
+static ssize_t send_lone(struct udp_nic *u, const struct msghdr *h, size_t total)
+{
+	unsigned char small[UDP_SMALL_FRAME];
+	size_t off = 0;
+
+	if (h->msg_controllen || total > sizeof small)
+		return sendmsg(u->fd, h, MSG_DONTWAIT);
+	for (size_t i = 0; i < h->msg_iovlen; i++) {
+		memcpy(small + off, h->msg_iov[i].iov_base, h->msg_iov[i].iov_len);
+		off += h->msg_iov[i].iov_len;
+	}
+	return sendto(u->fd, small, off, MSG_DONTWAIT, (const struct sockaddr *)h->msg_name,
+	              h->msg_namelen);
+}
+
 /* Pushes the queue out.  If CUR, the last entry is the frame the caller is
  * sending now; a drop of it is reported in *CUR_RC (other entries were
  * accepted earlier: their peer is marked, or the error is returned).
@@ -980,7 +998,7 @@ static int txq_flush(struct udp_nic *u, int cur, int *cur_rc)
 		int nmsg = txq_build(u, head), r, err, rc, p, drop;
 
 		if (nmsg == 1)
-			r = sendmsg(u->fd, &u->txmsg[0].msg_hdr, MSG_DONTWAIT) >= 0 ? 1 : -1;
+			r = send_lone(u, &u->txmsg[0].msg_hdr, u->txlen[0]) >= 0 ? 1 : -1;
 		else
 			r = sendmmsg(u->fd, u->txmsg, (unsigned)nmsg, MSG_DONTWAIT);
 		if (RCPI_LIKELY(r > 0)) {
