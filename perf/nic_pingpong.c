@@ -6,8 +6,9 @@
  * addresses over a pipe, then bounce one frame of SIZE bytes ITERS times.
  * Two modes:
  *   spin   both sides poll without sleeping (needs one CPU each);
- *   sleep  both sides block on the endpoint's fd (nic: rcp_nic_wait with no
- *          spin; kernel UDP: blocking recv), paying the wake-up each way.
+ *   sleep  both sides sleep until the frame comes (nic: rcp_nic_recv_wait,
+ *          which for udp is a blocking receive; kernel UDP: blocking recv),
+ *          paying the wake-up each way.
  * Every round trip is timed; the median and p99 are printed.  Rows can be
  * printed as CSV (--csv): transport,mode,size,iters,rtt_median_us,rtt_p99_us
  *
@@ -93,17 +94,13 @@ static int nic_await(rcp_nic *nic, int sleep_mode, uint64_t expect, uint64_t dea
 	uint64_t seq = 0;
 
 	for (unsigned spins = 0;; spins++) {
-		n = rcp_nic_recv(nic, &f, 1);
+		n = sleep_mode ? rcp_nic_recv_wait(nic, &f, 1, 100000000)
+		               : rcp_nic_recv(nic, &f, 1);
 		if (n < 0)
 			return n;
 		if (n == 1)
 			break;
-		if (sleep_mode) {
-			int rc = rcp_nic_wait(nic, 100000000, 0);
-			if (rc && rc != RCP_ETIMEDOUT)
-				return rc;
-		}
-		if ((spins & 1023) == 0 && now_ns() > deadline)
+		if ((sleep_mode || (spins & 1023) == 0) && now_ns() > deadline)
 			return RCP_ETIMEDOUT;
 	}
 	len = (int)f.len;
