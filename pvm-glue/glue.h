@@ -160,6 +160,7 @@ struct pr_pend {
 	struct pr_pend *next;
 	rcp_req *req;
 	void *buf;
+	int pooled; /* buf is a small-copy buffer (send.c), not malloc'd to size */
 };
 
 struct pr_syn {

@@ -275,6 +275,7 @@ struct rcpc_core {
 	rcp_chan **by_peer;
 	int npeers;
 	rcp_req *free_reqs;
+	struct unexp *free_unexp; /* records for reuse, chained by link.next */
 	void **req_slabs;
 	int nslabs;
 	unsigned char **free_bufs; /* eager payload buffers */
@@ -415,6 +416,25 @@ static void req_free(rcp_req *r)
 	r->kind = 0;
 	r->pool_next = c->free_reqs;
 	c->free_reqs = r;
+}
+
+/* Unexpected-message records come and go once per unexpected message
+ * (every message of a probe-then-receive user such as pvm_precv): reuse
+ * them rather than calloc and free each. */
+static struct unexp *unexp_get(rcpc_core *c)
+{
+	struct unexp *u = c->free_unexp;
+	if (!u)
+		return calloc(1, sizeof *u);
+	c->free_unexp = (struct unexp *)(void *)u->link.next;
+	memset(u, 0, sizeof *u);
+	return u;
+}
+
+static void unexp_put(rcpc_core *c, struct unexp *u)
+{
+	u->link.next = (struct list *)(void *)c->free_unexp;
+	c->free_unexp = u;
 }
 
 static unsigned char *buf_get(rcpc_core *c)
@@ -965,7 +985,7 @@ static void chan_reset(rcp_chan *ch, int error)
 		struct unexp *u = container_of(p, struct unexp, link);
 		if (u->ch == ch && u->is_rts) {
 			list_del(&u->link);
-			free(u);
+			unexp_put(c, u);
 		}
 	}
 	for (uint32_t i = 0; i < RXW; i++) {
@@ -1314,12 +1334,13 @@ static void process_inorder(rcp_chan *ch, const struct rcpw_hdr *h, const unsign
 			complete(r, h->len > r->len ? RCP_ETRUNC : 0);
 			credit_return(ch);
 		} else {
-			struct unexp *u = calloc(1, sizeof *u);
+			struct unexp *u = unexp_get(c);
 			unsigned char *b = h->len ? buf_get(c) : NULL;
 			if (!u || (h->len && !b)) {
 				/* Out of memory: drop the message start, which
 				 * cannot be retried once acked.  Fail loudly. */
-				free(u);
+				if (u)
+					unexp_put(c, u);
 				free(b);
 				chan_fail(ch, RCP_ENOMEM);
 				return;
@@ -1356,7 +1377,7 @@ static void process_inorder(rcp_chan *ch, const struct rcpw_hdr *h, const unsign
 			rts_matched(ch, r, h->msg, h->tag, h->arg, !!(h->flags & RCPW_F_RMA), pl,
 			            h->len);
 		} else {
-			struct unexp *u = calloc(1, sizeof *u);
+			struct unexp *u = unexp_get(c);
 			if (!u) {
 				chan_fail(ch, RCP_ENOMEM);
 				return;
@@ -1947,6 +1968,11 @@ void rcpc_core_free(rcpc_core *c)
 		free(u->data);
 		free(u);
 	}
+	while (c->free_unexp) {
+		struct unexp *u = c->free_unexp;
+		c->free_unexp = (struct unexp *)(void *)u->link.next;
+		free(u);
+	}
 	list_for_each_safe(p, t, &c->chans)
 	{
 		chan_free(container_of(p, rcp_chan, link));
@@ -2048,7 +2074,7 @@ void rcpc_chan_close(rcp_chan *ch, uint64_t now)
 				c->unexp_held--;
 			if (u->data)
 				buf_put(c, u->data);
-			free(u);
+			unexp_put(c, u);
 		}
 	}
 	chan_free(ch);
@@ -2137,7 +2163,7 @@ int rcpc_irecv(rcpc_core *c, rcp_chan *ch, uint64_t tag, void *buf, size_t len, 
 			c->unexp_held--;
 			credit_return(u->ch);
 			complete(r, u->total > len ? RCP_ETRUNC : 0);
-			free(u);
+			unexp_put(c, u);
 			return 0;
 		}
 		chan_touch(u->ch, now);
@@ -2154,7 +2180,7 @@ int rcpc_irecv(rcpc_core *c, rcp_chan *ch, uint64_t tag, void *buf, size_t len, 
 			unsigned char rkey[RKEY_MAX];
 			uint32_t rkl = u->rkeylen;
 			memcpy(rkey, u->rkey, rkl);
-			free(u);
+			unexp_put(c, u);
 			r->state = R_POSTED;
 			rts_matched(src, r, msg, t, total, rma, rkey, rkl);
 			r->chan = ch;
