@@ -98,7 +98,8 @@
  *
  * SENDING (send.c).  Messages up to PVMRCP_COPY_MAX bytes (16 KiB) are
  * copied and psend returns at once (the copy is freed when RCP completes
- * the send, reaped in later calls).  Larger ones go from the user's buffer
+ * the send, reaped in later calls; copies of up to 512 bytes come from a
+ * small pool of reused buffers).  Larger ones go from the user's buffer
  * and psend waits for RCP to complete them (the receiver pulls them).
  * While it waits longer than PVMRCP_STASH_US it takes other peers'
  * messages into the held queue, so two tasks psending to each other (or
