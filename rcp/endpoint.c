@@ -399,7 +399,11 @@ int64_t rcp_ep_timeout_ns(const rcp_ep *ep)
 	if (d == UINT64_MAX)
 		return -1;
 	now = now_ns();
-	return d > now ? (int64_t)(d - now) : 0;
+	if (d <= now)
+		return 0;
+	if ((ep->flags & RCP_EP_SLEEP) && d - now < ep->sleep_slack_ns)
+		return (int64_t)ep->sleep_slack_ns; /* see wait_until */
+	return (int64_t)(d - now);
 }
 
 /* Before a sleep: takes the exact deadline and fires timers already due
@@ -429,6 +433,8 @@ int rcp_ep_arm(rcp_ep *ep)
 	if (!ep)
 		return RCP_EINVAL;
 	now = now_ns();
+	if (rcpc_ack_owed(ep->core, now))
+		ep->deadline_rough = 1;
 	rc = fire_due(ep, now);
 	return rc ? rc : rcp_nic_arm(ep->nic);
 }

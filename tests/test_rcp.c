@@ -451,6 +451,73 @@ static void t_api(void **state)
 	rcp_ep_close(a);
 }
 
+/* Before a sleep on the fd: rcp_ep_arm sends the acks the endpoint owes
+ * (an ack may otherwise wait RCP_ACK_DELAY_US for a reply to carry it, and
+ * the sleeper sends nothing), and an RCP_EP_SLEEP endpoint asks
+ * rcp_ep_timeout_ns for at least RCP_SLEEP_SLACK_US.  The ack delay is
+ * set to 60 s here so no timer sends that ack before the arm does. */
+static void t_arm_acks_and_slack(void **state)
+{
+	char an[64], bn[64], buf[16];
+	struct rcp_ep_config sleeper = {.flags = RCP_EP_SLEEP};
+	struct rcp_ep_stats s0, s1;
+	rcp_ep *a, *b;
+	rcp_chan *ab, *ba;
+	int64_t t;
+	(void)state;
+
+	snprintf(an, sizeof an, "shm:tarm-%d-a", (int)getpid());
+	snprintf(bn, sizeof bn, "shm:tarm-%d-b", (int)getpid());
+	setenv("RCP_ACK_DELAY_US", "60000000", 1);
+	setenv("RCP_SLEEP_SLACK_US", "7000", 1);
+	assert_int_equal(rcp_ep_open(an, NULL, &a), 0);
+	assert_int_equal(rcp_ep_open(bn, &sleeper, &b), 0);
+	unsetenv("RCP_ACK_DELAY_US");
+	unsetenv("RCP_SLEEP_SLACK_US");
+	assert_int_equal(rcp_connect(a, bn, &ab), 0);
+	assert_int_equal(rcp_connect(b, an, &ba), 0);
+
+	assert_int_equal(rcp_send(ab, 5, "ping", 4), 0); /* inline: done, unacked */
+	assert_int_equal(rcp_recv(b, ba, 5, buf, sizeof buf, NULL), 0);
+	assert_memory_equal(buf, "ping", 4);
+	rcp_ep_get_stats(b, &s0);
+	assert_int_equal(rcp_ep_arm(b), 0);
+	rcp_ep_get_stats(b, &s1);
+	assert_int_equal(s1.acks_sent, s0.acks_sent + 1);
+	/* Nothing owed any more: a second arm sends nothing. */
+	assert_int_equal(rcp_ep_arm(b), 0);
+	rcp_ep_get_stats(b, &s0);
+	assert_int_equal(s0.acks_sent, s1.acks_sent);
+
+	rcp_ep_close(b);
+	rcp_ep_close(a);
+
+	/* udp, where an unacked frame arms a tail-loss probe (2 x rto_min =
+	 * 500 us before the first RTT sample): the default endpoint asks to
+	 * wake before the slack, the sleeping one not before it. */
+	setenv("RCP_SLEEP_SLACK_US", "7000", 1);
+	assert_int_equal(rcp_ep_open("udp:", NULL, &a), 0);
+	assert_int_equal(rcp_ep_open("udp:", &sleeper, &b), 0);
+	unsetenv("RCP_SLEEP_SLACK_US");
+	assert_int_equal(rcp_ep_addr(a, an, sizeof an), 0);
+	assert_int_equal(rcp_ep_addr(b, bn, sizeof bn), 0);
+	assert_int_equal(rcp_connect(a, bn, &ab), 0);
+	assert_int_equal(rcp_connect(b, an, &ba), 0);
+	assert_int_equal(rcp_send(ab, 7, "x", 1), 0);
+	t = rcp_ep_timeout_ns(a);
+	assert_true(t >= 0 && t < 7000000);
+	assert_int_equal(rcp_send(ba, 8, "y", 1), 0);
+	t = rcp_ep_timeout_ns(b);
+	if (t != 0 && t < 7000000)
+		fail_msg("sleeping endpoint asks to wake after %lld ns, slack is 7 ms",
+		         (long long)t);
+	assert_int_equal(rcp_recv(b, ba, 7, buf, sizeof buf, NULL), 0);
+	assert_int_equal(rcp_recv(a, ab, 8, buf, sizeof buf, NULL), 0);
+	assert_int_equal(buf[0], 'y');
+	rcp_ep_close(b);
+	rcp_ep_close(a);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -462,6 +529,7 @@ int main(void)
 	    cmocka_unit_test(t_shm_faults_sleep),
 	    cmocka_unit_test(t_peer_killed),
 	    cmocka_unit_test(t_api),
+	    cmocka_unit_test(t_arm_acks_and_slack),
 	};
 	return cmocka_run_group_tests_name("rcp channels between processes", tests, NULL, NULL);
 }

@@ -100,11 +100,14 @@ rcp_nic *rcp_ep_nic(rcp_ep *ep);
  * endpoint's lifetime.  Call rcp_ep_arm() first; see rcp_nic_arm(). */
 int rcp_ep_fd(const rcp_ep *ep);
 /* Returns 0 if the caller may sleep on the fd now, RCP_EAGAIN if there is
- * work to progress first. */
+ * work to progress first.  Sends the acks the endpoint owes first: nothing
+ * it sends before the caller wakes could carry them. */
 int rcp_ep_arm(rcp_ep *ep);
 /* How long a sleeper on rcp_ep_fd() may sleep before rcp_progress() must
  * run for the protocol's timers (retransmission, acks, liveness): ns, 0 if
- * due now, -1 if no timer is pending.  Returns RCP_EINVAL for NULL. */
+ * due now, -1 if no timer is pending.  An RCP_EP_SLEEP endpoint asks for
+ * at least RCP_SLEEP_SLACK_US (its loss-recovery timers may run that late;
+ * docs/protocol.md, Waiting).  Returns RCP_EINVAL for NULL. */
 int64_t rcp_ep_timeout_ns(const rcp_ep *ep);
 /* Drives the protocol: receives frames, fires timers, sends what is due.
  * Returns the number of requests completed (>= 0) or a negative code. */
