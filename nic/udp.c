@@ -240,7 +240,6 @@ struct udp_nic {
 	uint32_t rx_off, rx_seg;
 	uint32_t outstanding;
 	uint8_t rx_dry;      /* the last receive call found the socket empty (udp_arm) */
-	uint8_t rx_block;    /* the next receive call may sleep (udp_recv_wait) */
 	int64_t rcvtimeo_ns; /* SO_RCVTIMEO now set (0: none, sleeps forever) */
 	int txn, txniov;
 	unsigned char *rxbuf;
@@ -1124,10 +1123,11 @@ static void gro_consider(struct udp_nic *u, int n);
  * for one, recvfrom (recvmsg once GRO is on: the segment size comes in a
  * cmsg).  See "Receiving" at the top for the measured costs.
  * Precondition: every held frame has been handed out and none is
- * outstanding.  Returns datagrams received, 0 or RCP_ESYS. */
-static int rx_fill(struct udp_nic *u)
+ * outstanding.  SLEEP: the first call may sleep (SO_RCVTIMEO bounds it;
+ * a signal ends it).  Returns datagrams received, 0 or RCP_ESYS. */
+static int rx_fill(struct udp_nic *u, int sleep)
 {
-	int tries = 0, n, dontwait, slept = u->rx_block;
+	int tries = 0, n, dontwait = sleep ? 0 : MSG_DONTWAIT;
 
 	/* The kernel rewrote only the headers it filled last time. */
 	for (int i = 0; i < u->rx_n; i++) {
@@ -1137,7 +1137,6 @@ static int rx_fill(struct udp_nic *u)
 	u->rx_n = u->rx_slot = 0;
 	u->rx_off = 0;
 	u->rx_dry = 0;
-	dontwait = u->rx_block ? 0 : MSG_DONTWAIT;
 	for (;;) {
 		if (u->rx_want == 1 && !u->gro) {
 			/* recvfrom skips the msghdr and iovec import: ~0.1 us
@@ -1165,7 +1164,6 @@ static int rx_fill(struct udp_nic *u)
 		}
 		/* Only the first call may sleep: one wake-up per wait. */
 		dontwait = MSG_DONTWAIT;
-		u->rx_block = 0;
 		if (n > 0) {
 			u->rx_n = n;
 			if (n >= UDP_GRO_RUN && !u->gro && u->gro_ok)
@@ -1177,7 +1175,7 @@ static int rx_fill(struct udp_nic *u)
 			return 0;
 		}
 		if (errno == EINTR) {
-			if (slept)
+			if (sleep)
 				return 0; /* a signal ended the sleep: back to the caller */
 			continue;
 		}
@@ -1245,9 +1243,9 @@ static inline void rx_next(struct udp_nic *u)
 	u->rx_off = 0;
 }
 
-static int udp_recv(rcp_nic *nic, struct rcp_nic_frame *fr, int max)
+/* Hands out up to MAX frames; SLEEP: the first receive call may sleep. */
+static int recv_frames(struct udp_nic *u, struct rcp_nic_frame *fr, int max, int sleep)
 {
-	struct udp_nic *u = udp_of(nic);
 	uint64_t bytes = 0;
 	int k = 0, looked = -1, rc;
 
@@ -1256,7 +1254,7 @@ static int udp_recv(rcp_nic *nic, struct rcp_nic_frame *fr, int max)
 	u->rx_want = max < UDP_RXB ? max : UDP_RXB;
 	for (int fills = 0; !k && fills < 4; fills++) {
 		if (u->rx_slot >= u->rx_n) {
-			rc = rx_fill(u);
+			rc = rx_fill(u, sleep && !fills);
 			if (rc <= 0)
 				return rc;
 		}
@@ -1311,6 +1309,11 @@ static int udp_recv(rcp_nic *nic, struct rcp_nic_frame *fr, int max)
 	u->base.stats.rx_frames += (uint64_t)k;
 	u->base.stats.rx_bytes += bytes;
 	return k;
+}
+
+static int udp_recv(rcp_nic *nic, struct rcp_nic_frame *fr, int max)
+{
+	return recv_frames(udp_of(nic), fr, max, 0);
 }
 
 static void udp_release(rcp_nic *nic, struct rcp_nic_frame *frames, int n)
@@ -1369,31 +1372,33 @@ static int udp_arm(rcp_nic *nic)
  * the receive call under SO_RCVTIMEO, which the kernel keeps in ticks. */
 #define UDP_BLOCK_MIN_NS 1000000
 
+/* Whether SO_RCVTIMEO CUR (ns, 0: none) serves a sleep of T (0: forever):
+ * it must not sleep past T nor wake before half of it, so steady waits set
+ * the option once. */
+static int rcvtimeo_fits(int64_t cur, int64_t t)
+{
+	if (!cur || !t)
+		return cur == t;
+	return cur <= t && 2 * cur >= t;
+}
+
 static int udp_recv_wait(rcp_nic *nic, struct rcp_nic_frame *fr, int max, int64_t timeout_ns)
 {
 	struct udp_nic *u = udp_of(nic);
-	int rc;
+	int64_t t = timeout_ns < 0 ? 0 : timeout_ns;
 
 	if (u->rx_slot < u->rx_n)
-		return udp_recv(nic, fr, max);
+		return recv_frames(u, fr, max, 0);
 	if (timeout_ns >= 0 && timeout_ns < UDP_BLOCK_MIN_NS)
 		return rcpi_nic_recv_wait_poll(nic, fr, max, timeout_ns);
-	/* SO_RCVTIMEO changes only when the one set would sleep past the
-	 * timeout or wake before half of it: steady waits set it once. */
-	if (timeout_ns < 0 ? u->rcvtimeo_ns != 0
-	                   : !u->rcvtimeo_ns || u->rcvtimeo_ns > timeout_ns ||
-	                         2 * u->rcvtimeo_ns < timeout_ns) {
-		int64_t t = timeout_ns < 0 ? 0 : timeout_ns;
+	if (!rcvtimeo_fits(u->rcvtimeo_ns, t)) {
 		struct timeval tv = {(time_t)(t / 1000000000),
 		                     (suseconds_t)(t % 1000000000 / 1000)};
 		if (setsockopt(u->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv))
 			return rcpi_nic_recv_wait_poll(nic, fr, max, timeout_ns);
 		u->rcvtimeo_ns = t;
 	}
-	u->rx_block = 1;
-	rc = udp_recv(nic, fr, max);
-	u->rx_block = 0;
-	return rc;
+	return recv_frames(u, fr, max, 1);
 }
 
 static int udp_pending(rcp_nic *nic)
@@ -1408,7 +1413,7 @@ static int udp_pending(rcp_nic *nic)
 	}
 	/* Receive now and keep the frames for recv(): the system call this
 	 * costs is the one recv() would make anyway. */
-	return rx_fill(u) != 0;
+	return rx_fill(u, 0) != 0;
 }
 
 /* ---- endpoint ---------------------------------------------------------- */

@@ -275,7 +275,7 @@ struct rcpc_core {
 	rcp_chan **by_peer;
 	int npeers;
 	rcp_req *free_reqs;
-	struct unexp *free_unexp; /* records for reuse, chained by link.next */
+	struct list free_unexp; /* unexp records for reuse */
 	void **req_slabs;
 	int nslabs;
 	unsigned char **free_bufs; /* eager payload buffers */
@@ -423,18 +423,18 @@ static void req_free(rcp_req *r)
  * them rather than calloc and free each. */
 static struct unexp *unexp_get(rcpc_core *c)
 {
-	struct unexp *u = c->free_unexp;
-	if (!u)
+	struct unexp *u;
+	if (list_empty(&c->free_unexp))
 		return calloc(1, sizeof *u);
-	c->free_unexp = (struct unexp *)(void *)u->link.next;
+	u = container_of(c->free_unexp.next, struct unexp, link);
+	list_del(&u->link);
 	memset(u, 0, sizeof *u);
 	return u;
 }
 
 static void unexp_put(rcpc_core *c, struct unexp *u)
 {
-	u->link.next = (struct list *)(void *)c->free_unexp;
-	c->free_unexp = u;
+	list_add_tail(&c->free_unexp, &u->link);
 }
 
 static unsigned char *buf_get(rcpc_core *c)
@@ -1765,6 +1765,12 @@ int rcpc_flush(rcpc_core *c, uint64_t now)
 	return take_completed(c);
 }
 
+/* Frames taken in order since the last ack went, or an ack asked for. */
+static int ack_owed(const rcp_chan *ch)
+{
+	return ch->acked_upto != ch->rx_next || ch->ack_pending;
+}
+
 int rcpc_timers(rcpc_core *c, uint64_t now)
 {
 	struct list *p, *t;
@@ -1823,7 +1829,7 @@ int rcpc_timers(rcpc_core *c, uint64_t now)
 		}
 		if (ch->ack_due && now >= ch->ack_due) {
 			ch->ack_due = 0;
-			if (ch->acked_upto != ch->rx_next || ch->ack_pending)
+			if (ack_owed(ch))
 				ch->ack_now = 1;
 		}
 		chan_flush(ch, now);
@@ -1844,7 +1850,7 @@ int rcpc_ack_owed(rcpc_core *c, uint64_t now)
 			continue;
 		ch->ack_due = 0;
 		cleared = 1;
-		if (ch->acked_upto != ch->rx_next || ch->ack_pending) {
+		if (ack_owed(ch)) {
 			send_ack(ch, now);
 			sent = 1;
 		}
@@ -1925,6 +1931,7 @@ int rcpc_core_new(const struct rcpc_params *p, const struct rcpc_io *io, void *o
 	list_init(&c->chans);
 	list_init(&c->posted);
 	list_init(&c->unexp);
+	list_init(&c->free_unexp);
 	*out = c;
 	return 0;
 }
@@ -1968,10 +1975,9 @@ void rcpc_core_free(rcpc_core *c)
 		free(u->data);
 		free(u);
 	}
-	while (c->free_unexp) {
-		struct unexp *u = c->free_unexp;
-		c->free_unexp = (struct unexp *)(void *)u->link.next;
-		free(u);
+	list_for_each_safe(p, t, &c->free_unexp)
+	{
+		free(container_of(p, struct unexp, link));
 	}
 	list_for_each_safe(p, t, &c->chans)
 	{

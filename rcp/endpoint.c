@@ -10,9 +10,10 @@
  * Waiting: spin on progress for spin_ns (RCP_SPIN_NS), then send the acks
  * owed and sleep in rcp_nic_recv_wait until a frame or the core's next
  * deadline.  RCP_EP_SPIN never sleeps; RCP_EP_SLEEP sleeps at once and
- * lets timers run up to sleep_slack late (see wait_until).  On VMs whose idle vCPUs halt, a
- * cross-CPU wake-up costs ~25 µs each way, so the spin phase is what makes
- * small round trips fast; the sleep phase keeps idle processes off the CPU.
+ * lets timers run up to sleep_slack late (see wake_at).  On VMs whose idle
+ * vCPUs halt, a cross-CPU wake-up costs ~25 µs each way, so the spin phase
+ * is what makes small round trips fast; the sleep phase keeps idle
+ * processes off the CPU.
  */
 #include <errno.h>
 #include <poll.h>
@@ -40,7 +41,7 @@ struct rcp_ep {
 	struct rcp_nic_info info;
 	unsigned flags;
 	int64_t spin_ns;
-	uint64_t sleep_slack_ns; /* RCP_EP_SLEEP: see wait_until() */
+	uint64_t sleep_slack_ns; /* RCP_EP_SLEEP: see wake_at() */
 	uint64_t deadline;       /* timers: see deadline_soon() */
 	int deadline_rough;      /* deadline may be early: re-take it before sleeping */
 	unsigned idle_polls;
@@ -390,6 +391,18 @@ int rcp_progress(rcp_ep *ep)
 	return progress(ep);
 }
 
+/* When to wake for timer deadline D (> NOW).  Sleeping at once, the
+ * timers left are loss recovery (RTO, tail-loss probe: tens of
+ * microseconds) and keep-alives.  A short sleep costs two clock-event
+ * reprogrammings, ~2.5 us per sleep on a VM, as much as the rest of the
+ * wait; so a sleeping endpoint lets them run up to sleep_slack late. */
+static uint64_t wake_at(const rcp_ep *ep, uint64_t d, uint64_t now)
+{
+	if ((ep->flags & RCP_EP_SLEEP) && d - now < ep->sleep_slack_ns)
+		return now + ep->sleep_slack_ns;
+	return d;
+}
+
 int64_t rcp_ep_timeout_ns(const rcp_ep *ep)
 {
 	uint64_t now, d;
@@ -399,19 +412,19 @@ int64_t rcp_ep_timeout_ns(const rcp_ep *ep)
 	if (d == UINT64_MAX)
 		return -1;
 	now = now_ns();
-	if (d <= now)
-		return 0;
-	if ((ep->flags & RCP_EP_SLEEP) && d - now < ep->sleep_slack_ns)
-		return (int64_t)ep->sleep_slack_ns; /* see wait_until */
-	return (int64_t)(d - now);
+	return d > now ? (int64_t)(wake_at(ep, d, now) - now) : 0;
 }
 
-/* Before a sleep: takes the exact deadline and fires timers already due
- * here rather than send the caller round the progress loop (idle polls
- * look at the clock only now and then).  Returns RCP_EAGAIN when timers
- * ran or are due (requests may have completed: look before sleeping). */
-static int fire_due(rcp_ep *ep, uint64_t now)
+/* Before a sleep: sends the acks owed (nothing we send before we wake
+ * could carry them, and the peer would wait for them), takes the exact
+ * deadline and fires timers already due here rather than send the caller
+ * round the progress loop (idle polls look at the clock only now and
+ * then).  Returns RCP_EAGAIN when timers ran or are due (requests may
+ * have completed: look before sleeping), else 0 with ep->deadline > NOW. */
+static int before_sleep(rcp_ep *ep, uint64_t now)
 {
+	if (rcpc_ack_owed(ep->core, now))
+		ep->deadline_rough = 1; /* a delayed-ack timer is gone */
 	if (ep->deadline_rough)
 		deadline_exact(ep);
 	if (ep->deadline <= now) {
@@ -433,9 +446,7 @@ int rcp_ep_arm(rcp_ep *ep)
 	if (!ep)
 		return RCP_EINVAL;
 	now = now_ns();
-	if (rcpc_ack_owed(ep->core, now))
-		ep->deadline_rough = 1;
-	rc = fire_due(ep, now);
+	rc = before_sleep(ep, now);
 	return rc ? rc : rcp_nic_arm(ep->nic);
 }
 
@@ -480,21 +491,10 @@ static int wait_until(rcp_ep *ep, int (*done)(void *), void *arg, int64_t timeou
 			rcpi_cpu_relax();
 			continue;
 		}
-		/* Sleep until a frame arrives or the next timer is due.  Acks
-		 * owed go first: nothing we send before we wake could carry
-		 * them, and the peer would wait for them. */
-		if (rcpc_ack_owed(ep->core, now))
-			ep->deadline_rough = 1;
-		if (fire_due(ep, now))
+		/* Sleep until a frame arrives or the next timer is due. */
+		if (before_sleep(ep, now))
 			continue;
-		wake = ep->deadline;
-		/* Sleeping at once, the timers left are loss recovery (RTO,
-		 * tail-loss probe: tens of microseconds) and keep-alives.  A
-		 * short sleep costs two clock-event reprogrammings, ~2.5 us per
-		 * sleep on a VM, as much as the rest of the wait; so a sleeping
-		 * endpoint lets them run up to sleep_slack late. */
-		if (sleeper && wake < now + ep->sleep_slack_ns)
-			wake = now + ep->sleep_slack_ns;
+		wake = wake_at(ep, ep->deadline, now);
 		if (wake > until)
 			wake = until;
 		n = rcp_nic_recv_wait(ep->nic, ep->frames, ep->burst,
