@@ -45,6 +45,8 @@ static const struct rcpi_env_var vars[] = {
     {"RCP_RTO_MIN_US", "250", "smallest retransmission timeout, us"},
     {"RCP_ACK_DELAY_US", "50", "how long an ack may wait for a piggyback, us"},
     {"RCP_CREDITS", "64", "unexpected eager messages a channel may hold"},
+    {"RCP_SEND_BUF", "1m",
+     "bytes of copies that let one-frame sends above the inline size complete at once (0: off)"},
     {"RCP_RMA_MIN", "65536", "messages from this size move by RMA where offered"},
     {"RCP_RMA_SPLIT", "262144",
      "READY-first RMA messages from this size are copied half by each side (0: off)"},

@@ -43,7 +43,7 @@ PRI int pvmrcpi_resolve(void);
 #define PR_HELLO     (PR_CTRL | 1) /* first on a channel: {tid, total, fences} */
 #define PR_BARRIER   (PR_CTRL | 2) /* {ctx, stock sent so far in ctx, total, fences} */
 #define PR_FENCE     (PR_CTRL | 3) /* {fence number}; acked before a stock send */
-#define PR_FENCE_LEN 4096          /* above RCP's inline size: completes on ack */
+#define PR_FENCE_LEN 16            /* sent by rcp_issend: completes on ack */
 
 static inline int pr_encodable(int ctx, int tag)
 {

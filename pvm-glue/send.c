@@ -17,10 +17,10 @@
 static int in_real;
 
 /* A stock message must not overtake RCP messages sent before it: RCP may
- * still hold them (window, credits) while pvmd is quick.  A FENCE larger
- * than RCP's inline size completes only when acknowledged, and the ack is
- * cumulative: once it completes, the receiver's RCP holds everything sent
- * before on the channel.  Its number (1, 2, ...) tells the receiver that
+ * still hold them (window, credits) while pvmd is quick.  A FENCE sent by
+ * rcp_issend completes only when acknowledged, and the ack is cumulative:
+ * once it completes, the receiver's RCP holds everything sent before on
+ * the channel.  Its number (1, 2, ...) tells the receiver that
  * stock messages may now come unannounced until the next BARRIER, whose
  * totals cover it (pr_quiet). */
 static void fence(struct pr_peer *p)
@@ -28,7 +28,7 @@ static void fence(struct pr_peer *p)
 	static int32_t f[PR_FENCE_LEN / sizeof(int32_t)];
 	rcp_req *r;
 	f[0] = (int32_t)++p->fences;
-	if (rcp_isend(p->ch, PR_FENCE, f, sizeof f, &r) == 0 &&
+	if (rcp_issend(p->ch, PR_FENCE, f, sizeof f, &r) == 0 &&
 	    pvmrcpi_wait_req(r, NULL, &p->tid, 1, 1) == PvmNoTask)
 		pvmrcpi_peer_dead(p);
 	p->rcp_dirty = 0;

@@ -45,7 +45,9 @@
  * receives (channel or any, tag or any, first posted first) keeps order.
  *   eager:  the message fits one frame and the sender holds a credit: sync
  *           and data go together.  Up to inline_max bytes the frame keeps a
- *           copy and the send completes at once; else on ack.
+ *           copy and the send completes at once; larger, a pool buffer
+ *           takes the copy while send_buf allows (also at once); else, and
+ *           always for rcpc_issend, it completes on the ack (ACKREQ).
  *   RTS:    larger (or no credit): request-to-send with the total length
  *           (and, where the nic has RMA and the message is >= rma_min, a
  *           key to the send buffer).  The receiver, once matched, either
@@ -160,6 +162,7 @@ struct rcp_req {
 	rcpc_core *core;
 	rcp_chan *chan; /* NULL: any channel (recv) */
 	uint8_t kind, state, internal, reserved_rma;
+	uint8_t sync; /* send: complete on ack only (rcpc_issend) */
 	int error;
 	uint64_t tag;
 	unsigned char *buf; /* send: const in spirit */
@@ -182,7 +185,8 @@ struct slot {
 	uint64_t sent_at;    /* 0: never went out (nic said EAGAIN) */
 	uint32_t seq;
 	uint32_t plen;                /* payload bytes */
-	const unsigned char *payload; /* user buffer or inl */
+	const unsigned char *payload; /* user buffer, inl or own */
+	unsigned char *own;           /* pool buffer holding a copied send */
 	uint8_t in_use, sacked, nsent;
 	uint8_t ackreq; /* flagged ACKREQ: the peer acks it at once */
 	unsigned char inl[INLINE_CAP];
@@ -280,6 +284,7 @@ struct rcpc_core {
 	int nslabs;
 	unsigned char **free_bufs; /* eager payload buffers */
 	int nfree_bufs, cap_free_bufs;
+	size_t sendbuf_used; /* bytes of pool buffers held by copied sends */
 	size_t reorder_used;
 	uint64_t unexp_held; /* eager unexpected messages buffered now */
 	int completed;
@@ -305,6 +310,7 @@ void rcpc_params_default(struct rcpc_params *p)
 	p->ack_delay = 50000;    /* 50 us */
 	p->credits = 64;
 	p->inline_max = 2048;
+	p->send_buf = 1u << 20;
 	p->rma_min = 65536;
 	p->rma_split = 262144;
 	p->reorder_bytes = 8u << 20;
@@ -398,7 +404,7 @@ static rcp_req *req_alloc(rcpc_core *c)
 	list_init(&r->link);
 	r->core = c;
 	r->chan = r->src = NULL;
-	r->kind = r->state = r->internal = r->reserved_rma = 0;
+	r->kind = r->state = r->internal = r->reserved_rma = r->sync = 0;
 	r->error = 0;
 	r->tag = 0;
 	r->buf = NULL;
@@ -457,6 +463,19 @@ static void buf_put(rcpc_core *c, unsigned char *b)
 		c->cap_free_bufs = ncap;
 	}
 	c->free_bufs[c->nfree_bufs++] = b;
+}
+
+/* Frees slot S of CH (acked, or the channel reset): a copied send gives
+ * its buffer back to the pool. */
+static void slot_free(rcp_chan *ch, struct slot *s)
+{
+	rcpc_core *c = ch->core;
+	s->in_use = 0;
+	if (s->own) {
+		buf_put(c, s->own);
+		s->own = NULL;
+		c->sendbuf_used -= c->payload_max;
+	}
 }
 
 static int tag_match(uint64_t want, uint64_t tag)
@@ -768,12 +787,24 @@ static int send_start(rcp_chan *ch, rcp_req *r, uint64_t now)
 
 	/* Eager: sync and data in one frame. */
 	if (r->total <= c->payload_max && ch->credits_used != ch->credits_granted) {
-		int inl = r->total <= c->p.inline_max && r->total <= INLINE_CAP;
+		int inl = !r->sync && r->total <= c->p.inline_max && r->total <= INLINE_CAP;
+		unsigned char *own = NULL;
+		/* Larger: copied into a pool buffer while send_buf allows, so
+		 * the send completes at once and its ack may wait for a
+		 * piggyback like an inline one's; else it completes on an
+		 * ack the peer sends at once (ACKREQ), which costs a frame
+		 * each way and, in a request/reply pattern, a round trip. */
+		if (!inl && !r->sync && c->sendbuf_used + c->payload_max <= c->p.send_buf &&
+		    (own = buf_get(c)) != NULL) {
+			copy_large(own, r->buf, r->total);
+			c->sendbuf_used += c->payload_max;
+		}
 		ch->credits_used++;
-		s = slot_new(ch, inl ? NULL : r, RCPW_DATA,
-		             RCPW_F_FIRST | RCPW_F_EAGER | (inl ? 0 : RCPW_F_ACKREQ), r->msg,
-		             r->tag, r->total, r->buf, (uint32_t)r->total, inl);
-		if (inl) {
+		s = slot_new(ch, inl || own ? NULL : r, RCPW_DATA,
+		             RCPW_F_FIRST | RCPW_F_EAGER | (inl || own ? 0 : RCPW_F_ACKREQ), r->msg,
+		             r->tag, r->total, own ? own : r->buf, (uint32_t)r->total, inl);
+		s->own = own;
+		if (inl || own) {
 			complete(r, 0);
 		} else {
 			r->state = S_WAITACK;
@@ -967,7 +998,7 @@ static void chan_reset(rcp_chan *ch, int error)
 	struct list *p, *t;
 
 	for (uint32_t seq = ch->tx_una; rcpw_seq_lt(seq, ch->tx_next); seq++)
-		slot_of(ch, seq)->in_use = 0;
+		slot_free(ch, slot_of(ch, seq));
 	fail_list(&ch->startq, error);
 	fail_list(&ch->streamq, error);
 	fail_list(&ch->busyq, error);
@@ -1549,7 +1580,7 @@ static void process_ack_fields(rcp_chan *ch, const struct rcpw_hdr *h, uint64_t 
 				slot_acked(ch, s, now);
 			if (!s->sent_at)
 				ch->unsent--;
-			s->in_use = 0;
+			slot_free(ch, s);
 			ch->tx_una++;
 		}
 		progress = 1;
@@ -2088,7 +2119,8 @@ void rcpc_chan_close(rcp_chan *ch, uint64_t now)
 		c->io.peer_remove(c->io.ctx, peer);
 }
 
-int rcpc_isend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, uint64_t now, rcp_req **req)
+static int isend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, int sync, uint64_t now,
+                 rcp_req **req)
 {
 	rcpc_core *c;
 	rcp_req *r;
@@ -2109,6 +2141,7 @@ int rcpc_isend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, uint64_t
 	r->len = r->total = len;
 	r->msg = ch->tx_msg_next++;
 	r->state = S_QUEUED;
+	r->sync = (uint8_t)sync;
 	*req = r;
 	/* Start at once if the window allows: latency matters more than
 	 * batching for a lone message.  Nothing queued ahead of it (resends,
@@ -2128,6 +2161,17 @@ int rcpc_isend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, uint64_t
 	if (c->io.flush)
 		c->io.flush(c->io.ctx);
 	return 0;
+}
+
+int rcpc_isend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, uint64_t now, rcp_req **req)
+{
+	return isend(ch, tag, buf, len, 0, now, req);
+}
+
+int rcpc_issend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, uint64_t now,
+                rcp_req **req)
+{
+	return isend(ch, tag, buf, len, 1, now, req);
 }
 
 int rcpc_irecv(rcpc_core *c, rcp_chan *ch, uint64_t tag, void *buf, size_t len, uint64_t now,

@@ -58,10 +58,12 @@ struct rcpc_params {
 	uint64_t ack_delay;                  /* ns an ack may wait for a piggyback */
 	uint32_t credits;                    /* unexpected eager messages per channel */
 	uint32_t inline_max;                 /* eager sends up to this size complete at once */
-	uint32_t rma_min;                    /* messages from this size use RMA when offered */
-	uint64_t rma_split;                  /* READY-first RMA from this size: both copy (0 off) */
-	size_t reorder_bytes;                /* memory for out-of-order frames, per core */
-	int reliable;                        /* the nic never loses frames: no loss probing */
+	size_t
+	    send_buf; /* pool bytes larger one-frame sends may be copied into (complete at once) */
+	uint32_t rma_min;     /* messages from this size use RMA when offered */
+	uint64_t rma_split;   /* READY-first RMA from this size: both copy (0 off) */
+	size_t reorder_bytes; /* memory for out-of-order frames, per core */
+	int reliable;         /* the nic never loses frames: no loss probing */
 };
 
 /* Fills P with the defaults (RCP_* environment is applied by the glue). */
@@ -106,6 +108,9 @@ uint64_t rcpc_deadline(const rcpc_core *c);
  * that time comes or before sleeping (core.c, TIMERS). */
 uint64_t rcpc_deadline_soon(const rcpc_core *c, uint64_t now);
 
+/* rcpc_issend: completes on the peer's ack only (rcp_issend). */
+int rcpc_issend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, uint64_t now,
+                rcp_req **req);
 int rcpc_isend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, uint64_t now,
                rcp_req **req);
 int rcpc_irecv(rcpc_core *c, rcp_chan *ch, uint64_t tag, void *buf, size_t len, uint64_t now,

@@ -250,6 +250,10 @@ int rcp_ep_open(const char *nic_addr, const struct rcp_ep_config *cfg, rcp_ep **
 	p.ack_delay =
 	    (uint64_t)rcpi_env_int("RCP_ACK_DELAY_US", (int64_t)(p.ack_delay / 1000)) * 1000;
 	p.credits = (uint32_t)rcpi_env_int("RCP_CREDITS", p.credits);
+	{
+		int64_t sb = rcpi_env_int("RCP_SEND_BUF", (int64_t)p.send_buf);
+		p.send_buf = sb > 0 ? (size_t)sb : 0;
+	}
 	p.rma_min = (uint32_t)rcpi_env_int("RCP_RMA_MIN", p.rma_min);
 	p.rma_split = (uint64_t)rcpi_env_int("RCP_RMA_SPLIT", (int64_t)p.rma_split);
 	if (ep->info.caps & RCP_NIC_CAP_RELIABLE) {
@@ -572,7 +576,7 @@ static rcp_ep *ep_of_chan(const rcp_chan *ch)
 	return rcpc_core_owner(rcpc_chan_core(ch));
 }
 
-int rcp_isend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, rcp_req **req)
+static int isend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, int sync, rcp_req **req)
 {
 	rcp_ep *ep;
 	uint64_t now;
@@ -581,10 +585,21 @@ int rcp_isend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, rcp_req *
 		return RCP_EINVAL;
 	ep = ep_of_chan(ch);
 	now = ep_now(ep);
-	rc = rcpc_isend(ch, tag, buf, len, now, req);
+	rc = sync ? rcpc_issend(ch, tag, buf, len, now, req)
+	          : rcpc_isend(ch, tag, buf, len, now, req);
 	if (!rc)
 		deadline_soon(ep, now);
 	return rc;
+}
+
+int rcp_isend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, rcp_req **req)
+{
+	return isend(ch, tag, buf, len, 0, req);
+}
+
+int rcp_issend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, rcp_req **req)
+{
+	return isend(ch, tag, buf, len, 1, req);
 }
 
 int rcp_irecv(rcp_ep *ep, rcp_chan *ch, uint64_t tag, void *buf, size_t len, rcp_req **req)

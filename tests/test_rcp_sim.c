@@ -905,6 +905,85 @@ static void t_stream_at_once(void **state)
 	sim_free(s);
 }
 
+/* A one-frame message above inline_max is copied into a pool buffer
+ * while send_buf allows: its send completes at once, without ACKREQ, and
+ * the user may overwrite the buffer at once; the copy is what goes (and is
+ * resent: half the frames are lost).  Past the budget a send waits for its
+ * ack again, and acked copies give their buffers back.  rcpc_issend never
+ * completes before the ack. */
+static void t_copied_send(void **state)
+{
+	uint64_t seed = test_seed(900);
+	struct sim_opts o = {0};
+	const uint32_t payload = 4096 - RCPW_HLEN, len = 3000;
+	unsigned char out[3][3000], in[3][3000];
+	struct sim *s;
+
+	(void)state;
+	o.n = 2;
+	o.seed = seed;
+	o.link.drop = 0.5; /* first transmissions are lost: copies are resent */
+	o.link.latency = 5000;
+	rcpc_params_default(&o.params);
+	o.params.mtu = 4096;
+	o.params.crc = 0;                /* a resend of the overwritten user buffer would arrive */
+	o.params.send_buf = 2 * payload; /* room for two copies */
+	s = sim_new(&o);
+	sim_chan(s, 0, 1);
+	sim_chan(s, 1, 0);
+	for (int round = 0; round < 8; round++) {
+		struct one x[3][2];
+		memset(x, 0, sizeof x);
+		for (int k = 0; k < 3; k++) {
+			uint64_t id = (uint64_t)(3 * round + k);
+			test_fill(out[k], len, id);
+			assert_int_equal(
+			    rcpc_isend(sim_chan(s, 0, 1), id, out[k], len, sim_now(s), &x[k][0].r),
+			    0);
+			/* Acked copies gave their buffers back: two fit again. */
+			x[k][0].done = rcpc_req_done(x[k][0].r, &x[k][0].st);
+			if (x[k][0].done != (k < 2))
+				fail_msg("round %d, send %d of %u bytes: done at once %d, expected "
+				         "%d (seed %#llx)",
+				         round, k, len, x[k][0].done, k < 2,
+				         (unsigned long long)seed);
+			if (k < 2)
+				memset(out[k], 0xEE, len); /* the user reuses the buffer */
+		}
+		for (int k = 0; k < 3; k++)
+			assert_int_equal(rcpc_irecv(sim_core(s, 1), sim_chan(s, 1, 0),
+			                            (uint64_t)(3 * round + k), in[k], len,
+			                            sim_now(s), &x[k][1].r),
+			                 0);
+		for (int k = 0; k < 3; k++) {
+			run_two_or_dump(s, x[k], "copied", len, seed);
+			assert_int_equal(x[k][1].st.error, 0);
+			assert_int_equal(x[k][1].st.len, len);
+			if (test_check(in[k], len, (uint64_t)(3 * round + k)) != -1)
+				fail_msg("round %d, message %d: bytes differ (seed %#llx)", round,
+				         k, (unsigned long long)seed);
+		}
+		sim_run(s, never, NULL, 500 * 1000 * 1000); /* every frame acked */
+	}
+	/* rcpc_issend: never at once, small or large; done once acked. */
+	for (int k = 0; k < 2; k++) {
+		struct one x[2] = {{0}};
+		size_t n = k ? len : 8;
+		test_fill(out[0], n, 100);
+		assert_int_equal(
+		    rcpc_issend(sim_chan(s, 0, 1), 100, out[0], n, sim_now(s), &x[0].r), 0);
+		assert_int_equal(rcpc_req_done(x[0].r, &x[0].st), 0);
+		assert_int_equal(rcpc_irecv(sim_core(s, 1), sim_chan(s, 1, 0), 100, in[0], len,
+		                            sim_now(s), &x[1].r),
+		                 0);
+		run_two_or_dump(s, x, "issend", n, seed);
+		assert_int_equal(x[0].st.error, 0);
+		assert_int_equal(x[1].st.len, n);
+		assert_int_equal(test_check(in[0], n, 100), -1);
+	}
+	sim_free(s);
+}
+
 /* rcpc_ack_owed (an endpoint about to sleep): the ack a received message
  * owes goes out at once, not after ack_delay; with nothing owed it sends
  * nothing and says so. */
@@ -960,7 +1039,7 @@ int main(void)
 	    cmocka_unit_test(t_garbage),        cmocka_unit_test(t_garbage_nocrc),
 	    cmocka_unit_test(t_replay),         cmocka_unit_test(t_echo_sizes),
 	    cmocka_unit_test(t_huge_message),   cmocka_unit_test(t_stream_at_once),
-	    cmocka_unit_test(t_ack_owed),
+	    cmocka_unit_test(t_ack_owed),       cmocka_unit_test(t_copied_send),
 	};
 	return cmocka_run_group_tests_name("rcp core on a simulated network", tests, NULL, NULL);
 }

@@ -138,10 +138,17 @@ rcp_ep *rcp_chan_ep(const rcp_chan *ch);
 /* ---- messages ---- */
 
 /* Starts sending LEN bytes of BUF with TAG (< RCP_ANY_TAG) on CH.  BUF must
- * stay untouched until the request completes.  Returns 0 (and *REQ), or
+ * stay untouched until the request completes.  A message that fits one
+ * frame may complete at once: RCP keeps a copy (up to 2 KiB always, larger
+ * ones while RCP_SEND_BUF allows), else it completes when acknowledged.  Returns 0 (and *REQ), or
  * RCP_EINVAL, RCP_ENOMEM, RCP_EPEER (channel already failed),
  * RCP_ECLOSED. */
 int rcp_isend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, rcp_req **req);
+/* Like rcp_isend, but the request completes only when the peer's RCP has
+ * acknowledged the whole message (it is matched or buffered there), never
+ * at once from a copy.  Acks are cumulative, so everything sent on CH
+ * before it has then reached the peer too.  Same return codes. */
+int rcp_issend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, rcp_req **req);
 /* Posts a receive into BUF (LEN bytes) for a message from CH (or
  * RCP_ANY_CHAN) with TAG (or RCP_ANY_TAG).  Returns 0 (and *REQ), or
  * RCP_EINVAL, RCP_ENOMEM, RCP_EPEER, RCP_ECLOSED. */
