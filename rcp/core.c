@@ -311,8 +311,8 @@ void rcpc_params_default(struct rcpc_params *p)
 	p->credits = 64;
 	p->inline_max = 2048;
 	p->send_buf = 1u << 20;
-	p->rma_min = 65536;
-	p->rma_split = 262144;
+	p->rma_min = 98304; /* docs/protocol.md: where RMA starts to pay */
+	p->rma_split = 98304;
 	p->reorder_bytes = 8u << 20;
 }
 
