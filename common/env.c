@@ -47,7 +47,9 @@ static const struct rcpi_env_var vars[] = {
     {"RCP_CREDITS", "64", "unexpected eager messages a channel may hold"},
     {"RCP_SEND_BUF", "1m",
      "bytes of copies that let one-frame sends above the inline size complete at once (0: off)"},
-    {"RCP_RMA_MIN", "98304", "messages from this size move by RMA where offered"},
+    {"RCP_RMA_MIN", "65536",
+     "sender-first messages from this size move by RMA where offered (READY-first: from "
+     "RCP_RMA_SPLIT)"},
     {"RCP_RMA_SPLIT", "98304",
      "READY-first RMA messages from this size are copied half by each side (0: off)"},
     {"RCP_WAIT", "", "spin or sleep: force the wait policy of every endpoint"},

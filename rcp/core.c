@@ -311,7 +311,7 @@ void rcpc_params_default(struct rcpc_params *p)
 	p->credits = 64;
 	p->inline_max = 2048;
 	p->send_buf = 1u << 20;
-	p->rma_min = 98304; /* docs/protocol.md: where RMA starts to pay */
+	p->rma_min = 65536; /* docs/protocol.md: where RMA starts to pay */
 	p->rma_split = 98304;
 	p->reorder_bytes = 8u << 20;
 }
@@ -741,6 +741,16 @@ static int send_split(rcp_chan *ch, rcp_req *r, uint64_t now)
 	return rc;
 }
 
+/* The smallest message a send on a READY moves by RMA.  With split
+ * transfers on, a lone put below rma_split loses to streaming frames (the
+ * same hops: put + FIN or DATA + ack; one copy by one process is slower
+ * than the ring's two), so RMA starts with the split.  A sender-first RTS
+ * takes RMA from rma_min: the get saves the READY hop. */
+static uint64_t ready_rma_min(const rcpc_core *c)
+{
+	return c->p.rma_split > c->p.rma_min ? c->p.rma_split : c->p.rma_min;
+}
+
 /* Starts send request R: its first frame.  Returns 0 or RCP_EAGAIN. */
 static int send_start(rcp_chan *ch, rcp_req *r, uint64_t now)
 {
@@ -755,7 +765,7 @@ static int send_start(rcp_chan *ch, rcp_req *r, uint64_t now)
 	    ((ch->ready.flags & RCPW_F_ANYTAG) || ch->ready.tag == r->tag) &&
 	    r->total <= ch->ready.arg) {
 		ch->ready_valid = 0;
-		if ((ch->ready.flags & RCPW_F_RMA) && c->io.put && r->total >= c->p.rma_min) {
+		if ((ch->ready.flags & RCPW_F_RMA) && c->io.put && r->total >= ready_rma_min(c)) {
 			rc = send_split(ch, r, now);
 			if (rc <= 0)
 				return rc;
