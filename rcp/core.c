@@ -799,6 +799,7 @@ static int send_start(rcp_chan *ch, rcp_req *r, uint64_t now)
 	if (r->total <= c->payload_max && ch->credits_used != ch->credits_granted) {
 		int inl = !r->sync && r->total <= c->p.inline_max && r->total <= INLINE_CAP;
 		unsigned char *own = NULL;
+		int at_once;
 		/* Larger: copied into a pool buffer while send_buf allows, so
 		 * the send completes at once and its ack may wait for a
 		 * piggyback like an inline one's; else it completes on an
@@ -809,12 +810,13 @@ static int send_start(rcp_chan *ch, rcp_req *r, uint64_t now)
 			copy_large(own, r->buf, r->total);
 			c->sendbuf_used += c->payload_max;
 		}
+		at_once = inl || own;
 		ch->credits_used++;
-		s = slot_new(ch, inl || own ? NULL : r, RCPW_DATA,
-		             RCPW_F_FIRST | RCPW_F_EAGER | (inl || own ? 0 : RCPW_F_ACKREQ), r->msg,
+		s = slot_new(ch, at_once ? NULL : r, RCPW_DATA,
+		             RCPW_F_FIRST | RCPW_F_EAGER | (at_once ? 0 : RCPW_F_ACKREQ), r->msg,
 		             r->tag, r->total, own ? own : r->buf, (uint32_t)r->total, inl);
 		s->own = own;
-		if (inl || own) {
+		if (at_once) {
 			complete(r, 0);
 		} else {
 			r->state = S_WAITACK;

@@ -58,12 +58,11 @@ struct rcpc_params {
 	uint64_t ack_delay;                  /* ns an ack may wait for a piggyback */
 	uint32_t credits;                    /* unexpected eager messages per channel */
 	uint32_t inline_max;                 /* eager sends up to this size complete at once */
-	size_t
-	    send_buf; /* pool bytes larger one-frame sends may be copied into (complete at once) */
-	uint32_t rma_min;     /* messages from this size use RMA when offered */
-	uint64_t rma_split;   /* READY-first RMA from this size: both copy (0 off) */
-	size_t reorder_bytes; /* memory for out-of-order frames, per core */
-	int reliable;         /* the nic never loses frames: no loss probing */
+	size_t send_buf;                     /* copies of larger eager sends (complete at once) */
+	uint32_t rma_min;                    /* messages from this size use RMA when offered */
+	uint64_t rma_split;                  /* READY-first RMA from this size: both copy (0 off) */
+	size_t reorder_bytes;                /* memory for out-of-order frames, per core */
+	int reliable;                        /* the nic never loses frames: no loss probing */
 };
 
 /* Fills P with the defaults (RCP_* environment is applied by the glue). */

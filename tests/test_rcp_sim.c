@@ -274,7 +274,8 @@ static int two_done(void *arg)
 	return a && b;
 }
 
-static struct sim *pair(uint64_t seed, double drop, int rma, uint32_t mtu)
+/* The options of pair(), for tests that change a parameter first. */
+static struct sim_opts pair_opts(uint64_t seed, double drop, int rma, uint32_t mtu)
 {
 	struct sim_opts o = {0};
 	o.n = 2;
@@ -286,13 +287,22 @@ static struct sim *pair(uint64_t seed, double drop, int rma, uint32_t mtu)
 	o.params.mtu = mtu;
 	o.params.rx_frames = 64;
 	o.params.crc = 1;
-	{
-		/* Static channels: each side records the other. */
-		struct sim *s = sim_new(&o);
-		sim_chan(s, 0, 1);
-		sim_chan(s, 1, 0);
-		return s;
-	}
+	return o;
+}
+
+static struct sim *pair_from(const struct sim_opts *o)
+{
+	/* Static channels: each side records the other. */
+	struct sim *s = sim_new(o);
+	sim_chan(s, 0, 1);
+	sim_chan(s, 1, 0);
+	return s;
+}
+
+static struct sim *pair(uint64_t seed, double drop, int rma, uint32_t mtu)
+{
+	struct sim_opts o = pair_opts(seed, drop, rma, mtu);
+	return pair_from(&o);
 }
 
 static void t_huge_message(void **state)
@@ -914,23 +924,16 @@ static void t_stream_at_once(void **state)
 static void t_copied_send(void **state)
 {
 	uint64_t seed = test_seed(900);
-	struct sim_opts o = {0};
+	/* Half the frames are lost: copies are resent. */
+	struct sim_opts o = pair_opts(seed, 0.5, 0, 4096);
 	const uint32_t payload = 4096 - RCPW_HLEN, len = 3000;
 	unsigned char out[3][3000], in[3][3000];
 	struct sim *s;
 
 	(void)state;
-	o.n = 2;
-	o.seed = seed;
-	o.link.drop = 0.5; /* first transmissions are lost: copies are resent */
-	o.link.latency = 5000;
-	rcpc_params_default(&o.params);
-	o.params.mtu = 4096;
 	o.params.crc = 0;                /* a resend of the overwritten user buffer would arrive */
 	o.params.send_buf = 2 * payload; /* room for two copies */
-	s = sim_new(&o);
-	sim_chan(s, 0, 1);
-	sim_chan(s, 1, 0);
+	s = pair_from(&o);
 	for (int round = 0; round < 8; round++) {
 		struct one x[3][2];
 		memset(x, 0, sizeof x);

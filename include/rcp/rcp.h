@@ -138,9 +138,10 @@ rcp_ep *rcp_chan_ep(const rcp_chan *ch);
 /* ---- messages ---- */
 
 /* Starts sending LEN bytes of BUF with TAG (< RCP_ANY_TAG) on CH.  BUF must
- * stay untouched until the request completes.  A message that fits one
- * frame may complete at once: RCP keeps a copy (up to 2 KiB always, larger
- * ones while RCP_SEND_BUF allows), else it completes when acknowledged.  Returns 0 (and *REQ), or
+ * stay untouched until the request completes.  A message sent eagerly (it
+ * fits one frame and the peer has room for it) may complete at once: RCP
+ * keeps a copy of up to 2 KiB, and of larger ones while RCP_SEND_BUF
+ * allows; else it completes when acknowledged.  Returns 0 (and *REQ), or
  * RCP_EINVAL, RCP_ENOMEM, RCP_EPEER (channel already failed),
  * RCP_ECLOSED. */
 int rcp_isend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, rcp_req **req);
