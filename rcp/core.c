@@ -76,13 +76,23 @@
  * liveness: while a channel has work pending, a peer silent for
  * peer_timeout/4 is pinged; silent for peer_timeout, the channel fails
  * and every pending operation on it completes with RCP_EPEER.  Every timer
- * an API call (send, receive) can arm lies at least timer_floor ahead
- * (the TLP and reordering floors, ack_delay, rto_min, peer_timeout/8), or
- * it is "retry at once" (the nic refused a frame: c->retry).  So after an
- * API call rcpc_deadline_soon() gives a safe early bound without walking
- * the channels; firing rcpc_timers early is harmless (nothing is due, it
- * does nothing), and the endpoint takes the exact rcpc_deadline() after
- * received frames, after timers, and before it sleeps.
+ * an API call (send, receive) or a received frame can arm lies at least
+ * timer_floor ahead (the TLP and reordering floors, ack_delay, rto_min,
+ * peer_timeout/8), or it is "retry at once" (the nic refused a frame:
+ * c->retry), or it is a reordering timer for a hole whose frame went out
+ * long ago (c->soon_at keeps the earliest such).  So after an API call or
+ * a batch of frames rcpc_deadline_soon() gives a safe early bound without
+ * walking the channels; firing rcpc_timers early is harmless (nothing is
+ * due, it does nothing), and the endpoint takes the exact rcpc_deadline()
+ * after timers and before it sleeps.
+ *
+ * FLUSH.  rcpc_flush() visits only the channels on the core's dirty list,
+ * not every channel: an endpoint with many peers pays per frame for the
+ * channel the frame came on.  A channel goes on the list (chan_dirty)
+ * when a frame of it is taken in, when a control frame is queued on it,
+ * when it returns a credit, when a message joins its start or stream
+ * queue, and when the nic refuses its ack; rcpc_timers flushes every
+ * channel and takes them off.
  *
  * INVARIANTS.  tx_una <= tx_next <= tx_una + nslots; slot(s) in use iff
  * tx_una <= s < tx_next; a send request completes only when no slot
@@ -219,7 +229,8 @@ struct unexp {
 };
 
 struct rcp_chan {
-	struct list link; /* core->chans */
+	struct list link;  /* core->chans */
+	struct list dlink; /* core->dirty while on it, else empty */
 	rcpc_core *core;
 	int peer;
 	void *user;
@@ -274,6 +285,7 @@ struct rcpc_core {
 	void *owner;
 	uint32_t payload_max; /* mtu - header */
 	struct list chans;
+	struct list dirty;  /* channels chan_flush() must look at (FLUSH) */
 	struct list posted; /* R_POSTED / R_READY receives, in post order */
 	struct list unexp;  /* unexpected messages, in arrival order */
 	rcp_chan **by_peer;
@@ -290,6 +302,7 @@ struct rcpc_core {
 	int completed;
 	int retry;            /* a frame or ack the nic refused is waiting */
 	uint64_t timer_floor; /* no timer is armed closer than this (TIMERS) */
+	uint64_t soon_at;     /* earliest reordering timer armed closer (0: none) */
 	uint64_t now;         /* of the entry point running (for deep callees) */
 	struct rcp_ep_stats st;
 };
@@ -513,6 +526,14 @@ static int chan_has_work(const rcp_chan *ch)
 	       ch->ctl_count;
 }
 
+/* Nothing out, queued or owed: no timer can be armed, a flush does
+ * nothing.  The timer walks skip such channels (a master with many peers
+ * mostly has idle ones). */
+static int chan_idle(const rcp_chan *ch)
+{
+	return !ch->ack_now && !ch->ack_pending && !ch->ack_due && !chan_has_work(ch);
+}
+
 /* Called before a channel takes on work: silence while idle is no failure. */
 static void chan_touch(rcp_chan *ch, uint64_t now)
 {
@@ -674,8 +695,19 @@ static uint32_t window(const rcp_chan *ch)
 	return w ? w : 1;
 }
 
+/* Puts CH on the dirty list: the next rcpc_flush() pumps it and looks at
+ * its acks (FLUSH).  Every change chan_flush() acts on that does not come
+ * from a frame of CH (rcpc_input touches it) or from the timers (they
+ * flush every channel) calls this. */
+static void chan_dirty(rcp_chan *ch)
+{
+	if (list_empty(&ch->dlink))
+		list_add_tail(&ch->core->dirty, &ch->dlink);
+}
+
 static int ctl_push(rcp_chan *ch, const struct ctl *k)
 {
+	chan_dirty(ch);
 	if (ch->ctl_count == ch->ctl_cap) {
 		uint32_t ncap = ch->ctl_cap ? 2 * ch->ctl_cap : 8;
 		struct ctl *n = malloc(sizeof *n * ncap);
@@ -788,6 +820,7 @@ static int send_start(rcp_chan *ch, rcp_req *r, uint64_t now)
 		             r->total, r->buf, c->payload_max, 0);
 		r->state = S_STREAM;
 		list_add_tail(&ch->streamq, &r->link);
+		chan_dirty(ch);
 		return slot_send(ch, s, now);
 	}
 	/* A promise for this message that its terms did not fit, or for an
@@ -881,8 +914,14 @@ static int chan_retransmit(rcp_chan *ch, uint64_t now)
 		                           now - s->sent_at >= wait);
 		if (!lost) {
 			if (ch->have_sack && rcpw_seq_lt(seq, ch->highest_sacked) && s->sent_at &&
-			    (!ch->rack_at || s->sent_at + wait < ch->rack_at))
+			    (!ch->rack_at || s->sent_at + wait < ch->rack_at)) {
+				rcpc_core *c = ch->core;
 				ch->rack_at = s->sent_at + wait;
+				/* Closer than timer_floor: rcpc_deadline_soon must say so. */
+				if (ch->rack_at < now + c->timer_floor &&
+				    (!c->soon_at || ch->rack_at < c->soon_at))
+					c->soon_at = ch->rack_at;
+			}
 			continue;
 		}
 		if (s->sent_at && rcpw_seq_le(ch->recover, seq)) {
@@ -977,6 +1016,7 @@ static void send_ack(rcp_chan *ch, uint64_t now)
 	else {
 		ch->ack_now = 1; /* try again later */
 		c->retry = 1;
+		chan_dirty(ch);
 	}
 }
 
@@ -1127,6 +1167,7 @@ static void recv_matched(rcp_chan *ch, rcp_req *r, uint32_t msg, uint64_t tag, s
 /* Grants the peer one more unexpected message (one was consumed). */
 static void credit_return(rcp_chan *ch)
 {
+	chan_dirty(ch);
 	ch->credits_given++;
 	ch->ack_pending = 1;
 }
@@ -1467,6 +1508,7 @@ static void process_inorder(rcp_chan *ch, const struct rcpw_hdr *h, const unsign
 			r->state = S_STREAM;
 			r->next_off = 0;
 			list_add_tail(&ch->streamq, &r->link);
+			chan_dirty(ch);
 			return;
 		}
 		if (rcpw_seq_le(ch->tx_msg_start, h->msg)) {
@@ -1765,6 +1807,7 @@ void rcpc_input(rcpc_core *c, int peer, const void *src, size_t srclen, const vo
 	if (ch->failed)
 		return;
 	ch->last_heard = now;
+	chan_dirty(ch);
 	process_ack_fields(ch, &h, now);
 	switch (h.type) {
 	case RCPW_ACK: process_sack(ch, &h, pl, now); break;
@@ -1797,11 +1840,19 @@ static void chan_flush(rcp_chan *ch, uint64_t now)
 
 int rcpc_flush(rcpc_core *c, uint64_t now)
 {
-	struct list *p, *t;
-	list_for_each_safe(p, t, &c->chans)
-	{
-		rcp_chan *ch = container_of(p, rcp_chan, link);
-		chan_flush(ch, now);
+	struct list todo;
+	/* Take the list first: what chan_flush touches again (an ack the nic
+	 * refused) waits for the next flush instead of looping here. */
+	if (!list_empty(&c->dirty)) {
+		todo = c->dirty;
+		todo.next->prev = &todo;
+		todo.prev->next = &todo;
+		list_init(&c->dirty);
+		while (!list_empty(&todo)) {
+			rcp_chan *ch = container_of(todo.next, rcp_chan, dlink);
+			list_del(&ch->dlink);
+			chan_flush(ch, now);
+		}
 	}
 	if (c->io.flush)
 		c->io.flush(c->io.ctx);
@@ -1818,12 +1869,13 @@ int rcpc_timers(rcpc_core *c, uint64_t now)
 {
 	struct list *p, *t;
 
-	c->retry = 0; /* what is still refused below sets it again */
+	c->retry = 0;   /* what is still refused below sets it again */
+	c->soon_at = 0; /* chan_flush below arms what is left */
 
 	list_for_each_safe(p, t, &c->chans)
 	{
 		rcp_chan *ch = container_of(p, rcp_chan, link);
-		if (ch->failed)
+		if (ch->failed || chan_idle(ch))
 			continue;
 		/* Retransmission timeout on the oldest frame out. */
 		if (ch->tx_una != ch->tx_next) {
@@ -1875,6 +1927,7 @@ int rcpc_timers(rcpc_core *c, uint64_t now)
 			if (ack_owed(ch))
 				ch->ack_now = 1;
 		}
+		list_del(&ch->dlink);
 		chan_flush(ch, now);
 	}
 	if (c->io.flush)
@@ -1910,7 +1963,7 @@ uint64_t rcpc_deadline(const rcpc_core *c)
 
 	for (p = c->chans.next; p != &c->chans; p = p->next) {
 		const rcp_chan *ch = container_of(p, rcp_chan, link);
-		if (ch->failed)
+		if (ch->failed || chan_idle(ch))
 			continue;
 		if (ch->tx_una != ch->tx_next) {
 			const struct slot *s = &ch->slots[ch->tx_una & (ch->nslots - 1)];
@@ -1943,7 +1996,8 @@ uint64_t rcpc_deadline(const rcpc_core *c)
 
 uint64_t rcpc_deadline_soon(const rcpc_core *c, uint64_t now)
 {
-	return c->retry ? 0 : now + c->timer_floor;
+	uint64_t d = c->retry ? 0 : now + c->timer_floor;
+	return c->soon_at && c->soon_at < d ? c->soon_at : d;
 }
 
 /* ---- the API --------------------------------------------------------------------- */
@@ -1972,6 +2026,7 @@ int rcpc_core_new(const struct rcpc_params *p, const struct rcpc_io *io, void *o
 	if (c->p.peer_timeout / 8 < c->timer_floor)
 		c->timer_floor = c->p.peer_timeout / 8;
 	list_init(&c->chans);
+	list_init(&c->dirty);
 	list_init(&c->posted);
 	list_init(&c->unexp);
 	list_init(&c->free_unexp);
@@ -1993,6 +2048,7 @@ static void chan_free(rcp_chan *ch)
 {
 	rcpc_core *c = ch->core;
 	list_del(&ch->link);
+	list_del(&ch->dlink);
 	if (ch->peer >= 0 && ch->peer < c->npeers)
 		c->by_peer[ch->peer] = NULL;
 	free(ch->slots);
@@ -2064,6 +2120,7 @@ int rcpc_chan_open(rcpc_core *c, int peer, uint64_t now, rcp_chan **out)
 	}
 	ch->core = c;
 	ch->peer = peer;
+	list_init(&ch->dlink);
 	list_init(&ch->startq);
 	list_init(&ch->streamq);
 	list_init(&ch->busyq);
@@ -2168,6 +2225,7 @@ static int isend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, int sy
 			chan_pump(ch, now);
 	} else {
 		list_add_tail(&ch->startq, &r->link);
+		chan_dirty(ch);
 		chan_pump(ch, now);
 	}
 	if (c->io.flush)

@@ -88,7 +88,8 @@ void rcpc_chan_close(rcp_chan *ch, uint64_t now);
  * frame: a bad one is counted and dropped. */
 void rcpc_input(rcpc_core *c, int peer, const void *src, size_t srclen, const void *frame,
                 size_t len, uint64_t now);
-/* Sends acks and anything the window now allows; call after a batch of
+/* Sends acks and anything the window now allows on the channels that
+ * changed since the last flush (core.c, FLUSH); call after a batch of
  * rcpc_input calls.  Returns the count of requests completed since the
  * last call. */
 int rcpc_flush(rcpc_core *c, uint64_t now);
@@ -101,8 +102,9 @@ int rcpc_timers(rcpc_core *c, uint64_t now);
 int rcpc_ack_owed(rcpc_core *c, uint64_t now);
 /* The earliest time a timer is due, or UINT64_MAX. */
 uint64_t rcpc_deadline(const rcpc_core *c);
-/* After rcpc_isend/irecv/mcast/cancel at NOW: a time no later than any
- * timer that call armed (0: retry at once), without walking the channels.
+/* After rcpc_input + rcpc_flush or rcpc_isend/irecv/mcast/cancel at NOW:
+ * a time no later than any timer they armed (0: retry at once), without
+ * walking the channels.
  * The caller keeps min(its deadline, this) and takes rcpc_deadline() when
  * that time comes or before sleeping (core.c, TIMERS). */
 uint64_t rcpc_deadline_soon(const rcpc_core *c, uint64_t now);

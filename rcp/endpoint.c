@@ -75,16 +75,16 @@ static inline uint64_t cycles(void)
 static int progress(rcp_ep *ep);
 static int took(rcp_ep *ep, int n);
 
-/* The exact next deadline: a walk over the channels.  Taken after frames
- * came in and after timers ran; an API call takes deadline_soon(). */
+/* The exact next deadline: a walk over the channels.  Taken after timers
+ * ran and before sleeping; frames and API calls take deadline_soon(). */
 static void deadline_exact(rcp_ep *ep)
 {
 	ep->deadline = rcpc_deadline(ep->core);
 	ep->deadline_rough = 0;
 }
 
-/* After a send, receive, cancel: the core's cheap early bound for what
- * the call armed (rcpc_deadline_soon), not a walk per message.  Reaching
+/* After frames came in, a send, receive, cancel: the core's cheap early
+ * bound for what they armed (rcpc_deadline_soon), not a walk per message.  Reaching
  * it early only runs rcpc_timers once for nothing, which takes the
  * exact deadline again; a sleeper takes the exact one first (ep_arm). */
 static void deadline_soon(rcp_ep *ep, uint64_t now)
@@ -379,7 +379,9 @@ static int took(rcp_ep *ep, int n)
 	if (n) {
 		rcp_nic_release(ep->nic, ep->frames, n);
 		done += rcpc_flush(ep->core, now);
-		deadline_exact(ep);
+		/* Frames arm timers no closer than an API call does: the
+		 * cheap bound, not a walk of every channel per frame. */
+		deadline_soon(ep, now);
 	}
 	if (now >= ep->deadline) {
 		done += rcpc_timers(ep->core, now);
