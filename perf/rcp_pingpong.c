@@ -113,6 +113,7 @@ struct opts {
 	long iters, warmup, timeout_ms;
 	uint64_t target_ns;
 	int verify, compare_tcp, csv, pin;
+	int idle_chans; /* idle channels the client's endpoint also holds */
 	enum pp_mode mode;
 	int64_t spin_ns;
 	const char *faults; /* NULL: nic default (RCP_FAULTS) */
@@ -738,7 +739,34 @@ static void linger(rcp_ep *ep, int ms)
 	}
 }
 
-static int client_session(struct client *c, struct row *rows)
+/* --idle-chans: N more endpoints here, each with a channel from the
+ * client's endpoint that never carries a message — a master with many
+ * peers, only one of them talking.  Their endpoints go in IDLE (closed by
+ * the caller).  Returns 0 or 1. */
+static int idle_open(struct client *c, rcp_ep **idle)
+{
+	const struct opts *o = c->o;
+	for (int i = 0; i < o->idle_chans; i++) {
+		char a[RCP_NIC_ADDRSTR_MAX] = {0};
+		rcp_chan *ch;
+		int rc;
+		if (!strcmp(o->transport, "shm"))
+			snprintf(a, sizeof a, "shm:rpp-%d-i%d", (int)getpid(), i);
+		else
+			snprintf(a, sizeof a, "udp:");
+		if (open_ep(o, a, 0, &idle[i]))
+			return 1;
+		rcp_ep_addr(idle[i], a, sizeof a);
+		rc = rcp_connect(c->ep, a, &ch);
+		if (rc) {
+			fprintf(stderr, PROG ": idle channel to %s: %s\n", a, rcp_strerror(rc));
+			return 1;
+		}
+	}
+	return 0;
+}
+
+static int client_session(struct client *c, struct row *rows, rcp_ep **idle)
 {
 	const struct opts *o = c->o;
 	const char *server = c->server;
@@ -750,6 +778,8 @@ static int client_session(struct client *c, struct row *rows)
 		fprintf(stderr, PROG ": cannot reach %s: %s\n", server, rcp_strerror(rc));
 		return 1;
 	}
+	if (idle_open(c, idle))
+		return 1;
 	rc = ctrl_send(c->ch, C_HELLO, o->verify ? CF_VERIFY : 0, 0, 0, NULL, ms_ns(o->timeout_ms));
 	if (rc || ctrl_expect(c, C_HELLO_ACK, &m)) {
 		if (rc)
@@ -793,11 +823,15 @@ static int client_session(struct client *c, struct row *rows)
 static int run_client(const struct opts *o, rcp_ep *ep, const char *server, struct row *rows)
 {
 	struct client c = {.o = o, .ep = ep, .server = server, .verify = o->verify};
-	int rc = client_session(&c, rows);
+	rcp_ep **idle = calloc((size_t)o->idle_chans + 1, sizeof *idle);
+	int rc = idle ? client_session(&c, rows, idle) : 1;
 
 	/* After a failure requests may still point into the buffers: the
 	 * endpoint goes first. */
 	rcp_ep_close(ep);
+	for (int i = 0; idle && i < o->idle_chans; i++)
+		rcp_ep_close(idle[i]);
+	free(idle);
 	free(c.sbuf);
 	free(c.rbuf);
 	return rc;
@@ -1099,7 +1133,7 @@ static const char usage_text[] =
     "usage: rcp-pingpong [--transport shm|udp] [--sizes LIST] [--iters N] [--warmup N]\n"
     "                    [--target-ms MS] [--verify] [--faults SPEC] [--compare tcp]\n"
     "                    [--spin|--sleep] [--csv] [--no-pin] [--timeout-ms MS]\n"
-    "                    [--listen ADDR | --connect ADDR [--local ADDR]]\n"
+    "                    [--idle-chans N] [--listen ADDR | --connect ADDR [--local ADDR]]\n"
     "Round trip and bandwidth of RCP channels (rcp_isend/rcp_irecv) per message size.\n"
     "  --transport T   shm (default) or udp; with --listen/--connect taken from ADDR\n"
     "  --sizes LIST    comma-separated sizes and ranges; a:b means a, 2a, 4a, ... <= b;\n"
@@ -1121,6 +1155,8 @@ static const char usage_text[] =
     "                  bandwidth_MBps (+ the --compare columns)\n"
     "  --no-pin        do not pin the client to CPU 0 and the server to CPU 1\n"
     "  --timeout-ms MS any single wait longer than this fails the run (10000)\n"
+    "  --idle-chans N  the client's endpoint also holds N idle channels (to N more\n"
+    "                  endpoints of its own): the cost of many peers (default 0)\n"
     "  --listen ADDR   be the echo server at ADDR (udp:IP:PORT, udp: for any port on\n"
     "                  127.0.0.1, shm:NAME); serves one client, then exits\n"
     "  --connect ADDR  be the client of the server at ADDR; --local sets our address\n"
@@ -1147,7 +1183,8 @@ int main(int argc, char **argv)
 		O_CONNECT,
 		O_LOCAL,
 		O_COMPARE,
-		O_FAULTS
+		O_FAULTS,
+		O_IDLE
 	};
 	static const struct option lo[] = {
 	    {"transport", required_argument, 0, 't'},
@@ -1166,6 +1203,7 @@ int main(int argc, char **argv)
 	    {"listen", required_argument, 0, O_LISTEN},
 	    {"connect", required_argument, 0, O_CONNECT},
 	    {"local", required_argument, 0, O_LOCAL},
+	    {"idle-chans", required_argument, 0, O_IDLE},
 	    {"help", no_argument, 0, 'h'},
 	    {0, 0, 0, 0},
 	};
@@ -1234,6 +1272,13 @@ int main(int argc, char **argv)
 			o.timeout_ms = strtol(optarg, &end, 10);
 			if (*end || o.timeout_ms <= 0) {
 				fprintf(stderr, PROG ": bad --timeout-ms %s\n", optarg);
+				return 2;
+			}
+			break;
+		case O_IDLE:
+			o.idle_chans = (int)strtol(optarg, &end, 10);
+			if (*end || o.idle_chans < 0 || o.idle_chans > 4096) {
+				fprintf(stderr, PROG ": bad --idle-chans %s\n", optarg);
 				return 2;
 			}
 			break;
