@@ -17,6 +17,12 @@ for t in shm udp; do
 	run --transport "$t"
 	run --transport "$t" --faults drop=0.05,dup=0.02,reorder=0.05,seed=4
 done
+# Many peers, one talking: the client's endpoint also holds idle channels;
+# their endpoints are gone afterwards.
+run --transport shm --idle-chans 5
+run --transport udp --idle-chans 5
+! ls /dev/shm 2>/dev/null | grep -q '^rcp-rpp-[0-9]*-i[0-9]'
+rc=0; "$pp" --idle-chans -1 2>/dev/null || rc=$?; [ $rc -eq 2 ]
 
 # CSV: one header, one row per size, the --compare columns filled (size 0
 # has no TCP counterpart: empty fields).
