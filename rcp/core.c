@@ -145,6 +145,17 @@ static void list_del(struct list *n)
 	n->next->prev = n->prev;
 	n->next = n->prev = n;
 }
+/* Moves every node of FROM to the empty list TO; FROM is left empty. */
+static void list_take(struct list *to, struct list *from)
+{
+	list_init(to);
+	if (list_empty(from))
+		return;
+	*to = *from;
+	to->next->prev = to;
+	to->prev->next = to;
+	list_init(from);
+}
 #define container_of(p, T, m) ((T *)(void *)((char *)(p)-offsetof(T, m)))
 #define list_for_each_safe(pos, tmp, head)                                                         \
 	for (pos = (head)->next, tmp = pos->next; pos != (head); pos = tmp, tmp = pos->next)
@@ -1843,16 +1854,11 @@ int rcpc_flush(rcpc_core *c, uint64_t now)
 	struct list todo;
 	/* Take the list first: what chan_flush touches again (an ack the nic
 	 * refused) waits for the next flush instead of looping here. */
-	if (!list_empty(&c->dirty)) {
-		todo = c->dirty;
-		todo.next->prev = &todo;
-		todo.prev->next = &todo;
-		list_init(&c->dirty);
-		while (!list_empty(&todo)) {
-			rcp_chan *ch = container_of(todo.next, rcp_chan, dlink);
-			list_del(&ch->dlink);
-			chan_flush(ch, now);
-		}
+	list_take(&todo, &c->dirty);
+	while (!list_empty(&todo)) {
+		rcp_chan *ch = container_of(todo.next, rcp_chan, dlink);
+		list_del(&ch->dlink);
+		chan_flush(ch, now);
 	}
 	if (c->io.flush)
 		c->io.flush(c->io.ctx);
