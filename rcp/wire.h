@@ -117,6 +117,10 @@ enum rcpw_verdict rcpw_parse(const void *frame, size_t len, uint32_t session, in
 /* CRC32C (Castagnoli) of BUF, continuing from CRC (0 to start): chain
  * calls to cover the header (crc field zeroed) and then the payload. */
 uint32_t rcpw_crc32c(uint32_t crc, const void *buf, size_t len);
+/* The same with tables only, whatever the CPU (tests compare the two). */
+uint32_t rcpw_crc32c_portable(uint32_t crc, const void *buf, size_t len);
+/* Nonzero if rcpw_crc32c uses a CPU instruction here. */
+int rcpw_crc32c_hw(void);
 
 /* Serial-number arithmetic on 32-bit sequence numbers (RFC 1982). */
 static inline int rcpw_seq_lt(uint32_t a, uint32_t b)

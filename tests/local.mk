@@ -25,6 +25,16 @@ tests_test_faults_LDADD = $(TEST_LDADD)
 endif
 
 if HAVE_CMOCKA
+# Frame format helpers (internal API: static link).
+check_PROGRAMS += tests/test_wire
+TESTS += tests/test_wire
+tests_test_wire_SOURCES = tests/test_wire.c tests/testutil.h
+tests_test_wire_CFLAGS = $(TEST_CFLAGS)
+tests_test_wire_LDFLAGS = -static
+tests_test_wire_LDADD = $(TEST_LDADD)
+endif
+
+if HAVE_CMOCKA
 # The protocol core on a simulated network (internal API: static link).
 check_PROGRAMS += tests/test_rcp_sim
 TESTS += tests/test_rcp_sim
