@@ -15,6 +15,12 @@
  * The frame is checked on every bounce (length and a sequence number), so
  * a backend that loses or mangles frames makes the tool fail instead of
  * printing a flattering number.
+ *
+ * Transport "memory" (spin only) is the floor under every shared-memory
+ * path: the two processes copy SIZE bytes into a shared buffer, publish a
+ * sequence word with release semantics, and the other side polls it and
+ * copies the bytes out.  No nic, no protocol, no ring management: what the
+ * cache-line transfers between the two CPUs cost by themselves.
  */
 
 #include <arpa/inet.h>
@@ -24,10 +30,12 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -256,6 +264,61 @@ out:
 	return rc;
 }
 
+/* ---- bare shared memory (the floor) ------------------------------------- */
+
+/* One direction: the sequence word and the payload right after it (8 B
+ * travel in one line, as in a ring cell), at a 128-byte boundary so the
+ * two directions never share a line pair. */
+struct mem_dir {
+	_Atomic uint64_t seq;
+	unsigned char data[]; /* o->size bytes; the whole rounded up to 128 */
+};
+
+static size_t mem_dir_bytes(size_t size)
+{
+	return (sizeof(struct mem_dir) + size + 127) & ~(size_t)127;
+}
+
+static int mem_side(const struct opts *o, int is_parent, unsigned char *shared, uint64_t *rtt)
+{
+	size_t db = mem_dir_bytes(o->size);
+	struct mem_dir *tx = (struct mem_dir *)(shared + (is_parent ? 0 : db));
+	struct mem_dir *rx = (struct mem_dir *)(shared + (is_parent ? db : 0));
+	unsigned char *sbuf = calloc(1, o->size + 8), *rbuf = calloc(1, o->size + 8);
+	long total = o->iters + o->warmup;
+	uint64_t deadline = now_ns() + (uint64_t)o->timeout_ms * 1000000ull;
+	int rc = 0;
+
+	if (!sbuf || !rbuf)
+		rc = -1;
+	memset(sbuf, 0x5a, o->size);
+	for (long i = 0; i < total && !rc; i++) {
+		uint64_t t0 = now_ns();
+		for (int turn = 0; turn < 2 && !rc; turn++) {
+			uint64_t want = (uint64_t)(2 * i + turn + 1);
+			if ((turn == 0) == (is_parent != 0)) {
+				memcpy(tx->data, sbuf, o->size);
+				atomic_store_explicit(&tx->seq, want, memory_order_release);
+				continue;
+			}
+			for (unsigned spins = 0;
+			     atomic_load_explicit(&rx->seq, memory_order_acquire) != want; spins++)
+				if ((spins & 1023) == 1023 && now_ns() > deadline)
+					rc = -1;
+			memcpy(rbuf, rx->data, o->size);
+			if (o->size && rbuf[o->size - 1] != 0x5a)
+				rc = -1;
+		}
+		if (is_parent && i >= o->warmup)
+			rtt[i - o->warmup] = now_ns() - t0;
+	}
+	if (rc)
+		fprintf(stderr, "rcp-nic-pingpong: memory: timed out or bad bytes\n");
+	free(sbuf);
+	free(rbuf);
+	return rc;
+}
+
 /* Runs one (transport, mode) pair with a forked peer. */
 static int run_pair(const struct opts *o, const char *transport, const char *mode)
 {
@@ -263,8 +326,23 @@ static int run_pair(const struct opts *o, const char *transport, const char *mod
 	uint64_t *rtt = calloc((size_t)o->iters, sizeof *rtt);
 	int kernel = !strncmp(transport, "kernel-udp", 10);
 	int connected = !strcmp(transport, "kernel-udp");
+	int memory = !strcmp(transport, "memory");
+	unsigned char *shared = NULL;
 	pid_t child;
 
+	if (memory && sleep_mode) {
+		if (!o->csv)
+			printf("%-17s %-6s (spin only: there is nothing to sleep on)\n", transport,
+			       mode);
+		free(rtt);
+		return 0;
+	}
+	if (memory) {
+		shared = mmap(NULL, 2 * mem_dir_bytes(o->size), PROT_READ | PROT_WRITE,
+		              MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+		if (shared == MAP_FAILED)
+			return 1;
+	}
 	if (!rtt || pipe(p2c) || pipe(c2p))
 		return 1;
 	fflush(stdout);
@@ -276,16 +354,18 @@ static int run_pair(const struct opts *o, const char *transport, const char *mod
 		close(c2p[0]);
 		if (o->pin)
 			pin_cpu(1);
-		rc = kernel ? udp_side(o, sleep_mode, connected, 0, p2c[0], c2p[1], NULL)
-		            : nic_side(o, transport, sleep_mode, 0, p2c[0], c2p[1], NULL);
+		rc = memory   ? mem_side(o, 0, shared, NULL)
+		     : kernel ? udp_side(o, sleep_mode, connected, 0, p2c[0], c2p[1], NULL)
+		              : nic_side(o, transport, sleep_mode, 0, p2c[0], c2p[1], NULL);
 		_exit(rc ? 1 : 0);
 	}
 	close(p2c[0]);
 	close(c2p[1]);
 	if (o->pin)
 		pin_cpu(0);
-	rc = kernel ? udp_side(o, sleep_mode, connected, 1, c2p[0], p2c[1], rtt)
-	            : nic_side(o, transport, sleep_mode, 1, c2p[0], p2c[1], rtt);
+	rc = memory   ? mem_side(o, 1, shared, rtt)
+	     : kernel ? udp_side(o, sleep_mode, connected, 1, c2p[0], p2c[1], rtt)
+	              : nic_side(o, transport, sleep_mode, 1, c2p[0], p2c[1], rtt);
 	close(c2p[0]);
 	close(p2c[1]);
 	if (rc)
@@ -296,22 +376,27 @@ static int run_pair(const struct opts *o, const char *transport, const char *mod
 		rc = 1;
 	if (!rc)
 		report(o, transport, mode, rtt, o->iters);
+	if (shared)
+		munmap(shared, 2 * mem_dir_bytes(o->size));
 	free(rtt);
 	return rc ? 1 : 0;
 }
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: rcp-nic-pingpong [--transport shm,udp,kernel-udp,kernel-udp-unconn]\n"
-	           "                        [--mode spin,sleep]\n"
-	           "                        [--size BYTES] [--iters N] [--warmup N] [--csv]\n"
-	           "                        [--no-pin] [--timeout-ms MS]\n"
-	           "Bounces one frame between this process and a forked peer and prints the\n"
-	           "round trip (median, p99).  kernel-udp is a plain UDP socket ping-pong on\n"
-	           "loopback (connected: send/recv), kernel-udp-unconn the same with\n"
-	           "sendto/recvfrom, as a socket accepting unknown senders must do.\n"
-	           "Defaults: all transports, both modes, 8 B,\n"
-	           "100000 iterations (10000 in sleep mode), 10000 warm-up.\n");
+	fprintf(
+	    f, "usage: rcp-nic-pingpong [--transport shm,udp,kernel-udp,kernel-udp-unconn,memory]\n"
+	       "                        [--mode spin,sleep]\n"
+	       "                        [--size BYTES] [--iters N] [--warmup N] [--csv]\n"
+	       "                        [--no-pin] [--timeout-ms MS]\n"
+	       "Bounces one frame between this process and a forked peer and prints the\n"
+	       "round trip (median, p99).  kernel-udp is a plain UDP socket ping-pong on\n"
+	       "loopback (connected: send/recv), kernel-udp-unconn the same with\n"
+	       "sendto/recvfrom, as a socket accepting unknown senders must do.\n"
+	       "memory (spin only) copies the bytes through plain shared memory and\n"
+	       "polls a sequence word: the floor under any shared-memory transport.\n"
+	       "Defaults: all transports, both modes, 8 B,\n"
+	       "100000 iterations (10000 in sleep mode), 10000 warm-up.\n");
 }
 
 int main(int argc, char **argv)
