@@ -336,7 +336,7 @@ void rcpc_params_default(struct rcpc_params *p)
 	p->inline_max = 2048;
 	p->send_buf = 1u << 20;
 	p->rma_min = 65536; /* docs/protocol.md: where RMA starts to pay */
-	p->rma_split = 98304;
+	p->rma_split = 65536;
 	p->reorder_bytes = 8u << 20;
 }
 
