@@ -440,7 +440,7 @@ static void t_wildcards_many(void **state)
 			assert_int_equal(w.st.error, 0);
 		}
 	for (int i = (N - 1) * M; i < N * M; i++) {
-		struct rcp_status st;
+		struct rcp_status st = {0};
 		assert_int_equal(rcpc_cancel(rr[i], sim_now(s)), 0);
 		assert_int_equal(rcpc_req_done(rr[i], &st), 1);
 		assert_int_equal(st.error, RCP_ECANCELED);
