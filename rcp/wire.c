@@ -163,7 +163,9 @@ enum rcpw_verdict rcpw_parse(const void *frame, size_t len, uint32_t session, in
 		break;
 	case RCPW_RTS:
 	case RCPW_READY:
-		if (h->len > 64 || ((h->flags & RCPW_F_RMA) && !h->len))
+		/* SPLIT only with a key (RMA both ways). */
+		if (h->len > 64 || ((h->flags & RCPW_F_RMA) && !h->len) ||
+		    ((h->flags & RCPW_F_SPLIT) && !(h->flags & RCPW_F_RMA)))
 			return RCPW_BAD_FIELDS;
 		break;
 	case RCPW_FIN:

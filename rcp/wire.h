@@ -49,7 +49,8 @@ enum rcpw_flags {
 	RCPW_F_CRC = 1u << 4,    /* crc field covers header (crc=0) + payload */
 	RCPW_F_RMA = 1u << 5,    /* RTS/READY: payload is a nic rkey */
 	RCPW_F_ANYTAG = 1u << 6, /* READY: the receive takes any tag */
-	RCPW_F_SPLIT = 1u << 7,  /* FIN: a split RMA transfer (see core.c) */
+	RCPW_F_SPLIT = 1u << 7,  /* FIN, READY: a split RMA transfer; RTS: the
+	                            sender offers one (see core.c) */
 	RCPW_F_ALL = (1u << 8) - 1,
 };
 

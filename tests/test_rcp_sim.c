@@ -138,6 +138,8 @@ static int work_done(void *arg)
 
 /* rma_split for run_workload's endpoints; 0: the default. */
 static uint64_t g_rma_split;
+/* Nonzero: run_workload's endpoints sleep at once (RCP_EP_SLEEP). */
+static int g_sleepers;
 
 static void run_workload(uint64_t seed, const struct sim_link *link, int rma, int nmsg,
                          uint32_t mtu)
@@ -158,6 +160,8 @@ static void run_workload(uint64_t seed, const struct sim_link *link, int rma, in
 	o.params.rma_min = 3 * mtu;
 	if (g_rma_split)
 		o.params.rma_split = g_rma_split;
+	if (g_sleepers)
+		o.params.flags |= RCP_EP_SLEEP;
 	w.s = sim_new(&o);
 	w.seed = seed;
 	w.nflows = 2;
@@ -248,6 +252,16 @@ static void t_rma_paths(void **state)
 		    .drop = k ? 0.05 : 0, .reorder = 0.05, .latency = 5000, .reorder_max = 20000};
 		run_workload(test_seed(310) + k, &l, 1, 40, 4096);
 	}
+	/* The same with endpoints that sleep at once: their RTS offer no
+	 * split below 512 KiB, so sender-first messages are pulled whole
+	 * while receiver-first ones still split. */
+	g_sleepers = 1;
+	for (uint64_t k = 0; k < 4; k++) {
+		struct sim_link l = {
+		    .drop = k ? 0.05 : 0, .reorder = 0.05, .latency = 5000, .reorder_max = 20000};
+		run_workload(test_seed(320) + k, &l, 1, 40, 4096);
+	}
+	g_sleepers = 0;
 	g_rma_split = 0;
 }
 
