@@ -50,7 +50,7 @@ static const struct rcpi_env_var vars[] = {
     {"RCP_RMA_MIN", "65536",
      "sender-first messages from this size move by RMA where offered (READY-first: from "
      "RCP_RMA_SPLIT)"},
-    {"RCP_RMA_SPLIT", "98304",
+    {"RCP_RMA_SPLIT", "65536",
      "READY-first RMA messages from this size are copied half by each side (0: off)"},
     {"RCP_WAIT", "", "spin or sleep: force the wait policy of every endpoint"},
     {"RCP_LINGER_MS", "2000", "how long closing waits for frames to be acknowledged"},
