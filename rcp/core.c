@@ -1407,6 +1407,19 @@ static void bad(rcpc_core *c)
  * after an RMA put): returns the promised receive, now matched, or NULL
  * after failing the channel if the sender broke the promise's terms —
  * refusing is safer than guessing where its bytes belong. */
+/* H starts a message (eager or streamed DATA, RTS, FIN after a put or
+ * starting a split): it must be the channel's next one.  Returns 0 and
+ * counts it, or -1 (counted as bad: the caller drops H). */
+static int msg_start(rcp_chan *ch, const struct rcpw_hdr *h)
+{
+	if (h->msg != ch->rx_msg_next) {
+		bad(ch->core);
+		return -1;
+	}
+	ch->rx_msg_next++;
+	return 0;
+}
+
 static rcp_req *take_promised(rcp_chan *ch, const struct rcpw_hdr *h)
 {
 	rcp_req *r = ch->reserved;
@@ -1432,11 +1445,8 @@ static void process_inorder(rcp_chan *ch, const struct rcpw_hdr *h, const unsign
 				bad(c);
 			return;
 		}
-		if (h->msg != ch->rx_msg_next) {
-			bad(c);
+		if (msg_start(ch, h))
 			return;
-		}
-		ch->rx_msg_next++;
 		if (h->flags & RCPW_F_STREAM) {
 			r = take_promised(ch, h);
 			if (!r)
@@ -1488,11 +1498,8 @@ static void process_inorder(rcp_chan *ch, const struct rcpw_hdr *h, const unsign
 		ready_stale(ch);
 		return;
 	case RCPW_RTS:
-		if (h->msg != ch->rx_msg_next) {
-			bad(c);
+		if (msg_start(ch, h))
 			return;
-		}
-		ch->rx_msg_next++;
 		r = match_posted(c, ch, h->tag);
 		if (r) {
 			rts_matched(ch, r, h->msg, h->tag, h->arg, rts_rma(h->flags), pl, h->len);
@@ -1522,14 +1529,13 @@ static void process_inorder(rcp_chan *ch, const struct rcpw_hdr *h, const unsign
 			if (r->reserved_rma && (h->flags & RCPW_F_SPLIT) &&
 			    (h->flags & RCPW_F_RMA)) {
 				/* Split: it pulls the upper half, we put the lower. */
-				uint64_t split = split_at(r->total);
-				uint64_t put = h->arg == r->total && c->io.put &&
-				                       !c->io.put(c->io.ctx, ch->peer, r->buf,
-				                                  (size_t)split, pl, h->len, 0)
-				                   ? split
-				                   : 0;
+				uint64_t split = split_at(r->total), put = 0;
 				struct ctl k = {0};
-				if (!put)
+				if (h->arg == r->total && c->io.put &&
+				    !c->io.put(c->io.ctx, ch->peer, r->buf, (size_t)split, pl,
+				               h->len, 0))
+					put = split;
+				else
 					r->got = 1; /* fails when its FIN comes */
 				k.type = RCPW_FIN;
 				k.flags = RCPW_F_SPLIT;
@@ -1561,11 +1567,8 @@ static void process_inorder(rcp_chan *ch, const struct rcpw_hdr *h, const unsign
 	case RCPW_FIN:
 		if ((h->flags & (RCPW_F_FIRST | RCPW_F_SPLIT)) == (RCPW_F_FIRST | RCPW_F_SPLIT)) {
 			/* Split transfer starts: pull our half now. */
-			if (h->msg != ch->rx_msg_next) {
-				bad(c);
+			if (msg_start(ch, h))
 				return;
-			}
-			ch->rx_msg_next++;
 			r = take_promised(ch, h);
 			if (!r)
 				return;
@@ -1589,11 +1592,8 @@ static void process_inorder(rcp_chan *ch, const struct rcpw_hdr *h, const unsign
 		}
 		if (h->flags & RCPW_F_FIRST) {
 			/* Sender put the message into our promised buffer. */
-			if (h->msg != ch->rx_msg_next) {
-				bad(c);
+			if (msg_start(ch, h))
 				return;
-			}
-			ch->rx_msg_next++;
 			r = take_promised(ch, h);
 			if (!r)
 				return;
