@@ -1403,10 +1403,6 @@ static void bad(rcpc_core *c)
 	c->st.bad_frames++;
 }
 
-/* A message start that claims our READY promise (STREAM data, or FIN
- * after an RMA put): returns the promised receive, now matched, or NULL
- * after failing the channel if the sender broke the promise's terms —
- * refusing is safer than guessing where its bytes belong. */
 /* H starts a message (eager or streamed DATA, RTS, FIN after a put or
  * starting a split): it must be the channel's next one.  Returns 0 and
  * counts it, or -1 (counted as bad: the caller drops H). */
@@ -1420,6 +1416,10 @@ static int msg_start(rcp_chan *ch, const struct rcpw_hdr *h)
 	return 0;
 }
 
+/* A message start that claims our READY promise (STREAM data, or FIN
+ * after an RMA put): returns the promised receive, now matched, or NULL
+ * after failing the channel if the sender broke the promise's terms —
+ * refusing is safer than guessing where its bytes belong. */
 static rcp_req *take_promised(rcp_chan *ch, const struct rcpw_hdr *h)
 {
 	rcp_req *r = ch->reserved;
@@ -1535,7 +1535,7 @@ static void process_inorder(rcp_chan *ch, const struct rcpw_hdr *h, const unsign
 				    !c->io.put(c->io.ctx, ch->peer, r->buf, (size_t)split, pl,
 				               h->len, 0))
 					put = split;
-				else
+				if (!put)
 					r->got = 1; /* fails when its FIN comes */
 				k.type = RCPW_FIN;
 				k.flags = RCPW_F_SPLIT;
