@@ -741,34 +741,23 @@ void rpci_dispatch(rcp_rpc *rpc, rcp_chan *ch, uint64_t id, uint64_t cookie, con
                    size_t inlen, uint32_t rfp_cli, uint32_t rfp_slot)
 {
 	struct call *c = call_find(rpc, id);
-	struct rcp_rpc_handle *h;
-	if (!c || !c->handler) {
-		h = handle_get(rpc);
-		if (!h)
-			return;
-		h->call = NULL;
-		h->ch = ch;
-		h->cookie = cookie;
-		h->t0 = 0;
-		h->in = NULL;
-		h->inlen = 0;
-		h->rfp_cli = rfp_cli;
-		h->rfp_slot = rfp_slot;
+	int known = c && c->handler;
+	struct rcp_rpc_handle *h = handle_get(rpc);
+	if (!h)
+		return; /* the client times out */
+	h->call = known ? c : NULL;
+	h->ch = ch;
+	h->cookie = cookie;
+	h->t0 = known ? now_ns() : 0;
+	h->in = known ? in : NULL;
+	h->inlen = known ? inlen : 0;
+	h->rfp_cli = rfp_cli;
+	h->rfp_slot = rfp_slot;
+	if (!known) {
 		rpc->st.handled++;
 		rcp_rpc_respond(h, NULL, RCP_ENOENT);
 		return;
 	}
-	h = handle_get(rpc);
-	if (!h)
-		return; /* the client times out */
-	h->call = c;
-	h->ch = ch;
-	h->cookie = cookie;
-	h->t0 = now_ns();
-	h->in = in;
-	h->inlen = inlen;
-	h->rfp_cli = rfp_cli;
-	h->rfp_slot = rfp_slot;
 	dispatch(rpc, h);
 }
 
