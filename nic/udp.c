@@ -833,6 +833,18 @@ static inline void tx_count(struct udp_nic *u, uint32_t frames, uint64_t bytes)
 	u->base.stats.tx_bytes += bytes;
 }
 
+/* Copies the N pieces of IOV into DST, which holds them all; returns the
+ * bytes copied.  Small frames go out flat by sendto (send_one, send_lone). */
+static size_t gather(unsigned char *dst, const struct iovec *iov, size_t n)
+{
+	size_t off = 0;
+	for (size_t i = 0; i < n; i++) {
+		memcpy(dst + off, iov[i].iov_base, iov[i].iov_len);
+		off += iov[i].iov_len;
+	}
+	return off;
+}
+
 /* One frame straight from the caller's iovec: the latency path. */
 static int send_one(struct udp_nic *u, int peer, const struct iovec *iov, int iovcnt, size_t total)
 {
@@ -848,11 +860,7 @@ static int send_one(struct udp_nic *u, int peer, const struct iovec *iov, int io
 	if (iovcnt == 1) {
 		flat = iov[0].iov_base;
 	} else if (total <= sizeof small) {
-		size_t off = 0;
-		for (int i = 0; i < iovcnt; i++) {
-			memcpy(small + off, iov[i].iov_base, iov[i].iov_len);
-			off += iov[i].iov_len;
-		}
+		gather(small, iov, (size_t)iovcnt);
 		flat = small;
 	}
 	memset(&m, 0, sizeof m);
@@ -972,14 +980,11 @@ static void txq_consume(struct udp_nic *u, int head)
 static ssize_t send_lone(struct udp_nic *u, const struct msghdr *h, size_t total)
 {
 	unsigned char small[UDP_SMALL_FRAME];
-	size_t off = 0;
+	size_t off;
 
 	if (h->msg_controllen || total > sizeof small)
 		return sendmsg(u->fd, h, MSG_DONTWAIT);
-	for (size_t i = 0; i < h->msg_iovlen; i++) {
-		memcpy(small + off, h->msg_iov[i].iov_base, h->msg_iov[i].iov_len);
-		off += h->msg_iov[i].iov_len;
-	}
+	off = gather(small, h->msg_iov, h->msg_iovlen);
 	return sendto(u->fd, small, off, MSG_DONTWAIT, (const struct sockaddr *)h->msg_name,
 	              h->msg_namelen);
 }
