@@ -98,10 +98,31 @@ void pvmrcpi_reap(int all)
 	}
 }
 
+/* Send R, from the copy BUF, is still in flight: keep it for pvmrcpi_reap
+ * to free BUF once R completes.  Without memory to track it, waits for R
+ * and frees BUF now.  Returns 0 or R's RCP code. */
+static int pend_add(rcp_req *r, void *buf, int pooled)
+{
+	struct pr_pend *e = malloc(sizeof *e);
+	int rc;
+	if (!e) {
+		/* cannot track it: wait for it */
+		rc = rcp_wait(r, NULL, -1);
+		copy_put(buf, pooled);
+		return rc;
+	}
+	e->req = r;
+	e->buf = buf;
+	e->pooled = pooled;
+	e->next = S.pend;
+	S.pend = e;
+	S.npend++;
+	return 0;
+}
+
 /* Sends BUF (copied) with TAG on P's channel; returns at once. */
 static int send_copy(struct pr_peer *p, uint64_t tag, const void *buf, size_t len)
 {
-	struct pr_pend *e;
 	int pooled;
 	void *copy = copy_get(len, &pooled);
 	rcp_req *r;
@@ -120,20 +141,7 @@ static int send_copy(struct pr_peer *p, uint64_t tag, const void *buf, size_t le
 		copy_put(copy, pooled);
 		return rc;
 	}
-	e = malloc(sizeof *e);
-	if (!e) {
-		/* cannot track it: wait for it */
-		rc = rcp_wait(r, NULL, -1);
-		copy_put(copy, pooled);
-		return rc;
-	}
-	e->req = r;
-	e->buf = copy;
-	e->pooled = pooled;
-	e->next = S.pend;
-	S.pend = e;
-	S.npend++;
-	return 0;
+	return pend_add(r, copy, pooled);
 }
 
 int pvmrcpi_ctrl_send(struct pr_peer *p, uint64_t tag, const void *buf, size_t len)
@@ -305,18 +313,8 @@ int pvm_pmcast(int *tids, int ntask, int tag, void *buf, int len, int dt)
 		if (rc2)
 			rc2 = pvmrcpi_err(rc2);
 		else if (copy && rcp_test(r, NULL) == RCP_EAGAIN) {
-			struct pr_pend *e = malloc(sizeof *e);
-			if (e) {
-				e->req = r;
-				e->buf = copy;
-				e->pooled = 0;
-				e->next = S.pend;
-				S.pend = e;
-				S.npend++;
-				copy = NULL;
-			} else {
-				rc2 = pvmrcpi_err(rcp_wait(r, NULL, -1));
-			}
+			rc2 = pvmrcpi_err(pend_add(r, copy, 0)); /* frees COPY when done */
+			copy = NULL;
 		} else if (!copy) {
 			rc2 = pvmrcpi_wait_req(r, &st, live, nlive, 1);
 		}
