@@ -105,8 +105,6 @@
  * - Dead peers: RCP fails their requests with RCP_EPEER after
  *   RCP_PEER_TIMEOUT; the shm nic reports a gone process at once.
  */
-#include <errno.h>
-#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -359,7 +357,6 @@ int rcp_bulk_wait(rcp_bulk_op *op, int64_t timeout_ns, int *status)
 	for (;;) {
 		uint64_t now;
 		int64_t sleep_ns, t;
-		struct pollfd pfd;
 		int rc = rcp_bulk_test(op, status);
 		if (rc != RCP_EAGAIN)
 			return rc;
@@ -378,16 +375,7 @@ int rcp_bulk_wait(rcp_bulk_op *op, int64_t timeout_ns, int *status)
 			if (sleep_ns < 0 || t < sleep_ns)
 				sleep_ns = t;
 		}
-		pfd.fd = rcp_ep_fd(ctx->ep);
-		pfd.events = POLLIN;
-		if (sleep_ns < 0) {
-			rc = poll(&pfd, 1, -1);
-		} else {
-			struct timespec ts = {(time_t)(sleep_ns / 1000000000),
-			                      (long)(sleep_ns % 1000000000)};
-			rc = ppoll(&pfd, 1, &ts, NULL);
-		}
-		if (rc < 0 && errno != EINTR)
+		if (rcpi_fd_wait(rcp_ep_fd(ctx->ep), sleep_ns))
 			return RCP_ESYS;
 	}
 }

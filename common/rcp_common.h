@@ -73,6 +73,10 @@ int rcpi_grow_zeroed(void **arr, int *n, size_t elem, int need);
 /* Maps an errno value to an RCP_E* code. */
 int rcpi_errno_to_rcp(int err);
 
+/* common/fdwait.c.  Sleeps until FD is readable or TIMEOUT_NS passes
+ * (<0: forever); a signal ends the sleep early.  0 or RCP_ESYS. */
+int rcpi_fd_wait(int fd, int64_t timeout_ns);
+
 /* common/proc.c.  State (R, S, Z, ...) and start time (clock ticks after
  * boot) of PID from /proc: 0 or -errno. */
 int rcpi_proc_stat(pid_t pid, char *state, uint64_t *start);

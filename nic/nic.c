@@ -18,7 +18,6 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "nic/nic_int.h"
 
@@ -178,22 +177,12 @@ int rcp_nic_recv(rcp_nic *nic, struct rcp_nic_frame *frames, int max)
 
 int rcpi_nic_recv_wait_poll(rcp_nic *nic, struct rcp_nic_frame *frames, int max, int64_t timeout_ns)
 {
-	struct pollfd pfd = {.fd = nic->ops->fd(nic), .events = POLLIN};
 	int rc = nic->ops->arm(nic);
 
-	if (!rc) {
-		if (timeout_ns < 0) {
-			rc = poll(&pfd, 1, -1);
-		} else {
-			struct timespec ts = {(time_t)(timeout_ns / 1000000000),
-			                      (long)(timeout_ns % 1000000000)};
-			rc = ppoll(&pfd, 1, &ts, NULL);
-		}
-		if (rc < 0 && errno != EINTR)
-			return RCP_ESYS;
-	} else if (rc != RCP_EAGAIN) {
+	if (!rc)
+		rc = rcpi_fd_wait(nic->ops->fd(nic), timeout_ns);
+	if (rc && rc != RCP_EAGAIN)
 		return rc;
-	}
 	return nic->ops->recv(nic, frames, max);
 }
 

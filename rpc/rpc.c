@@ -61,8 +61,6 @@
  *
  * REMOTE FETCH: see rpc/rfp.c.
  */
-#include <errno.h>
-#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -1437,9 +1435,7 @@ static int run(rcp_rpc *rpc, int (*fin)(void *), void *arg, int64_t timeout_ns)
 		if (scan(rpc, 1) || rpc->doneq)
 			continue;
 		{
-			int64_t t = rcp_rpc_timeout_ns(rpc);
-			struct pollfd pfd;
-			struct timespec ts;
+			int64_t t;
 			int rc = rpc->bulk ? rcp_bulk_arm(rpc->bulk) : rcp_ep_arm(rpc->ep);
 			if (rc == RCP_EAGAIN)
 				continue;
@@ -1448,14 +1444,7 @@ static int run(rcp_rpc *rpc, int (*fin)(void *), void *arg, int64_t timeout_ns)
 			t = rcp_rpc_timeout_ns(rpc);
 			if (until != UINT64_MAX && (t < 0 || (uint64_t)t > until - now))
 				t = (int64_t)(until - now);
-			pfd.fd = rcp_ep_fd(rpc->ep);
-			pfd.events = POLLIN;
-			if (t >= 0) {
-				ts.tv_sec = (time_t)(t / 1000000000);
-				ts.tv_nsec = (long)(t % 1000000000);
-			}
-			rc = ppoll(&pfd, 1, t >= 0 ? &ts : NULL, NULL);
-			if (rc < 0 && errno != EINTR)
+			if (rcpi_fd_wait(rcp_ep_fd(rpc->ep), t))
 				return RCP_ESYS;
 		}
 	}
