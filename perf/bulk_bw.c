@@ -23,26 +23,13 @@
 #include <rcp/bulk.h>
 #include <rcp/rcp.h>
 
+#include "size_arg.h"
+
 static double now_s(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static size_t parse_size(const char *s)
-{
-	char *e;
-	double v = strtod(s, &e);
-	switch (*e) {
-	case 'k':
-	case 'K': v *= 1024; break;
-	case 'm':
-	case 'M': v *= 1024 * 1024; break;
-	case 'g':
-	case 'G': v *= 1024.0 * 1024 * 1024; break;
-	}
-	return (size_t)v;
 }
 
 static int open_ep(const char *transport, int accept, rcp_ep **ep, rcp_bulk_ctx **ctx)
@@ -99,7 +86,7 @@ int main(int argc, char **argv)
 		case 'e': emulate = 1; break;
 		case 'n': segs = atoi(optarg); break;
 		case 'p':
-			chunk = parse_size(optarg);
+			chunk = size_arg(optarg);
 			depth = strchr(optarg, ':') ? atoi(strchr(optarg, ':') + 1) : 4;
 			break;
 		case 's': sizes = optarg; break;
@@ -117,7 +104,7 @@ int main(int argc, char **argv)
 		return 2;
 	for (char *s = strdup(sizes), *t = strtok(s, ","); t && nsizes < 32;
 	     t = strtok(NULL, ",")) {
-		list[nsizes] = parse_size(t);
+		list[nsizes] = size_arg(t);
 		if (list[nsizes] > maxsize)
 			maxsize = list[nsizes];
 		nsizes++;

@@ -9,6 +9,6 @@ EXTRA_DIST += perf/sweep.sh perf/plot.py perf/pingpong_smoke.sh
 TESTS += perf/pingpong_smoke.sh
 
 bin_PROGRAMS += perf/rcp-rpcbench
-perf_rcp_rpcbench_SOURCES = perf/rpcbench.c
+perf_rcp_rpcbench_SOURCES = perf/rpcbench.c perf/size_arg.h
 perf_rcp_rpcbench_LDADD = librcp.la
 EXTRA_DIST += perf/rpc_sweep.sh perf/rpc_plot.py

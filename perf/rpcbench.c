@@ -42,6 +42,8 @@
 #include <rcp/bulk.h>
 #include <rcp/rpc.h>
 
+#include "size_arg.h"
+
 struct opts {
 	const char *transport, *mode, *listen, *connect, *bulk;
 	int inflight[16], ninflight;
@@ -524,35 +526,19 @@ static int client_main(const char *server_addr)
 
 /* ---- options ---- */
 
-static size_t parse_size(const char *s)
-{
-	char *e;
-	double v = strtod(s, &e);
-	switch (*e) {
-	case 'k':
-	case 'K': v *= 1024; break;
-	case 'm':
-	case 'M': v *= 1024 * 1024; break;
-	case 'g':
-	case 'G': v *= 1024.0 * 1024 * 1024; break;
-	default: break;
-	}
-	return (size_t)v;
-}
-
-/* "4K:4M" (powers of 4... no: doubling) or "4K,64K,1M". */
+/* "4K:4M" (doubling from the first to the second) or "4K,64K,1M". */
 static int parse_sizes(const char *s, size_t *out, int max)
 {
 	int n = 0;
 	const char *colon = strchr(s, ':');
 	if (colon) {
-		size_t a = parse_size(s), b = parse_size(colon + 1);
+		size_t a = size_arg(s), b = size_arg(colon + 1);
 		for (size_t x = a ? a : 1; x <= b && n < max; x *= 2)
 			out[n++] = x;
 		return n;
 	}
 	for (char *d = strdup(s), *t = strtok(d, ","); t && n < max; t = strtok(NULL, ","))
-		out[n++] = parse_size(t);
+		out[n++] = size_arg(t);
 	return n;
 }
 
