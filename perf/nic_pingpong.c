@@ -291,7 +291,8 @@ static int mem_side(const struct opts *o, int is_parent, unsigned char *shared, 
 
 	if (!sbuf || !rbuf)
 		rc = -1;
-	memset(sbuf, 0x5a, o->size);
+	else
+		memset(sbuf, 0x5a, o->size);
 	for (long i = 0; i < total && !rc; i++) {
 		uint64_t t0 = now_ns();
 		for (int turn = 0; turn < 2 && !rc; turn++) {
