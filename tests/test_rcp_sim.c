@@ -495,6 +495,45 @@ static void t_peer_timeout(void **state)
 	sim_free(s);
 }
 
+/* A silent peer draws one tail-loss probe, then retransmissions that back
+ * off (RTO doubling), not a resend every few round trips until the peer
+ * timeout: a small eager message and a 1 MiB one to a dead peer. */
+static void t_silent_peer_backoff(void **state)
+{
+	static unsigned char big[1 << 20];
+	unsigned char small[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+	(void)state;
+
+	for (int k = 0; k < 2; k++) {
+		struct sim *s = pair(test_seed(40 + (uint64_t)k), 0, 0, 4096);
+		struct rcp_ep_stats st;
+		struct one o[2] = {{0}};
+		unsigned char rb[8];
+
+		sim_kill(s, 1);
+		assert_int_equal(rcpc_isend(sim_chan(s, 0, 1), 1, k ? big : small,
+		                            k ? sizeof big : sizeof small, sim_now(s), &o[0].r),
+		                 0);
+		/* The small send completes at once (copied): a receive on the
+		 * channel is what fails when the peer timeout comes. */
+		assert_int_equal(rcpc_irecv(sim_core(s, 0), sim_chan(s, 0, 1), 1, rb, sizeof rb,
+		                            sim_now(s), &o[1].r),
+		                 0);
+		assert_int_equal(sim_run(s, two_done, o, 60 * SEC), 0);
+		assert_int_equal(o[0].st.error, k ? RCP_EPEER : 0);
+		assert_int_equal(o[1].st.error, RCP_EPEER);
+		rcpc_core_stats(sim_core(s, 0), &st);
+		/* 5 s of silence: probes and RTOs that double, about 15 of
+		 * each (a window's worth per RTO for the big message); a probe
+		 * every few round trips would be thousands. */
+		print_message("%s: %llu frames resent, %llu timeouts\n", k ? "1 MiB" : "8 B",
+		              (unsigned long long)st.retransmits, (unsigned long long)st.timeouts);
+		assert_true(st.retransmits >= 5);
+		assert_true(st.retransmits <= (k ? 40 * 64u : 40u));
+		sim_free(s);
+	}
+}
+
 /* Credits: a receiver that posts nothing holds at most its credits in
  * unexpected messages; the rest wait at the sender and all arrive. */
 static void t_credits(void **state)
@@ -1048,15 +1087,25 @@ static void t_echo_sizes(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(t_lossless),       cmocka_unit_test(t_piggyback),
-	    cmocka_unit_test(t_loss_sweep),     cmocka_unit_test(t_dup_reorder_corrupt),
-	    cmocka_unit_test(t_rma_paths),      cmocka_unit_test(t_zero_and_truncate),
-	    cmocka_unit_test(t_wildcards_many), cmocka_unit_test(t_peer_timeout),
-	    cmocka_unit_test(t_credits),        cmocka_unit_test(t_mcast),
-	    cmocka_unit_test(t_garbage),        cmocka_unit_test(t_garbage_nocrc),
-	    cmocka_unit_test(t_replay),         cmocka_unit_test(t_echo_sizes),
-	    cmocka_unit_test(t_huge_message),   cmocka_unit_test(t_stream_at_once),
-	    cmocka_unit_test(t_ack_owed),       cmocka_unit_test(t_copied_send),
+	    cmocka_unit_test(t_lossless),
+	    cmocka_unit_test(t_piggyback),
+	    cmocka_unit_test(t_loss_sweep),
+	    cmocka_unit_test(t_dup_reorder_corrupt),
+	    cmocka_unit_test(t_rma_paths),
+	    cmocka_unit_test(t_zero_and_truncate),
+	    cmocka_unit_test(t_wildcards_many),
+	    cmocka_unit_test(t_peer_timeout),
+	    cmocka_unit_test(t_silent_peer_backoff),
+	    cmocka_unit_test(t_credits),
+	    cmocka_unit_test(t_mcast),
+	    cmocka_unit_test(t_garbage),
+	    cmocka_unit_test(t_garbage_nocrc),
+	    cmocka_unit_test(t_replay),
+	    cmocka_unit_test(t_echo_sizes),
+	    cmocka_unit_test(t_huge_message),
+	    cmocka_unit_test(t_stream_at_once),
+	    cmocka_unit_test(t_ack_owed),
+	    cmocka_unit_test(t_copied_send),
 	};
 	return cmocka_run_group_tests_name("rcp core on a simulated network", tests, NULL, NULL);
 }
