@@ -46,7 +46,6 @@ struct rcp_ep {
 	uint64_t deadline;       /* timers: see deadline_soon() */
 	int deadline_rough;      /* deadline may be early: re-take it before sleeping */
 	unsigned idle_polls;
-	int timers_owed; /* due timers left for the next idle poll: see took() */
 	int burst;
 	uint64_t now_cache, now_tsc; /* see ep_now() */
 	uint64_t active_at;          /* last time frames arrived */
@@ -349,7 +348,7 @@ static int progress(rcp_ep *ep)
 		return n;
 	/* An idle poll reads the clock only now and then: timers are tens of
 	 * microseconds apart, a clock read costs ~27 ns here. */
-	if (!n && ep->deadline != 0 && !ep->timers_owed && (++ep->idle_polls & 31)) {
+	if (!n && ep->deadline != 0 && (++ep->idle_polls & 31)) {
 		ep->burst = 1;
 		return 0;
 	}
@@ -393,9 +392,8 @@ static int took(rcp_ep *ep, int n)
 		 * they wait for the next idle poll, at most TIMERS_LATE_NS.
 		 * "Retry at once" (deadline 0) never waits. */
 		if (done && ep->deadline && now - ep->deadline < TIMERS_LATE_NS) {
-			ep->timers_owed = 1;
+			ep->idle_polls |= 31; /* the next idle poll reads the clock */
 		} else {
-			ep->timers_owed = 0;
 			done += rcpc_timers(ep->core, now);
 			deadline_exact(ep);
 		}
