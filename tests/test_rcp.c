@@ -232,35 +232,10 @@ static void run_setup(const struct setup *su)
 	close(c2p[0]);
 }
 
-static void t_shm(void **state)
+/* One table row per test (TEST_ROW in main). */
+static void t_setup(void **state)
 {
-	(void)state;
-	run_setup(&setups[0]);
-}
-static void t_udp(void **state)
-{
-	(void)state;
-	run_setup(&setups[1]);
-}
-static void t_shm_faults(void **state)
-{
-	(void)state;
-	run_setup(&setups[2]);
-}
-static void t_udp_faults(void **state)
-{
-	(void)state;
-	run_setup(&setups[3]);
-}
-static void t_udp_faults_sleep(void **state)
-{
-	(void)state;
-	run_setup(&setups[4]);
-}
-static void t_shm_faults_sleep(void **state)
-{
-	(void)state;
-	run_setup(&setups[5]);
+	run_setup(*state);
 }
 
 /* A peer killed mid-transfer: pending operations fail with RCP_EPEER
@@ -521,12 +496,12 @@ static void t_arm_acks_and_slack(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(t_shm),
-	    cmocka_unit_test(t_udp),
-	    cmocka_unit_test(t_shm_faults),
-	    cmocka_unit_test(t_udp_faults),
-	    cmocka_unit_test(t_udp_faults_sleep),
-	    cmocka_unit_test(t_shm_faults_sleep),
+	    TEST_ROW("t_shm", t_setup, &setups[0]),
+	    TEST_ROW("t_udp", t_setup, &setups[1]),
+	    TEST_ROW("t_shm_faults", t_setup, &setups[2]),
+	    TEST_ROW("t_udp_faults", t_setup, &setups[3]),
+	    TEST_ROW("t_udp_faults_sleep", t_setup, &setups[4]),
+	    TEST_ROW("t_shm_faults_sleep", t_setup, &setups[5]),
 	    cmocka_unit_test(t_peer_killed),
 	    cmocka_unit_test(t_api),
 	    cmocka_unit_test(t_arm_acks_and_slack),

@@ -372,25 +372,10 @@ static void run_setup(const struct setup *su)
 	rcp_ep_close(ep);
 }
 
-static void test_shm(void **s)
+/* One table row per test (TEST_ROW in main). */
+static void test_setup(void **s)
 {
-	(void)s;
-	run_setup(&setups[0]);
-}
-static void test_udp(void **s)
-{
-	(void)s;
-	run_setup(&setups[1]);
-}
-static void test_shm_loss(void **s)
-{
-	(void)s;
-	run_setup(&setups[2]);
-}
-static void test_udp_loss(void **s)
-{
-	(void)s;
-	run_setup(&setups[3]);
+	run_setup(*s);
 }
 
 /* A server killed mid-call: RCP_EPEER; another server keeps answering. */
@@ -629,9 +614,12 @@ static void test_no_server(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_shm),           cmocka_unit_test(test_udp),
-	    cmocka_unit_test(test_shm_loss),      cmocka_unit_test(test_udp_loss),
-	    cmocka_unit_test(test_killed_server), cmocka_unit_test(test_no_server),
+	    TEST_ROW("test_shm", test_setup, &setups[0]),
+	    TEST_ROW("test_udp", test_setup, &setups[1]),
+	    TEST_ROW("test_shm_loss", test_setup, &setups[2]),
+	    TEST_ROW("test_udp_loss", test_setup, &setups[3]),
+	    cmocka_unit_test(test_killed_server),
+	    cmocka_unit_test(test_no_server),
 	    cmocka_unit_test(test_rfp),
 	};
 	signal(SIGPIPE, SIG_IGN);

@@ -101,4 +101,11 @@ static inline int test_wait_child(pid_t child)
 	return 128 + WTERMSIG(st);
 }
 
+/* A cmocka test entry NAME that runs FN with *state = ROW (a row of a
+ * table of setups), so one function serves every row under its own name. */
+#define TEST_ROW(name, fn, row)                                                                    \
+	{                                                                                          \
+		name, fn, NULL, NULL, (void *)(row)                                                \
+	}
+
 #endif
