@@ -212,6 +212,7 @@ struct slot {
 	unsigned char *own;           /* pool buffer holding a copied send */
 	uint8_t in_use, sacked, nsent;
 	uint8_t ackreq; /* flagged ACKREQ: the peer acks it at once */
+	uint8_t hlen;   /* header bytes sent: RCPW_HLEN, or RCPW_CHLEN (compact) */
 	unsigned char inl[INLINE_CAP];
 };
 
@@ -260,6 +261,7 @@ struct rcp_chan {
 	uint64_t rack_at;  /* when a hole below the highest sack turns lost */
 	uint64_t tlp_at;   /* tail-loss probe due (0: none armed) */
 	int tlp_probes;    /* probes since the last new frame: each waits twice as long */
+	int wnd_told;      /* a full header (it carries wnd) was acked: compact ones may go */
 	uint64_t last_tx;  /* last time a new reliable frame went out */
 	int backoff;
 	uint32_t tx_msg_next;  /* next message id to assign */
@@ -592,12 +594,16 @@ static void hdr_fill(rcp_chan *ch, struct rcpw_hdr *h, uint8_t type, uint16_t fl
 	ch->since_ack = 0;
 }
 
-/* Converts to wire order and fills the CRC over header and payload. */
+/* Converts to wire order (the compact layout if h->hlen says so) and fills
+ * the CRC over header and payload. */
 static void hdr_seal(const rcpc_core *c, struct rcpw_hdr *h, const void *payload, uint32_t len)
 {
+	uint32_t hl = h->hlen;
 	rcpw_hdr_swap(h);
+	if (hl == RCPW_CHLEN)
+		rcpw_compact(h);
 	if (c->p.crc) {
-		uint32_t crc = rcpw_crc32c(0, h, RCPW_HLEN);
+		uint32_t crc = rcpw_crc32c(0, h, hl);
 		crc = rcpw_crc32c(crc, payload, len);
 #if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
 		crc = __builtin_bswap32(crc);
@@ -606,10 +612,11 @@ static void hdr_seal(const rcpc_core *c, struct rcpw_hdr *h, const void *payload
 	}
 }
 
-static int xmit(rcp_chan *ch, const void *hdr, const void *payload, uint32_t plen, unsigned more)
+static int xmit(rcp_chan *ch, const void *hdr, uint32_t hlen, const void *payload, uint32_t plen,
+                unsigned more)
 {
 	rcpc_core *c = ch->core;
-	struct iovec iov[2] = {{(void *)hdr, RCPW_HLEN}, {(void *)payload, plen}};
+	struct iovec iov[2] = {{(void *)hdr, hlen}, {(void *)payload, plen}};
 	int rc = c->io.send(c->io.ctx, ch->peer, iov, plen ? 2 : 1, more ? RCP_NIC_MORE : 0);
 	if (!rc)
 		c->st.frames_sent++;
@@ -647,7 +654,7 @@ static void tlp_arm(rcp_chan *ch, const struct slot *s, uint64_t now)
 /* Transmits slot S (first time or again).  Returns 0 or RCP_EAGAIN. */
 static int slot_send(rcp_chan *ch, struct slot *s, uint64_t now)
 {
-	int rc = xmit(ch, &s->hdr, s->payload, s->plen, 1);
+	int rc = xmit(ch, &s->hdr, s->hlen, s->payload, s->plen, 1);
 	if (rc == RCP_EAGAIN) {
 		/* sent_at == 0 marks "the nic refused it": first in line
 		 * for the next pump. */
@@ -711,6 +718,11 @@ static struct slot *slot_new(rcp_chan *ch, rcp_req *req, uint8_t type, uint16_t 
 	if (inflight > ch->max_inflight)
 		ch->max_inflight = inflight;
 	hdr_fill(ch, &s->hdr, type, flags, seq, msg, tag, arg, plen);
+	/* A whole message goes under the compact header once the peer has our
+	 * window (only full headers carry it). */
+	if (type == RCPW_DATA && (flags & RCPW_F_EAGER) && ch->wnd_told)
+		s->hdr.hlen = RCPW_CHLEN;
+	s->hlen = (uint8_t)s->hdr.hlen;
 	hdr_seal(ch->core, &s->hdr, s->payload, plen);
 	return s;
 }
@@ -1058,7 +1070,7 @@ static void send_ack(rcp_chan *ch, uint64_t now)
 		ch->ackbuf.sack[w] = __builtin_bswap64(ch->ackbuf.sack[w]);
 #endif
 	hdr_seal(c, &ch->ackbuf.hdr, ch->ackbuf.sack, words * 8);
-	if (!xmit(ch, &ch->ackbuf.hdr, ch->ackbuf.sack, words * 8, 0))
+	if (!xmit(ch, &ch->ackbuf.hdr, RCPW_HLEN, ch->ackbuf.sack, words * 8, 0))
 		c->st.acks_sent++;
 	else {
 		ch->ack_now = 1; /* try again later */
@@ -1072,7 +1084,7 @@ static void send_ping(rcp_chan *ch, uint64_t now)
 	struct rcpw_hdr h;
 	hdr_fill(ch, &h, RCPW_PING, 0, 0, 0, 0, 0, 0);
 	hdr_seal(ch->core, &h, NULL, 0);
-	xmit(ch, &h, NULL, 0, 0);
+	xmit(ch, &h, RCPW_HLEN, NULL, 0, 0);
 	ch->last_ping = now;
 }
 
@@ -1098,6 +1110,7 @@ static void chan_reset(rcp_chan *ch, int error)
 
 	for (uint32_t seq = ch->tx_una; rcpw_seq_lt(seq, ch->tx_next); seq++)
 		slot_free(ch, slot_of(ch, seq));
+	ch->wnd_told = 0; /* a restarted peer knows nothing of us */
 	fail_list(&ch->startq, error);
 	fail_list(&ch->streamq, error);
 	fail_list(&ch->busyq, error);
@@ -1653,6 +1666,8 @@ static void slot_acked(rcp_chan *ch, struct slot *s, uint64_t now)
 		ch->cwnd += CWND_ONE * CWND_ONE / (ch->cwnd ? ch->cwnd : 1);
 	if (ch->cwnd > ch->nslots * CWND_ONE)
 		ch->cwnd = ch->nslots * CWND_ONE;
+	if (s->hlen == RCPW_HLEN)
+		ch->wnd_told = 1;
 	s->req = NULL;
 	if (r && --r->frames_out == 0 && r->state == S_WAITACK) {
 		list_del(&r->link);

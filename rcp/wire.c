@@ -117,24 +117,46 @@ enum rcpw_verdict rcpw_parse(const void *frame, size_t len, uint32_t session, in
                              struct rcpw_hdr *h, const unsigned char **payload)
 {
 	const unsigned char *p = frame;
+	uint16_t hl;
 
-	if (len < RCPW_HLEN)
+	if (len < RCPW_CHLEN)
 		return RCPW_BAD_SHORT;
-	memcpy(h, p, RCPW_HLEN);
-	rcpw_hdr_swap(h);
-	if (h->magic != RCPW_MAGIC || h->version != RCPW_VERSION || h->hlen != RCPW_HLEN)
+	memcpy(&hl, p + 6, 2);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+	hl = __builtin_bswap16(hl);
+#endif
+	if (hl == RCPW_CHLEN) {
+		/* Compact: the fields it lacks are implied (wire.h). */
+		if (len - RCPW_CHLEN > UINT32_MAX)
+			return RCPW_BAD_LEN;
+		memcpy(h, p, RCPW_CHLEN);
+		memcpy(&h->tag, p + 32, 8);
+		h->wnd = h->len = 0;
+		h->arg = 0;
+		rcpw_hdr_swap(h);
+		h->len = (uint32_t)(len - RCPW_CHLEN);
+		h->arg = h->len;
+	} else {
+		if (hl != RCPW_HLEN)
+			return RCPW_BAD_MAGIC;
+		if (len < RCPW_HLEN)
+			return RCPW_BAD_SHORT;
+		memcpy(h, p, RCPW_HLEN);
+		rcpw_hdr_swap(h);
+	}
+	if (h->magic != RCPW_MAGIC || h->version != RCPW_VERSION)
 		return RCPW_BAD_MAGIC;
 	if (h->type < RCPW_DATA || h->type > RCPW_TYPE_MAX || (h->flags & ~RCPW_F_ALL))
 		return RCPW_BAD_TYPE;
-	if (h->len != len - RCPW_HLEN)
+	if (h->len != len - hl)
 		return RCPW_BAD_LEN;
 	if (h->flags & RCPW_F_CRC) {
 		struct rcpw_hdr z;
 		uint32_t want = h->crc, got;
-		memcpy(&z, p, RCPW_HLEN);
+		memcpy(&z, p, hl);
 		z.crc = 0;
-		got = rcpw_crc32c(0, &z, RCPW_HLEN);
-		got = rcpw_crc32c(got, p + RCPW_HLEN, h->len);
+		got = rcpw_crc32c(0, &z, hl);
+		got = rcpw_crc32c(got, p + hl, h->len);
 		if (got != want)
 			return RCPW_BAD_CRC;
 	} else if (require_crc) {
@@ -143,6 +165,9 @@ enum rcpw_verdict rcpw_parse(const void *frame, size_t len, uint32_t session, in
 	/* Checked after the CRC so corruption is reported as corruption. */
 	if (h->session != session)
 		return RCPW_BAD_SESSION;
+	/* Only a whole small message may come compact. */
+	if (hl == RCPW_CHLEN && (h->type != RCPW_DATA || !(h->flags & RCPW_F_EAGER)))
+		return RCPW_BAD_FIELDS;
 	switch (h->type) {
 	case RCPW_DATA:
 		/* A whole-message frame is also a first frame; its total is its
@@ -178,6 +203,6 @@ enum rcpw_verdict rcpw_parse(const void *frame, size_t len, uint32_t session, in
 		break;
 	default: return RCPW_BAD_TYPE;
 	}
-	*payload = p + RCPW_HLEN;
+	*payload = p + hl;
 	return RCPW_OK;
 }

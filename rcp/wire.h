@@ -14,6 +14,18 @@
  *  20  u32 seq                    24  u32 ack          28  u32 credits
  *  32  u32 wnd                    36  u32 len          40  u32 crc
  *  44  u32 msg                    48  u64 tag          56  u64 arg
+ *
+ * A whole small message may travel under the 48-byte compact header
+ * instead (hlen 48; DATA flagged FIRST|EAGER only): bytes 0..31 as above,
+ * then
+ *
+ *  32  u64 tag                    40  u32 crc          44  u32 msg
+ *
+ * Its len is the frame length minus 48, its total (arg) equals len, and it
+ * carries no wnd (0: no update).  Why: the shm nic puts an 8-byte word
+ * before each frame in 64-byte ring cells, so an 8-byte message under the
+ * full header spans two cells (two cache lines to move between cores) and
+ * under the compact one fills exactly one.
  */
 #ifndef RCP_WIRE_H
 #define RCP_WIRE_H
@@ -25,6 +37,7 @@
 #define RCPW_MAGIC   0x5243u
 #define RCPW_VERSION 1u
 #define RCPW_HLEN    64u
+#define RCPW_CHLEN   48u /* compact header of a whole small message */
 
 /* Frame types.  DATA..FIN are reliable: they take a sequence number, are
  * acknowledged and retransmitted.  ACK and PING are not. */
@@ -75,6 +88,14 @@ struct rcpw_hdr {
 };
 
 _Static_assert(sizeof(struct rcpw_hdr) == RCPW_HLEN, "header is 64 bytes");
+
+/* Turns header H, in wire order, whose host-order hlen was RCPW_CHLEN (an
+ * eager DATA frame), into the compact layout in place: the tag moves to
+ * offset 32 over wnd and len.  The crc (offset 40) is filled after. */
+static inline void rcpw_compact(struct rcpw_hdr *h)
+{
+	memmove((unsigned char *)h + 32, &h->tag, 8);
+}
 
 /* ACK payload: nwords 64-bit words; bit i of word w set means frame
  * ack + 1 + 64*w + i has arrived.  At most RCPW_SACK_WORDS words. */

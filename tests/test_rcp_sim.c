@@ -756,6 +756,62 @@ static void t_replay(void **state)
 	sim_free(s);
 }
 
+/* Small whole messages go under the 48-byte compact header once the
+ * peer has acknowledged a full one (only full headers carry the window):
+ * the first 8-byte message of a ping-pong is a 72-byte frame, the rest are
+ * 56 bytes, and every one arrives intact both ways. */
+struct sizes {
+	size_t len[64];
+	int n;
+};
+
+static void data_sizes(void *arg, int from, int to, const void *frame, size_t len)
+{
+	struct sizes *z = arg;
+	(void)to;
+	if (from == 0 && len > 3 && ((const unsigned char *)frame)[3] == RCPW_DATA && z->n < 64)
+		z->len[z->n++] = len;
+}
+
+static void t_compact_eager(void **state)
+{
+	struct sim *s = pair(test_seed(16), 0, 0, 4096);
+	struct sizes z = {.n = 0};
+	(void)state;
+
+	sim_set_tap(s, data_sizes, &z);
+	for (int i = 0; i < 6; i++) {
+		char m[8], got[8], back[8];
+		struct one o[2] = {{0}};
+		snprintf(m, sizeof m, "ping%03d", i);
+		assert_int_equal(rcpc_irecv(sim_core(s, 1), sim_chan(s, 1, 0), RCP_ANY_TAG, got,
+		                            sizeof got, sim_now(s), &o[1].r),
+		                 0);
+		assert_int_equal(rcpc_isend(sim_chan(s, 0, 1), 100 + i, m, 8, sim_now(s), &o[0].r),
+		                 0);
+		assert_int_equal(sim_run(s, two_done, o, 10 * SEC), 0);
+		assert_int_equal(o[1].st.error, 0);
+		assert_int_equal(o[1].st.tag, 100 + i);
+		assert_int_equal(o[1].st.len, 8);
+		assert_memory_equal(got, m, 8);
+		memset(o, 0, sizeof o);
+		assert_int_equal(rcpc_irecv(sim_core(s, 0), sim_chan(s, 0, 1), 200 + i, back,
+		                            sizeof back, sim_now(s), &o[1].r),
+		                 0);
+		assert_int_equal(
+		    rcpc_isend(sim_chan(s, 1, 0), 200 + i, got, 8, sim_now(s), &o[0].r), 0);
+		assert_int_equal(sim_run(s, two_done, o, 10 * SEC), 0);
+		assert_int_equal(o[1].st.error, 0);
+		assert_memory_equal(back, m, 8);
+	}
+	sim_set_tap(s, NULL, NULL);
+	assert_int_equal(z.n, 6); /* no loss: each message once */
+	assert_int_equal(z.len[0], RCPW_HLEN + 8);
+	for (int i = 1; i < z.n; i++)
+		assert_int_equal(z.len[i], RCPW_CHLEN + 8);
+	sim_free(s);
+}
+
 /* Without CRC (a checked link), hostile-but-well-formed frames may be
  * accepted into the sequence space; the core must still never crash. */
 static void t_garbage_nocrc(void **state)
@@ -787,6 +843,12 @@ static void t_garbage_nocrc(void **state)
 		h.msg = 1 + (uint32_t)(test_rand(&r) % 8);
 		if (test_rand(&r) % 2)
 			h.arg = test_rand(&r) % 100000;
+		if (test_rand(&r) % 4 == 0) {
+			/* A compact whole message: its tag is bytes 32..39. */
+			h.hlen = RCPW_CHLEN;
+			h.type = RCPW_DATA;
+			h.flags |= RCPW_F_FIRST | RCPW_F_EAGER;
+		}
 		memcpy(f, &h, sizeof h);
 		sim_inject(s, 0, 1, f, len);
 		if (i % 100 == 0) {
@@ -1101,6 +1163,7 @@ int main(void)
 	    cmocka_unit_test(t_garbage),
 	    cmocka_unit_test(t_garbage_nocrc),
 	    cmocka_unit_test(t_replay),
+	    cmocka_unit_test(t_compact_eager),
 	    cmocka_unit_test(t_echo_sizes),
 	    cmocka_unit_test(t_huge_message),
 	    cmocka_unit_test(t_stream_at_once),

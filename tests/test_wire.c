@@ -2,7 +2,9 @@
  * tests/test_wire.c — CRC32C: known answers, and the CPU-instruction
  * implementation against the table one on random buffers, alignments,
  * lengths and split points (a frame's CRC is chained over header and
- * payload, so continuation must agree too).
+ * payload, so continuation must agree too); and the parser on the
+ * compact header of a whole small message, built here byte by byte from
+ * the layout in rcp/wire.h.
  */
 #include "testutil.h"
 
@@ -73,11 +75,91 @@ static void t_crc_agree(void **state)
 	free(buf);
 }
 
+static void put(unsigned char *f, size_t off, uint64_t v, int n)
+{
+	for (int i = 0; i < n; i++)
+		f[off + (size_t)i] = (unsigned char)(v >> (8 * i));
+}
+
+/* A compact frame: 48-byte header, then PLEN payload bytes "abc...". */
+static size_t compact(unsigned char *f, uint8_t type, uint16_t flags, size_t plen, int crc)
+{
+	memset(f, 0, 48);
+	put(f, 0, RCPW_MAGIC, 2);
+	put(f, 2, RCPW_VERSION, 1);
+	put(f, 3, type, 1);
+	put(f, 4, flags | (crc ? RCPW_F_CRC : 0), 2);
+	put(f, 6, RCPW_CHLEN, 2);
+	put(f, 8, 0x52435031u, 4);            /* session */
+	put(f, 12, 0x1111, 4);                /* src_epoch */
+	put(f, 16, 0x2222, 4);                /* dst_epoch */
+	put(f, 20, 7, 4);                     /* seq */
+	put(f, 24, 5, 4);                     /* ack */
+	put(f, 28, 3, 4);                     /* credits */
+	put(f, 32, 0x0123456789abcdefull, 8); /* tag */
+	put(f, 44, 9, 4);                     /* msg */
+	for (size_t i = 0; i < plen; i++)
+		f[48 + i] = (unsigned char)('a' + i);
+	if (crc)
+		put(f, 40, rcpw_crc32c(0, f, 48 + plen), 4);
+	return 48 + plen;
+}
+
+static void t_compact(void **state)
+{
+	const uint16_t whole = RCPW_F_FIRST | RCPW_F_EAGER;
+	unsigned char f[128];
+	struct rcpw_hdr h;
+	const unsigned char *pl;
+	size_t n;
+	(void)state;
+
+	for (int crc = 0; crc < 2; crc++) {
+		for (size_t plen = 0; plen <= 16; plen += 8) {
+			n = compact(f, RCPW_DATA, whole | RCPW_F_ACKREQ, plen, crc);
+			assert_int_equal(rcpw_parse(f, n, 0x52435031u, crc, &h, &pl), RCPW_OK);
+			assert_int_equal(h.type, RCPW_DATA);
+			assert_int_equal(h.flags & ~RCPW_F_CRC, whole | RCPW_F_ACKREQ);
+			assert_int_equal(h.src_epoch, 0x1111);
+			assert_int_equal(h.dst_epoch, 0x2222);
+			assert_int_equal(h.seq, 7);
+			assert_int_equal(h.ack, 5);
+			assert_int_equal(h.credits, 3);
+			assert_int_equal(h.wnd, 0); /* none: no update */
+			assert_int_equal(h.msg, 9);
+			assert_true(h.tag == 0x0123456789abcdefull);
+			assert_int_equal(h.len, plen);
+			assert_int_equal(h.arg, plen);
+			assert_ptr_equal(pl, f + 48);
+		}
+	}
+	/* A flipped payload bit with the CRC on. */
+	n = compact(f, RCPW_DATA, whole, 8, 1);
+	f[50] ^= 4;
+	assert_int_equal(rcpw_parse(f, n, 0x52435031u, 0, &h, &pl), RCPW_BAD_CRC);
+	/* Only a whole DATA message may be compact. */
+	n = compact(f, RCPW_RTS, whole, 0, 0);
+	assert_int_equal(rcpw_parse(f, n, 0x52435031u, 0, &h, &pl), RCPW_BAD_FIELDS);
+	n = compact(f, RCPW_DATA, RCPW_F_FIRST, 8, 0);
+	assert_int_equal(rcpw_parse(f, n, 0x52435031u, 0, &h, &pl), RCPW_BAD_FIELDS);
+	/* Any other header length, a short frame, another session. */
+	n = compact(f, RCPW_DATA, whole, 8, 0);
+	put(f, 6, 56, 2);
+	assert_int_equal(rcpw_parse(f, n, 0x52435031u, 0, &h, &pl), RCPW_BAD_MAGIC);
+	n = compact(f, RCPW_DATA, whole, 8, 0);
+	assert_int_equal(rcpw_parse(f, 47, 0x52435031u, 0, &h, &pl), RCPW_BAD_SHORT);
+	assert_int_equal(rcpw_parse(f, n, 0x52435032u, 0, &h, &pl), RCPW_BAD_SESSION);
+	/* A full header claiming 64 bytes in a 48-byte frame. */
+	put(f, 6, RCPW_HLEN, 2);
+	assert_int_equal(rcpw_parse(f, 48, 0x52435031u, 0, &h, &pl), RCPW_BAD_SHORT);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(t_crc_known),
 	    cmocka_unit_test(t_crc_agree),
+	    cmocka_unit_test(t_compact),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
