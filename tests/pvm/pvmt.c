@@ -481,10 +481,12 @@ static int t_transport(void)
 	CHECK(pvm_rcp_route(tid), "a relinked task reported as stock");
 	CHECK(!strcmp(pvm_rcp_transport(tid), want), "pair on %s, want %s (published %.200s)",
 	      pvm_rcp_transport(tid), want, addrs);
-	for (int i = 0; i < 100; i++)
-		CHECK(pvm_psend(tid, 2, &c, 1, PVM_BYTE) == 0 &&
-		          pvm_precv(tid, 2, &c, 1, PVM_BYTE, &atid, &atag, &alen) == 0,
-		      "round trip %d", i);
+	for (int i = 0; i < 100; i++) {
+		int ps = pvm_psend(tid, 2, &c, 1, PVM_BYTE);
+		int pr = ps ? 0 : pvm_precv(tid, 2, &c, 1, PVM_BYTE, &atid, &atag, &alen);
+		CHECK(ps == 0 && pr == 0, "round trip %d: psend %d precv %d on %s", i, ps, pr,
+		      pvm_rcp_transport(tid));
+	}
 	quit(&tid, 1);
 	return 0;
 #endif
