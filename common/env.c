@@ -38,6 +38,9 @@ static const struct rcpi_env_var vars[] = {
     {"RCP_UDP_GSO", "1",
      "udp: send batches with UDP_SEGMENT, take bursts of equal "
      "frames with UDP_GRO, where offered (0: never)"},
+    {"RCP_UDP_LANE", "1",
+     "udp: send to and receive from the first peer through a second socket connected to it "
+     "(0: one socket for all)"},
     {"RCP_PEER_TIMEOUT", "5000", "ms of peer silence before RCP_EPEER"},
     {"RCP_TRANSPORT", "", "force a transport (shm, udp, ...)"},
     {"RCP_SESSION", "", "per-job session name; frames of other sessions are dropped"},

@@ -124,8 +124,48 @@
  *   kernel's per-datagram charge (truesize: measured on 6.x loopback, see
  *   udp_truesize).  The buffer is shared by all senders.
  *
+ * Lane
+ *   A UDP send on an unconnected socket looks the route up every time; on
+ *   a connected one the route is cached.  Measured here (two processes,
+ *   56 B ping-pong on loopback, 8 alternating rounds, medians): sendto on
+ *   unconnected sockets 7.3-7.7 us round trip, send on connected ones
+ *   6.3-6.9, on a lane as below 6.8-7.0.  But a connected socket
+ *   takes datagrams from its peer only, and an endpoint must take them
+ *   from anyone (the protocol's "either side may arrive first", servers).
+ *   So the endpoint's first peer gets a lane: a second socket bound to our
+ *   own address and port and connected to that peer.  The kernel hands a
+ *   datagram to the socket that matches it best, so the peer's datagrams
+ *   come to the lane and everybody else's to the main socket; small lone
+ *   frames to the peer go out through the lane without an address
+ *   (batches and GSO still go through the main socket: a batch pays one
+ *   route lookup for many frames).  Binding a second socket to our port
+ *   needs SO_REUSEADDR on both; it is set only while the lane binds, so
+ *   any other bind to our port still fails with EADDRINUSE.  Removing the
+ *   lane's peer closes the lane; the next peer added gets a new one.
+ *   Receiving then takes two sockets: each fill looks at the lane, and at
+ *   the main socket every UDP_MAIN_EVERY-th fill or, for UDP_MAIN_HOT
+ *   fills after it delivered, every fill; the two take turns at going
+ *   first, so neither starves the other.  Frames are mapped to peers by
+ *   their source address whichever socket they come from (a datagram may
+ *   reach the lane before it is connected, or the main socket from the
+ *   lane's peer before the lane existed: both harmless).
+ *   Sleeping with a lane needs ppoll on both sockets and then a receive,
+ *   where one socket sleeps in the receive call itself (see Waiting):
+ *   measured, a sleeping 8 B ping-pong was 1.16-1.22x the kernel socket
+ *   with a lane and 1.09-1.10x without.  So an endpoint that sleeps in
+ *   every wait (RCP_NIC_SLEEPER, set by RCP_EP_SLEEP endpoints) has no
+ *   lane; RCP_UDP_LANE=0 turns lanes off for everybody.
+ *   The wait fd must be one fd for the endpoint's lifetime and a lane may
+ *   come after it is handed out, so with lanes possible it is an epoll set
+ *   made on the first rcp_nic_fd() call.  The sockets are in the set only
+ *   from arm() (the contract: arm before sleeping on the fd) to the next
+ *   receive: a socket in an epoll set costs every datagram delivered to it
+ *   a call into the set (~0.3 us per datagram measured here, spinning or
+ *   not), which would eat the lane's gain.
+ *
  * Waiting
- *   The fd is the socket.  pending() (called while spinning) does one
+ *   The fd is the socket (or, with lanes possible, the epoll set above).
+ *   pending() (called while spinning) does one
  *   non-blocking receive and STASHES what it gets for the next recv():
  *   UDP needs a system call to look anyway, and this way the spin loop's
  *   last call is the receive itself.  arm() returns RCP_EAGAIN if frames
@@ -137,7 +177,8 @@
  *   bounded by SO_RCVTIMEO, which the kernel keeps in ticks (rounding a
  *   sleep up by up to one), so sleeps under 1 ms go through ppoll; the
  *   option is re-set only when the one in force would sleep past the
- *   timeout or wake before half of it (steady waits set it once).
+ *   timeout or wake before half of it (steady waits set it once).  With a
+ *   lane every sleep is ppoll on both sockets, then a receive.
  *
  * Invariants
  *   - rx_slot <= rx_n; slots [rx_slot, rx_n) hold frames not yet handed
@@ -148,6 +189,8 @@
  *   - queue entries are in send order, their iovecs consecutive and in
  *     the same order in the pool; a frame the caller is sending without
  *     MORE is always the last entry.
+ *   - lfd >= 0 <=> lpeer >= 0, and then peers[lpeer].used; the sockets
+ *     are in efd iff watching.
  *   - hash entries hold index+1 (0 is empty); peers[i].used <=> i is in
  *     the hash.
  *
@@ -166,6 +209,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -189,6 +233,8 @@
 #define UDP_RX_FRAMES_MAX 4096
 #define UDP_GRO_RUN       4   /* same-size datagrams in a burst that turn GRO on */
 #define UDP_SMALL_FRAME   256 /* frames up to this are gathered and sent by sendto */
+#define UDP_MAIN_EVERY    4   /* with a lane: idle fills per look at the main socket */
+#define UDP_MAIN_HOT      8   /* fills that look at it after it delivered */
 
 union udp_sa {
 	struct sockaddr sa;
@@ -243,6 +289,17 @@ struct udp_nic {
 	int64_t rcvtimeo_ns; /* SO_RCVTIMEO now set (0: none, sleeps forever) */
 	int txn, txniov;
 	unsigned char *rxbuf;
+	size_t rcv_want, snd_want; /* socket buffers asked for (the lane gets the same) */
+
+	/* the lane (see "Lane" above) */
+	int lfd;           /* socket connected to peer lpeer, or -1 */
+	int lpeer;         /* -1: no lane */
+	int efd;           /* epoll set of fd and lfd: the fd callers wait on, made by udp_fd() */
+	uint8_t watching;  /* the sockets are in efd now: from arm() to the next receive */
+	uint8_t lane_ok;   /* RCP_UDP_LANE */
+	uint8_t rx_turn;   /* 1: the next fill tries the main socket first */
+	uint8_t main_hot;  /* fills left that must look at the main socket */
+	uint8_t main_skip; /* fills since the main socket was last looked at */
 	union udp_sa self;
 
 	/* peers */
@@ -692,6 +749,75 @@ static void hash_remove(struct udp_nic *u, int idx)
 	}
 }
 
+/* Puts the sockets in the epoll set callers sleep on (ON), or takes them
+ * out.  Only while a caller may sleep (from arm() to the next receive):
+ * a socket in an epoll set costs every datagram delivered to it a call
+ * into the set (~0.3 us measured here), spinning or not. */
+static void watch(struct udp_nic *u, int on)
+{
+	struct epoll_event ev = {.events = EPOLLIN};
+	int op = on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL;
+
+	if (u->efd < 0 || u->watching == on)
+		return;
+	ev.data.fd = u->fd;
+	epoll_ctl(u->efd, op, u->fd, &ev);
+	if (u->lfd >= 0) {
+		ev.data.fd = u->lfd;
+		epoll_ctl(u->efd, op, u->lfd, &ev);
+	}
+	u->watching = (uint8_t)on;
+}
+
+/* Opens the lane to peer IDX: a second socket bound to our own address
+ * and port, connected to the peer (see "Lane").  Binding to a port in use
+ * needs SO_REUSEADDR on both sockets; it is on only while the lane binds,
+ * so any other bind to our port still fails with EADDRINUSE.  A lane that
+ * cannot be had is simply not there: every peer works through the main
+ * socket. */
+static void lane_open(struct udp_nic *u, int idx)
+{
+	const union udp_sa *sa = &u->peers[idx].sa;
+	struct epoll_event ev = {.events = EPOLLIN};
+	int one = 1, zero = 0, ok, s;
+
+	s = socket(u->family, SOCK_DGRAM | SOCK_CLOEXEC, IPPROTO_UDP);
+	if (s < 0)
+		return;
+	set_buf(s, SO_RCVBUFFORCE, SO_RCVBUF, u->rcv_want);
+	set_buf(s, SO_SNDBUFFORCE, SO_SNDBUF, u->snd_want);
+	if (u->family == AF_INET6)
+		setsockopt(s, SOL_IPV6, IPV6_RECVERR, &one, sizeof one);
+	setsockopt(s, SOL_IP, IP_RECVERR, &one, sizeof one);
+	if (u->gro)
+		setsockopt(s, SOL_UDP, UDP_GRO, &one, sizeof one);
+	ok = !setsockopt(u->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) &&
+	     !setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) &&
+	     !bind(s, &u->self.sa, sa_len(&u->self));
+	setsockopt(u->fd, SOL_SOCKET, SO_REUSEADDR, &zero, sizeof zero);
+	setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &zero, sizeof zero);
+	/* Between bind and connect the lane may take a datagram from anyone:
+	 * harmless, a frame is mapped to its peer by its source wherever it
+	 * comes in. */
+	ok = ok && !connect(s, &sa->sa, sa_len(sa));
+	ev.data.fd = s;
+	if (!ok || (u->watching && epoll_ctl(u->efd, EPOLL_CTL_ADD, s, &ev))) {
+		rcpi_debug("udp: no lane to peer %d: %s", idx, strerror(errno));
+		close(s);
+		return;
+	}
+	u->lfd = s;
+	u->lpeer = idx;
+	u->rx_turn = 0;
+	u->main_hot = UDP_MAIN_HOT; /* frames sent before it may still come there */
+}
+
+static void lane_close(struct udp_nic *u)
+{
+	close(u->lfd); /* also leaves the epoll set */
+	u->lfd = u->lpeer = -1;
+}
+
 static int peer_insert(struct udp_nic *u, const union udp_sa *sa, int *out)
 {
 	struct udp_key k;
@@ -722,6 +848,8 @@ static int peer_insert(struct udp_nic *u, const union udp_sa *sa, int *out)
 	u->hash[i] = (uint32_t)idx + 1;
 	u->npeers++;
 	check_path_mtu(u, p);
+	if (u->lane_ok && u->lfd < 0)
+		lane_open(u, idx);
 	*out = idx;
 	return 0;
 }
@@ -787,12 +915,12 @@ static void note_error(struct udp_nic *u, const union udp_sa *dst,
  * socket's pending error.  The pending error goes first: an ICMP landing
  * during the loop then leaves a pending error behind (and a later drain),
  * never an entry in the queue that nothing reports but POLLERR. */
-static void drain_errq(struct udp_nic *u)
+static void drain_fd(struct udp_nic *u, int fd)
 {
 	int e;
 	socklen_t el = sizeof e;
 
-	getsockopt(u->fd, SOL_SOCKET, SO_ERROR, &e, &el);
+	getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &el);
 	for (int n = 0; n < 4096; n++) {
 		union udp_sa dst;
 		union {
@@ -808,7 +936,7 @@ static void drain_errq(struct udp_nic *u)
 		m.msg_namelen = sizeof dst;
 		m.msg_control = ctl.buf;
 		m.msg_controllen = sizeof ctl.buf;
-		if (recvmsg(u->fd, &m, MSG_ERRQUEUE | MSG_DONTWAIT) < 0) {
+		if (recvmsg(fd, &m, MSG_ERRQUEUE | MSG_DONTWAIT) < 0) {
 			if (errno == EINTR)
 				continue;
 			break;
@@ -823,6 +951,14 @@ static void drain_errq(struct udp_nic *u)
 			note_error(u, &dst, &ee);
 		}
 	}
+}
+
+/* Both sockets: an error a call reported may have come to either. */
+static void drain_errq(struct udp_nic *u)
+{
+	drain_fd(u, u->fd);
+	if (u->lfd >= 0)
+		drain_fd(u, u->lfd);
 }
 
 /* ---- transmit ---------------------------------------------------------- */
@@ -852,7 +988,7 @@ static int send_one(struct udp_nic *u, int peer, const struct iovec *iov, int io
 	struct msghdr m;
 	unsigned char small[UDP_SMALL_FRAME];
 	const void *flat = NULL;
-	int tries = 0, err, rc;
+	int tries = 0, err, rc, fd = u->fd;
 
 	/* A small frame (header + a few bytes: ping-pong, acks, RPC) goes
 	 * gathered by sendto: the kernel then imports one user range instead
@@ -864,14 +1000,18 @@ static int send_one(struct udp_nic *u, int peer, const struct iovec *iov, int io
 		flat = small;
 	}
 	memset(&m, 0, sizeof m);
-	m.msg_name = &p->sa;
-	m.msg_namelen = sa_len(&p->sa);
+	if (peer == u->lpeer) {
+		fd = u->lfd; /* connected: no address, the route is cached */
+	} else {
+		m.msg_name = &p->sa;
+		m.msg_namelen = sa_len(&p->sa);
+	}
 	m.msg_iov = (struct iovec *)iov;
 	m.msg_iovlen = (size_t)iovcnt;
 	for (;;) {
-		ssize_t r = flat
-		                ? sendto(u->fd, flat, total, MSG_DONTWAIT, &p->sa.sa, m.msg_namelen)
-		                : sendmsg(u->fd, &m, MSG_DONTWAIT);
+		ssize_t r = flat ? sendto(fd, flat, total, MSG_DONTWAIT,
+		                          (struct sockaddr *)m.msg_name, m.msg_namelen)
+		                 : sendmsg(fd, &m, MSG_DONTWAIT);
 		if (RCPI_LIKELY(r >= 0)) {
 			tx_count(u, 1, total);
 			return 0;
@@ -977,7 +1117,7 @@ static void txq_consume(struct udp_nic *u, int head)
 /* One queued message: a small lone frame (the ping-pong case: the core
  * queues with RCP_NIC_MORE, then flushes) goes gathered by sendto, as in
  * send_one; anything else by sendmsg. */
-static ssize_t send_lone(struct udp_nic *u, const struct msghdr *h, size_t total)
+static ssize_t send_lone(struct udp_nic *u, int peer, const struct msghdr *h, size_t total)
 {
 	unsigned char small[UDP_SMALL_FRAME];
 	size_t off;
@@ -985,6 +1125,8 @@ static ssize_t send_lone(struct udp_nic *u, const struct msghdr *h, size_t total
 	if (h->msg_controllen || total > sizeof small)
 		return sendmsg(u->fd, h, MSG_DONTWAIT);
 	off = gather(small, h->msg_iov, h->msg_iovlen);
+	if (peer == u->lpeer)
+		return send(u->lfd, small, off, MSG_DONTWAIT);
 	return sendto(u->fd, small, off, MSG_DONTWAIT, (const struct sockaddr *)h->msg_name,
 	              h->msg_namelen);
 }
@@ -1002,7 +1144,9 @@ static int txq_flush(struct udp_nic *u, int cur, int *cur_rc)
 		int nmsg = txq_build(u, head), r, err, rc, p, drop;
 
 		if (nmsg == 1)
-			r = send_lone(u, &u->txmsg[0].msg_hdr, u->txlen[0]) >= 0 ? 1 : -1;
+			r = send_lone(u, u->txq[head].peer, &u->txmsg[0].msg_hdr, u->txlen[0]) >= 0
+			        ? 1
+			        : -1;
 		else
 			r = sendmmsg(u->fd, u->txmsg, (unsigned)nmsg, MSG_DONTWAIT);
 		if (RCPI_LIKELY(r > 0)) {
@@ -1124,24 +1268,15 @@ static int udp_flush(rcp_nic *nic)
 
 static void gro_consider(struct udp_nic *u, int n);
 
-/* One receive call into the slots: recvmmsg for up to rx_want datagrams;
- * for one, recvfrom (recvmsg once GRO is on: the segment size comes in a
- * cmsg).  See "Receiving" at the top for the measured costs.
- * Precondition: every held frame has been handed out and none is
- * outstanding.  SLEEP: the first call may sleep (SO_RCVTIMEO bounds it;
- * a signal ends it).  Returns datagrams received, 0 or RCP_ESYS. */
-static int rx_fill(struct udp_nic *u, int sleep)
+/* One receive call on socket FD into the slots: recvmmsg for up to rx_want
+ * datagrams; for one, recvfrom (recvmsg once GRO is on: the segment size
+ * comes in a cmsg).  See "Receiving" at the top for the measured costs.
+ * SLEEP: the first call may sleep (SO_RCVTIMEO bounds it; a signal ends
+ * it).  Returns datagrams received, 0 or RCP_ESYS. */
+static int rx_fill_fd(struct udp_nic *u, int fd, int sleep)
 {
 	int tries = 0, n, dontwait = sleep ? 0 : MSG_DONTWAIT;
 
-	/* The kernel rewrote only the headers it filled last time. */
-	for (int i = 0; i < u->rx_n; i++) {
-		u->rxmsg[i].msg_hdr.msg_namelen = sizeof u->rxsrc[i];
-		u->rxmsg[i].msg_hdr.msg_controllen = u->gro_ok ? sizeof u->rxctl[i] : 0;
-	}
-	u->rx_n = u->rx_slot = 0;
-	u->rx_off = 0;
-	u->rx_dry = 0;
 	for (;;) {
 		if (u->rx_want == 1 && !u->gro) {
 			/* recvfrom skips the msghdr and iovec import: ~0.1 us
@@ -1149,7 +1284,7 @@ static int rx_fill(struct udp_nic *u, int sleep)
 			 * length so truncation is still seen. */
 			struct msghdr *m = &u->rxmsg[0].msg_hdr;
 			socklen_t al = sizeof u->rxsrc[0];
-			ssize_t r = recvfrom(u->fd, u->rxiov[0].iov_base, u->rxiov[0].iov_len,
+			ssize_t r = recvfrom(fd, u->rxiov[0].iov_base, u->rxiov[0].iov_len,
 			                     dontwait | MSG_TRUNC, &u->rxsrc[0].sa, &al);
 			n = r < 0 ? -1 : 1;
 			if (r >= 0) {
@@ -1159,12 +1294,12 @@ static int rx_fill(struct udp_nic *u, int sleep)
 				u->rxmsg[0].msg_len = (unsigned)r;
 			}
 		} else if (u->rx_want == 1) {
-			ssize_t r = recvmsg(u->fd, &u->rxmsg[0].msg_hdr, dontwait);
+			ssize_t r = recvmsg(fd, &u->rxmsg[0].msg_hdr, dontwait);
 			n = r < 0 ? -1 : 1;
 			if (r >= 0)
 				u->rxmsg[0].msg_len = (unsigned)r;
 		} else {
-			n = recvmmsg(u->fd, u->rxmsg, (unsigned)u->rx_want,
+			n = recvmmsg(fd, u->rxmsg, (unsigned)u->rx_want,
 			             dontwait ? dontwait : MSG_WAITFORONE, NULL);
 		}
 		/* Only the first call may sleep: one wake-up per wait. */
@@ -1175,10 +1310,8 @@ static int rx_fill(struct udp_nic *u, int sleep)
 				gro_consider(u, n);
 			return n;
 		}
-		if (n == 0 || errno == EAGAIN || errno == EWOULDBLOCK) {
-			u->rx_dry = 1;
+		if (n == 0 || errno == EAGAIN || errno == EWOULDBLOCK)
 			return 0;
-		}
 		if (errno == EINTR) {
 			if (sleep)
 				return 0; /* a signal ended the sleep: back to the caller */
@@ -1193,6 +1326,54 @@ static int rx_fill(struct udp_nic *u, int sleep)
 		rcpi_warn("udp: receive: %s", strerror(errno));
 		return RCP_ESYS;
 	}
+}
+
+/* One fill of the slots.  Without a lane: the socket (SLEEP as in
+ * rx_fill_fd).  With one: the lane every time, the main socket every
+ * UDP_MAIN_EVERY-th fill, or every fill while it is delivering
+ * (main_hot); the two take turns at going first, so a busy one never
+ * starves the other.  rx_dry is set only when every socket was looked at.
+ * Precondition: every held frame has been handed out and none is
+ * outstanding.  Returns datagrams received, 0 or RCP_ESYS. */
+static int rx_fill(struct udp_nic *u, int sleep)
+{
+	int n, look_main, main_first, from_main;
+
+	/* The kernel rewrote only the headers it filled last time. */
+	for (int i = 0; i < u->rx_n; i++) {
+		u->rxmsg[i].msg_hdr.msg_namelen = sizeof u->rxsrc[i];
+		u->rxmsg[i].msg_hdr.msg_controllen = u->gro_ok ? sizeof u->rxctl[i] : 0;
+	}
+	u->rx_n = u->rx_slot = 0;
+	u->rx_off = 0;
+	u->rx_dry = 0;
+	if (u->watching)
+		watch(u, 0); /* awake: see watch() */
+	if (u->lfd < 0) {
+		n = rx_fill_fd(u, u->fd, sleep);
+		u->rx_dry = n == 0;
+		return n;
+	}
+	look_main = u->main_hot || ++u->main_skip >= UDP_MAIN_EVERY;
+	main_first = look_main && u->rx_turn;
+	n = rx_fill_fd(u, main_first ? u->fd : u->lfd, 0);
+	from_main = main_first;
+	if (look_main) {
+		u->main_skip = 0;
+		if (u->main_hot)
+			u->main_hot--;
+		if (!n) {
+			n = rx_fill_fd(u, main_first ? u->lfd : u->fd, 0);
+			from_main = !main_first;
+		}
+	}
+	if (n > 0) {
+		if (from_main)
+			u->main_hot = UDP_MAIN_HOT;
+		u->rx_turn = (uint8_t)!from_main;
+	}
+	u->rx_dry = n == 0 && look_main;
+	return n;
 }
 
 static uint32_t rx_gro_size(struct msghdr *m)
@@ -1233,7 +1414,10 @@ static void gro_consider(struct udp_nic *u, int n)
 	}
 	if (run < UDP_GRO_RUN)
 		return;
-	if (setsockopt(u->fd, SOL_UDP, UDP_GRO, &one, sizeof one)) {
+	if (setsockopt(u->fd, SOL_UDP, UDP_GRO, &one, sizeof one) ||
+	    (u->lfd >= 0 && setsockopt(u->lfd, SOL_UDP, UDP_GRO, &one, sizeof one))) {
+		/* (Were it on for the main socket only, the lane would stay
+		 * without: both read their segment sizes the same way.) */
 		u->gro_ok = 0;
 		return;
 	}
@@ -1332,16 +1516,38 @@ static void udp_release(rcp_nic *nic, struct rcp_nic_frame *frames, int n)
 
 /* ---- waiting ----------------------------------------------------------- */
 
+/* Without lanes, the socket.  With them, an epoll set that holds both
+ * sockets while a caller may sleep (see watch()), made on the first call:
+ * the fd must stay the same for the endpoint's lifetime, and a lane may
+ * come later.  (The nic is ours; const is the ops table's promise to
+ * callers, who see nothing change.) */
 static int udp_fd(const rcp_nic *nic)
 {
-	return udp_ofc(nic)->fd;
+	struct udp_nic *u = (struct udp_nic *)(uintptr_t)udp_ofc(nic);
+
+	if (!u->lane_ok)
+		return u->fd;
+	if (u->efd < 0) {
+		u->efd = epoll_create1(EPOLL_CLOEXEC);
+		if (u->efd < 0) {
+			/* No set, no lanes: the socket alone is the fd. */
+			if (u->lfd >= 0)
+				lane_close(u);
+			u->lane_ok = 0;
+			return u->fd;
+		}
+		/* A caller may arm() before it takes the fd: watch now. */
+		watch(u, 1);
+	}
+	return u->efd;
 }
 
-static int poll_now(int fd)
+/* The sockets' events now, or'ed (0: none; < 0: poll failed). */
+static int poll_now(const struct udp_nic *u)
 {
-	struct pollfd pfd = {.fd = fd, .events = POLLIN};
-	int r = poll(&pfd, 1, 0);
-	return r > 0 ? pfd.revents : r;
+	struct pollfd pfd[2] = {{.fd = u->fd, .events = POLLIN}, {.fd = u->lfd, .events = POLLIN}};
+	int r = poll(pfd, u->lfd >= 0 ? 2 : 1, 0);
+	return r > 0 ? pfd[0].revents | (u->lfd >= 0 ? pfd[1].revents : 0) : r;
 }
 
 static int udp_arm(rcp_nic *nic)
@@ -1356,14 +1562,17 @@ static int udp_arm(rcp_nic *nic)
 	 * EPOLLET).  One system call less per sleep. */
 	if (u->rx_dry) {
 		u->rx_dry = 0;
+		watch(u, 1);
 		return 0;
 	}
 	for (int i = 0; i < 2; i++) {
-		int ev = poll_now(u->fd);
+		int ev = poll_now(u);
 		if (ev < 0)
 			return errno == EINTR || errno == ENOMEM ? RCP_EAGAIN : RCP_ESYS;
-		if (!ev)
+		if (!ev) {
+			watch(u, 1);
 			return 0;
+		}
 		if (ev & POLLIN)
 			return RCP_EAGAIN;
 		/* POLLERR only: an ICMP error.  Unhandled it would wake every
@@ -1387,6 +1596,30 @@ static int rcvtimeo_fits(int64_t cur, int64_t t)
 	return cur <= t && 2 * cur >= t;
 }
 
+/* A sleep in ppoll on the sockets (level-triggered: no arm() first), then
+ * one receive, from the socket that woke it first.  With a lane (two
+ * sockets) every sleep goes this way; without, sleeps too short for
+ * SO_RCVTIMEO. */
+static int sock_wait(struct udp_nic *u, struct rcp_nic_frame *fr, int max, int64_t timeout_ns)
+{
+	struct pollfd pfd[2] = {{.fd = u->fd, .events = POLLIN}, {.fd = u->lfd, .events = POLLIN}};
+	struct timespec ts = {(time_t)(timeout_ns / 1000000000), (long)(timeout_ns % 1000000000)};
+	int n = ppoll(pfd, u->lfd >= 0 ? 2 : 1, timeout_ns < 0 ? NULL : &ts, NULL);
+
+	if (n < 0)
+		return errno == EINTR ? 0 : RCP_ESYS;
+	if (!n)
+		return 0;
+	for (int i = 0; i < (u->lfd >= 0 ? 2 : 1); i++)
+		if (pfd[i].revents & POLLERR)
+			drain_fd(u, pfd[i].fd);
+	if (u->lfd >= 0 && (pfd[0].revents & POLLIN)) {
+		u->main_hot = UDP_MAIN_HOT;
+		u->rx_turn = 1; /* it woke us: look there first */
+	}
+	return recv_frames(u, fr, max, 0);
+}
+
 static int udp_recv_wait(rcp_nic *nic, struct rcp_nic_frame *fr, int max, int64_t timeout_ns)
 {
 	struct udp_nic *u = udp_of(nic);
@@ -1394,13 +1627,13 @@ static int udp_recv_wait(rcp_nic *nic, struct rcp_nic_frame *fr, int max, int64_
 
 	if (u->rx_slot < u->rx_n)
 		return recv_frames(u, fr, max, 0);
-	if (timeout_ns >= 0 && timeout_ns < UDP_BLOCK_MIN_NS)
-		return rcpi_nic_recv_wait_poll(nic, fr, max, timeout_ns);
+	if (u->lfd >= 0 || (timeout_ns >= 0 && timeout_ns < UDP_BLOCK_MIN_NS))
+		return sock_wait(u, fr, max, timeout_ns);
 	if (!rcvtimeo_fits(u->rcvtimeo_ns, t)) {
 		struct timeval tv = {(time_t)(t / 1000000000),
 		                     (suseconds_t)(t % 1000000000 / 1000)};
 		if (setsockopt(u->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv))
-			return rcpi_nic_recv_wait_poll(nic, fr, max, timeout_ns);
+			return sock_wait(u, fr, max, timeout_ns);
 		u->rcvtimeo_ns = t;
 	}
 	return recv_frames(u, fr, max, 1);
@@ -1414,7 +1647,7 @@ static int udp_pending(rcp_nic *nic)
 		return 1;
 	if (u->outstanding) {
 		/* The caller still reads frames in the slots: look, don't take. */
-		return poll_now(u->fd) != 0;
+		return poll_now(u) != 0;
 	}
 	/* Receive now and keep the frames for recv(): the system call this
 	 * costs is the one recv() would make anyway. */
@@ -1425,6 +1658,10 @@ static int udp_pending(rcp_nic *nic)
 
 static void udp_free(struct udp_nic *u)
 {
+	if (u->lfd >= 0)
+		close(u->lfd);
+	if (u->efd >= 0)
+		close(u->efd);
 	if (u->fd >= 0)
 		close(u->fd);
 	free(u->peers);
@@ -1450,7 +1687,8 @@ static int udp_open(const char *rest, const struct rcp_nic_config *cfg, rcp_nic 
 	u = calloc(1, sizeof *u);
 	if (!u)
 		return RCP_ENOMEM;
-	u->fd = -1;
+	u->fd = u->lfd = u->efd = -1;
+	u->lpeer = -1;
 	u->family = sa.sa.sa_family;
 	u->rx_want = UDP_RXB;
 	u->peers = calloc(UDP_MAX_PEERS, sizeof *u->peers);
@@ -1475,6 +1713,8 @@ static int udp_open(const char *rest, const struct rcp_nic_config *cfg, rcp_nic 
 	snd_want = env_size("RCP_UDP_SNDBUF", 4 << 20);
 	rcvbuf = set_buf(u->fd, SO_RCVBUFFORCE, SO_RCVBUF, rcv_want);
 	sndbuf = set_buf(u->fd, SO_SNDBUFFORCE, SO_SNDBUF, snd_want);
+	u->rcv_want = rcv_want;
+	u->snd_want = snd_want;
 
 	/* ICMP errors to the error queue, with the destination that failed. */
 	if (u->family == AF_INET6)
@@ -1503,6 +1743,10 @@ static int udp_open(const char *rest, const struct rcp_nic_config *cfg, rcp_nic 
 		rc = RCP_ESYS;
 		goto fail;
 	}
+	/* A sleeper pays a wake-up per frame: the lane's cheaper send does not
+	 * make up for the ppoll its sleeps then need (see "Lane"). */
+	u->lane_ok =
+	    rcpi_env_int("RCP_UDP_LANE", 1) != 0 && !(cfg && (cfg->flags & RCP_NIC_SLEEPER));
 
 	/* MTU: detected, replaced by RCP_UDP_MTU, lowered by cfg->mtu. */
 	maxpay = u->family == AF_INET ? 65507 : 65527;
@@ -1669,6 +1913,8 @@ static int udp_peer_remove(rcp_nic *nic, int peer)
 			rcpi_debug("udp: peer %d removed with %d frame(s) unsent", peer, dropped);
 		break;
 	}
+	if (peer == u->lpeer)
+		lane_close(u); /* the next peer added gets it */
 	hash_remove(u, peer);
 	memset(&u->peers[peer], 0, sizeof u->peers[peer]);
 	u->freel[u->nfree++] = peer;

@@ -135,7 +135,12 @@ static int nic_side(const struct opts *o, const char *transport, int sleep_mode,
 		snprintf(addr, sizeof addr, "shm:pp-%d-%d", (int)getpid(), is_parent);
 	else
 		snprintf(addr, sizeof addr, "%s:", transport);
-	rc = rcp_nic_open(addr, NULL, &nic);
+	{
+		/* Sleep mode sleeps in every wait: tell the nic, as an
+		 * RCP_EP_SLEEP endpoint does (udp then has no lane). */
+		struct rcp_nic_config cfg = {.flags = sleep_mode ? RCP_NIC_SLEEPER : 0u};
+		rc = rcp_nic_open(addr, &cfg, &nic);
+	}
 	if (rc) {
 		fprintf(stderr, "rcp-nic-pingpong: open %s: %s\n", addr, rcp_strerror(rc));
 		return rc;

@@ -213,12 +213,6 @@ int rcp_ep_open(const char *nic_addr, const struct rcp_ep_config *cfg, rcp_ep **
 	ep = calloc(1, sizeof *ep);
 	if (!ep)
 		return RCP_ENOMEM;
-	rc = rcp_nic_open(nic_addr, cfg ? cfg->nic : NULL, &ep->nic);
-	if (rc) {
-		free(ep);
-		return rc;
-	}
-	rcp_nic_query(ep->nic, &ep->info);
 	ep->flags = cfg ? cfg->flags : 0;
 	{
 		const char *w = rcpi_env_str("RCP_WAIT");
@@ -227,6 +221,21 @@ int rcp_ep_open(const char *nic_addr, const struct rcp_ep_config *cfg, rcp_ep **
 		else if (w && !strcmp(w, "sleep"))
 			ep->flags |= RCP_EP_SLEEP;
 	}
+	{
+		/* The nic learns that every wait sleeps: it may then make
+		 * sleeps cheaper at spinning's expense (udp: no lane). */
+		struct rcp_nic_config nc = {0};
+		if (cfg && cfg->nic)
+			nc = *cfg->nic;
+		if ((ep->flags & RCP_EP_SLEEP) && !(ep->flags & RCP_EP_SPIN))
+			nc.flags |= RCP_NIC_SLEEPER;
+		rc = rcp_nic_open(nic_addr, &nc, &ep->nic);
+	}
+	if (rc) {
+		free(ep);
+		return rc;
+	}
+	rcp_nic_query(ep->nic, &ep->info);
 	ep->spin_ns = rcpi_env_int("RCP_SPIN_NS", 50000);
 	ep->sleep_slack_ns = (uint64_t)rcpi_env_int("RCP_SLEEP_SLACK_US", 5000) * 1000u;
 

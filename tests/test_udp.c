@@ -955,6 +955,120 @@ static void t_wait_fd(void **state)
 	rcp_nic_close(b);
 }
 
+/* ---- the lane ------------------------------------------------------------ */
+
+/* Sockets of this host bound to local port PORT (IPv4), from /proc/net/udp. */
+static int sockets_on(unsigned port)
+{
+	FILE *f = fopen("/proc/net/udp", "r");
+	char line[512];
+	int n = 0;
+
+	assert_non_null(f);
+	if (!fgets(line, sizeof line, f)) /* the header */
+		fail_msg("/proc/net/udp is empty");
+	while (fgets(line, sizeof line, f)) {
+		unsigned sl, addr, p;
+		if (sscanf(line, " %u: %x:%x", &sl, &addr, &p) == 3 && p == port)
+			n++;
+	}
+	fclose(f);
+	return n;
+}
+
+/* A spinning endpoint talks to its first peer through a second socket on
+ * its port, connected to that peer (the lane): both sockets deliver, the
+ * wait fd wakes for either, our port stays exclusive, and removing the
+ * peer closes the lane for the next one.  A sleeper (RCP_NIC_SLEEPER) and
+ * RCP_UDP_LANE=0 keep one socket. */
+static void t_lane(void **state)
+{
+	rcp_nic *a = xopen("udp:", NULL), *b = xopen("udp:", NULL), *c = xopen("udp:", NULL), *d;
+	struct rcp_nic_config sleeper = {.flags = RCP_NIC_SLEEPER};
+	unsigned char buf[256];
+	char bname[RCP_NIC_ADDRSTR_MAX];
+	struct pollfd pfd;
+	int pab, pba, pcb, pbc, pbd, pdb;
+	(void)state;
+
+	assert_int_equal(sockets_on(port_of(b)), 1);
+	pba = xpeer(b, a); /* B's first peer: the lane goes to A */
+	assert_int_equal(sockets_on(port_of(b)), 2);
+	pbc = xpeer(b, c); /* only one lane */
+	assert_int_equal(sockets_on(port_of(b)), 2);
+	pab = xpeer(a, b);
+	pcb = xpeer(c, b);
+
+	/* Our port is still ours alone. */
+	assert_int_equal(rcp_nic_addr_str(b, bname, sizeof bname), 0);
+	assert_int_equal(rcp_nic_open(bname, NULL, &d), RCP_EADDRINUSE);
+
+	/* Frames both ways with the lane's peer and with the other one. */
+	for (uint64_t i = 0; i < 20; i++) {
+		assert_int_equal(send_seq(a, pab, buf, 8 + i, 100 + i, 0), 0);
+		expect_seq(b, 8 + i, 100 + i, pba);
+		assert_int_equal(send_seq(b, pba, buf, 200, 200 + i, 0), 0);
+		expect_seq(a, 200, 200 + i, pab);
+		assert_int_equal(send_seq(c, pcb, buf, 9 + i, 300 + i, 0), 0);
+		expect_seq(b, 9 + i, 300 + i, pbc);
+		assert_int_equal(send_seq(b, pbc, buf, 100, 400 + i, RCP_NIC_MORE), 0);
+		assert_int_equal(rcp_nic_flush(b), 0);
+		expect_seq(c, 100, 400 + i, pcb);
+	}
+
+	/* The wait fd wakes for a frame on either socket. */
+	pfd.fd = rcp_nic_fd(b);
+	pfd.events = POLLIN;
+	assert_true(pfd.fd >= 0);
+	assert_int_equal(rcp_nic_fd(b), pfd.fd); /* the same fd every time */
+	assert_int_equal(rcp_nic_arm(b), 0);
+	assert_int_equal(poll(&pfd, 1, 0), 0);
+	assert_int_equal(send_seq(a, pab, buf, 30, 500, 0), 0);
+	assert_int_equal(poll(&pfd, 1, 10000), 1);
+	expect_seq(b, 30, 500, pba);
+	assert_int_equal(rcp_nic_arm(b), 0);
+	assert_int_equal(poll(&pfd, 1, 0), 0);
+	assert_int_equal(send_seq(c, pcb, buf, 31, 501, 0), 0);
+	assert_int_equal(poll(&pfd, 1, 10000), 1);
+	expect_seq(b, 31, 501, pbc);
+
+	/* Removing the lane's peer closes it; the next new peer gets one. */
+	assert_int_equal(rcp_nic_peer_remove(b, pba), 0);
+	assert_int_equal(sockets_on(port_of(b)), 1);
+	d = xopen("udp:", NULL);
+	pbd = xpeer(b, d);
+	pdb = xpeer(d, b);
+	assert_int_equal(sockets_on(port_of(b)), 2);
+	assert_int_equal(send_seq(d, pdb, buf, 64, 600, 0), 0);
+	expect_seq(b, 64, 600, pbd);
+	assert_int_equal(send_seq(b, pbd, buf, 65, 601, 0), 0);
+	expect_seq(d, 65, 601, pdb);
+	/* The fd taken before this lane came wakes for it too. */
+	assert_int_equal(rcp_nic_arm(b), 0);
+	assert_int_equal(send_seq(d, pdb, buf, 66, 602, 0), 0);
+	assert_int_equal(poll(&pfd, 1, 10000), 1);
+	expect_seq(b, 66, 602, pbd);
+	/* A is unknown again, from whichever socket its frame comes. */
+	assert_int_equal(send_seq(a, pab, buf, 12, 603, 0), 0);
+	expect_seq(b, 12, 603, RCP_NIC_PEER_NONE);
+	rcp_nic_close(d);
+	rcp_nic_close(c);
+	rcp_nic_close(b);
+
+	/* A sleeper and RCP_UDP_LANE=0: one socket. */
+	b = xopen("udp:", &sleeper);
+	xpeer(b, a);
+	assert_int_equal(sockets_on(port_of(b)), 1);
+	rcp_nic_close(b);
+	setenv("RCP_UDP_LANE", "0", 1);
+	b = xopen("udp:", NULL);
+	unsetenv("RCP_UDP_LANE");
+	xpeer(b, a);
+	assert_int_equal(sockets_on(port_of(b)), 1);
+	rcp_nic_close(b);
+	rcp_nic_close(a);
+}
+
 /* ---- two processes ----------------------------------------------------- */
 
 struct plan {
@@ -1246,6 +1360,7 @@ int main(void)
 	    cmocka_unit_test_prestate(t_oversize_dropped, &gso_off),
 	    cmocka_unit_test(t_closed_port),
 	    cmocka_unit_test(t_wait_fd),
+	    cmocka_unit_test(t_lane),
 	    cmocka_unit_test_prestate(t_stream_two_processes, &gso_on),
 	    cmocka_unit_test_prestate(t_stream_two_processes, &gso_off),
 	    cmocka_unit_test(t_pingpong_sleeping),

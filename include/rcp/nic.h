@@ -64,6 +64,14 @@ enum {
 	RCP_NIC_MORE = 1u << 0,
 };
 
+/* Flags for rcp_nic_config.flags. */
+enum {
+	/* The caller sleeps in every wait (rcp_nic_recv_wait) rather than
+	 * spinning first: a backend may then trade spinning speed for
+	 * cheaper sleeps (udp: no lane, see docs/nic.md). */
+	RCP_NIC_SLEEPER = 1u << 0,
+};
+
 /* Access flags for rcp_nic_mr_reg(). */
 enum {
 	RCP_NIC_ACCESS_READ = 1u << 0,  /* peers may rcp_nic_get() from it */
@@ -81,6 +89,8 @@ struct rcp_nic_config {
 	/* Largest frame wanted, bytes; 0 = backend default; the backend may
 	 * lower it (rcp_nic_info.mtu tells the truth). */
 	uint32_t mtu;
+	/* RCP_NIC_* config flags; 0 = none. */
+	unsigned flags;
 };
 
 struct rcp_nic_info {
