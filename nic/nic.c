@@ -175,7 +175,9 @@ int rcp_nic_recv(rcp_nic *nic, struct rcp_nic_frame *frames, int max)
 	return nic->ops->recv(nic, frames, max);
 }
 
-int rcpi_nic_recv_wait_poll(rcp_nic *nic, struct rcp_nic_frame *frames, int max, int64_t timeout_ns)
+/* rcp_nic_recv_wait for a backend without its own: arm, poll the fd,
+ * receive. */
+static int recv_wait_poll(rcp_nic *nic, struct rcp_nic_frame *frames, int max, int64_t timeout_ns)
 {
 	int rc = nic->ops->arm(nic);
 
@@ -192,7 +194,7 @@ int rcp_nic_recv_wait(rcp_nic *nic, struct rcp_nic_frame *frames, int max, int64
 		return RCP_EINVAL;
 	if (nic->ops->recv_wait)
 		return nic->ops->recv_wait(nic, frames, max, timeout_ns);
-	return rcpi_nic_recv_wait_poll(nic, frames, max, timeout_ns);
+	return recv_wait_poll(nic, frames, max, timeout_ns);
 }
 
 void rcp_nic_release(rcp_nic *nic, struct rcp_nic_frame *frames, int n)

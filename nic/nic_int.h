@@ -51,7 +51,7 @@ struct rcpi_nic_ops {
 	/* Cheap check used while spinning: nonzero if frames may be waiting. */
 	int (*pending)(rcp_nic *nic);
 	/* Optional: recv() that sleeps up to about TIMEOUT_NS (<0: forever)
-	 * when nothing is there (NULL: rcpi_nic_recv_wait_poll). */
+	 * when nothing is there (NULL: arm, poll the fd, receive). */
 	int (*recv_wait)(rcp_nic *nic, struct rcp_nic_frame *frames, int max, int64_t timeout_ns);
 	/* Optional (NULL: RCP_ENOTSUP). */
 	int (*mr_reg)(rcp_nic *nic, void *addr, size_t len, unsigned access, rcp_nic_mr **out);
@@ -74,10 +74,6 @@ struct rcp_nic {
 struct rcp_nic_mr {
 	rcp_nic *nic;
 };
-
-/* rcp_nic_recv_wait for any backend: arm, poll the fd, receive. */
-int rcpi_nic_recv_wait_poll(rcp_nic *nic, struct rcp_nic_frame *frames, int max,
-                            int64_t timeout_ns);
 
 extern const struct rcpi_nic_ops rcpi_nic_shm_ops;
 extern const struct rcpi_nic_ops rcpi_nic_udp_ops;

@@ -779,7 +779,7 @@ static void lane_open(struct udp_nic *u, int idx)
 {
 	const union udp_sa *sa = &u->peers[idx].sa;
 	struct epoll_event ev = {.events = EPOLLIN};
-	int one = 1, zero = 0, ok, s;
+	int one = 1, zero = 0, ok, s, err = 0;
 
 	s = socket(u->family, SOCK_DGRAM | SOCK_CLOEXEC, IPPROTO_UDP);
 	if (s < 0)
@@ -794,6 +794,8 @@ static void lane_open(struct udp_nic *u, int idx)
 	ok = !setsockopt(u->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) &&
 	     !setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) &&
 	     !bind(s, &u->self.sa, sa_len(&u->self));
+	if (!ok)
+		err = errno; /* before the calls below overwrite it */
 	setsockopt(u->fd, SOL_SOCKET, SO_REUSEADDR, &zero, sizeof zero);
 	setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &zero, sizeof zero);
 	/* Between bind and connect the lane may take a datagram from anyone:
@@ -802,7 +804,7 @@ static void lane_open(struct udp_nic *u, int idx)
 	ok = ok && !connect(s, &sa->sa, sa_len(sa));
 	ev.data.fd = s;
 	if (!ok || (u->watching && epoll_ctl(u->efd, EPOLL_CTL_ADD, s, &ev))) {
-		rcpi_debug("udp: no lane to peer %d: %s", idx, strerror(errno));
+		rcpi_debug("udp: no lane to peer %d: %s", idx, strerror(err ? err : errno));
 		close(s);
 		return;
 	}
@@ -1542,12 +1544,22 @@ static int udp_fd(const rcp_nic *nic)
 	return u->efd;
 }
 
+/* ppoll on the sockets (the main one in PFD[0], the lane in PFD[1] if
+ * there is one) for up to TIMEOUT_NS (<0: forever).  Returns ppoll's. */
+static int sock_poll(const struct udp_nic *u, struct pollfd pfd[2], int64_t timeout_ns)
+{
+	struct timespec ts = {(time_t)(timeout_ns / 1000000000), (long)(timeout_ns % 1000000000)};
+	pfd[0] = (struct pollfd){.fd = u->fd, .events = POLLIN};
+	pfd[1] = (struct pollfd){.fd = u->lfd, .events = POLLIN}; /* -1: ppoll skips it */
+	return ppoll(pfd, 2, timeout_ns < 0 ? NULL : &ts, NULL);
+}
+
 /* The sockets' events now, or'ed (0: none; < 0: poll failed). */
 static int poll_now(const struct udp_nic *u)
 {
-	struct pollfd pfd[2] = {{.fd = u->fd, .events = POLLIN}, {.fd = u->lfd, .events = POLLIN}};
-	int r = poll(pfd, u->lfd >= 0 ? 2 : 1, 0);
-	return r > 0 ? pfd[0].revents | (u->lfd >= 0 ? pfd[1].revents : 0) : r;
+	struct pollfd pfd[2];
+	int r = sock_poll(u, pfd, 0);
+	return r > 0 ? pfd[0].revents | pfd[1].revents : r;
 }
 
 static int udp_arm(rcp_nic *nic)
@@ -1602,20 +1614,21 @@ static int rcvtimeo_fits(int64_t cur, int64_t t)
  * SO_RCVTIMEO. */
 static int sock_wait(struct udp_nic *u, struct rcp_nic_frame *fr, int max, int64_t timeout_ns)
 {
-	struct pollfd pfd[2] = {{.fd = u->fd, .events = POLLIN}, {.fd = u->lfd, .events = POLLIN}};
-	struct timespec ts = {(time_t)(timeout_ns / 1000000000), (long)(timeout_ns % 1000000000)};
-	int n = ppoll(pfd, u->lfd >= 0 ? 2 : 1, timeout_ns < 0 ? NULL : &ts, NULL);
+	struct pollfd pfd[2];
+	int n = sock_poll(u, pfd, timeout_ns);
 
 	if (n < 0)
 		return errno == EINTR ? 0 : RCP_ESYS;
 	if (!n)
 		return 0;
-	for (int i = 0; i < (u->lfd >= 0 ? 2 : 1); i++)
+	for (int i = 0; i < 2; i++)
 		if (pfd[i].revents & POLLERR)
 			drain_fd(u, pfd[i].fd);
-	if (u->lfd >= 0 && (pfd[0].revents & POLLIN)) {
-		u->main_hot = UDP_MAIN_HOT;
-		u->rx_turn = 1; /* it woke us: look there first */
+	if (u->lfd >= 0) {
+		/* Look first where it woke us. */
+		u->rx_turn = (pfd[0].revents & POLLIN) != 0;
+		if (u->rx_turn)
+			u->main_hot = UDP_MAIN_HOT;
 	}
 	return recv_frames(u, fr, max, 0);
 }
