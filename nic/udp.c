@@ -99,7 +99,11 @@
  *   (MSG_ERRQUEUE) looks the destination up in the peer hash and marks
  *   that peer: its next send returns RCP_EPEER once (edge-triggered like
  *   a socket error: a peer that comes back on the same port works again,
- *   as the protocol's "either side may arrive first" needs).
+ *   as the protocol's "either side may arrive first" needs).  A datagram
+ *   from a marked peer clears the mark (it is there after all: the ICMP
+ *   was for an earlier holder of its port, racing the new bind), and the
+ *   queue is drained before a new peer entry is made, so an error about
+ *   an address's earlier holder is never blamed on its new one.
  *   The catch: with IP_RECVERR the kernel also sets the socket's pending
  *   error, which fails the NEXT sendmsg/recvmsg on the socket whatever its
  *   destination (checked: the datagram is then not sent).  So an
@@ -820,6 +824,8 @@ static void lane_close(struct udp_nic *u)
 	u->lfd = u->lpeer = -1;
 }
 
+static void drain_errq(struct udp_nic *u);
+
 static int peer_insert(struct udp_nic *u, const union udp_sa *sa, int *out)
 {
 	struct udp_key k;
@@ -838,6 +844,10 @@ static int peer_insert(struct udp_nic *u, const union udp_sa *sa, int *out)
 	}
 	if (u->npeers == UDP_MAX_PEERS)
 		return RCP_EAGAIN;
+	/* Errors queued so far belong to earlier holders of addresses (this
+	 * one's, maybe: a new process on a dead one's port): read them while
+	 * no entry can take the blame. */
+	drain_errq(u);
 	idx = u->nfree ? u->freel[--u->nfree] : u->hiwater++;
 	p = &u->peers[idx];
 	memset(p, 0, sizeof *p);
@@ -1481,6 +1491,11 @@ static int recv_frames(struct udp_nic *u, struct rcp_nic_frame *fr, int max, int
 				 * last call applies to the rest of a GRO buffer. */
 				u->rxpeer[s] = peer_of_sa(u, &u->rxsrc[s]);
 				looked = s;
+				/* A peer that speaks is there: an error still
+				 * pending for it came from an earlier holder
+				 * of its address (ICMP raced the new bind). */
+				if (u->rxpeer[s] >= 0 && RCPI_UNLIKELY(u->peers[u->rxpeer[s]].err))
+					u->peers[u->rxpeer[s]].err = 0;
 			}
 			fr[k].data = u->rxbuf + (size_t)s * u->rxstride + u->rx_off;
 			fr[k].len = flen;

@@ -114,6 +114,9 @@
  * PVMRCP_LIVE_MS (200 ms) whether the peer still runs; when it is gone the
  * channel is closed, pending requests complete, and the call returns
  * PvmNoTask (after one last look for messages that arrived before).
+ * A gone task's udp port goes to later processes: a channel we still hold
+ * to it is reconnected when a new task turns out to own the address
+ * (take_over), or handed over when the new task speaks first.
  *
  * WAITING (wait.c).  Spin, then ppoll on every endpoint's fd (each armed
  * first) and libpvm3's sockets; while spinning the clock is read every
@@ -300,6 +303,52 @@ static rcp_ep *pick_peer_addr(int tid, char *addrs, const char **out)
 	return NULL;
 }
 
+/* Task P connected to its published address and got channel CH.  RCP
+ * keys channels by address, and the udp port of a task that is gone is
+ * given to new processes: CH may be an old channel that still speaks to
+ * an earlier holder of the address.  Frames on it name that holder's
+ * epoch, so P's process would drop them as stale and never answer.
+ * Which process CH speaks to: the task that took it (its HELLO, or our
+ * connect; a HELLO still waiting on an unclaimed CH is taken now), as
+ * long as no new incarnation has spoken since (rcp_chan_restarts).
+ * - P: CH is P's.
+ * - unclaimed, nothing heard: a channel our connect just made.
+ * - another task O, and a new incarnation spoke since O took CH: that is
+ *   P's process (two live tasks never share an address); RCP has failed
+ *   O's pending requests then.  O lets go.
+ * - another task O, nothing new spoke; or unclaimed with no HELLO but
+ *   frames heard: CH speaks to a gone task.  O lets go and CH is
+ *   reconnected (rcp_chan_reconnect: fresh, and deaf to the stragglers
+ *   of the incarnation it spoke to).
+ * First the frames already queued are taken, so that what P's process
+ * has sent counts.  Returns 0 or an rcp_chan_reconnect code. */
+static int take_over(struct pr_peer *p, rcp_ep *ep, rcp_chan **ch)
+{
+	struct pr_peer *o = pvmrcpi_chan_get(*ch);
+	struct rcp_status st;
+
+	if (o == p)
+		return 0;
+	/* bounded: a flood of new frames does not keep us here */
+	for (int k = 0; k < 64 && rcp_progress(ep) > 0; k++)
+		;
+	o = pvmrcpi_chan_get(*ch);
+	if (!o && rcp_probe(ep, *ch, PR_HELLO, &st) == 1) {
+		pvmrcpi_take_ctrl(ep, *ch, PR_HELLO);
+		o = pvmrcpi_chan_get(*ch);
+	}
+	if (o == p || (!o && !rcp_chan_heard(*ch)))
+		return 0;
+	if (o) {
+		int renew = rcp_chan_restarts(*ch) == o->restarts;
+		pvmrcpi_chan_set(*ch, NULL);
+		pvmrcpi_peer_gone(o);
+		if (!renew)
+			return 0;
+	}
+	return rcp_chan_reconnect(ch);
+}
+
 int pvmrcpi_route(struct pr_peer *p)
 {
 	char addr[sizeof S.addr];
@@ -315,8 +364,10 @@ int pvmrcpi_route(struct pr_peer *p)
 	if (p->route == PR_STOCK && now < p->recheck_ns)
 		return PR_STOCK;
 	if (mbox_lookup(p->tid, addr, sizeof addr) == 0 &&
-	    (ep = pick_peer_addr(p->tid, addr, &a)) != NULL && rcp_connect(ep, a, &p->ch) == 0) {
+	    (ep = pick_peer_addr(p->tid, addr, &a)) != NULL && rcp_connect(ep, a, &p->ch) == 0 &&
+	    take_over(p, ep, &p->ch) == 0) {
 		p->ep = ep;
+		p->restarts = rcp_chan_restarts(p->ch);
 		pvmrcpi_chan_set(p->ch, p);
 		p->route = PR_RCP;
 		return PR_RCP;
@@ -327,6 +378,15 @@ int pvmrcpi_route(struct pr_peer *p)
 	p->recheck_ns = now + p->backoff_ns;
 	p->route = PR_STOCK;
 	return PR_STOCK;
+}
+
+/* P's task is gone and another task speaks on its channel now: P lets
+ * go of the channel without closing it. */
+void pvmrcpi_peer_gone(struct pr_peer *p)
+{
+	p->dead = 1;
+	p->ch = NULL;
+	p->route = PR_STOCK;
 }
 
 void pvmrcpi_peer_dead(struct pr_peer *p)
@@ -370,6 +430,11 @@ static void ep_addr(int k, char *buf, size_t len, int mytid)
 	} else {
 		char host[256];
 		struct addrinfo hints = {0}, *res = NULL;
+		const char *want = getenv("PVMRCP_UDP_ADDR");
+		if (want && !strncmp(want, "udp:", 4)) {
+			snprintf(buf, len, "%s", want); /* an interface, a port */
+			return;
+		}
 		snprintf(buf, len, "udp:");
 		hints.ai_family = AF_INET;
 		/* a real multi-host VM needs the host's address, not loopback */

@@ -83,6 +83,7 @@ struct pr_peer {
 	int hello_sent;
 	int rcp_dirty; /* RCP data sent since the last FENCE */
 	int dead;
+	unsigned restarts; /* rcp_chan_restarts(ch) when this task took ch */
 	/* sender side, all contexts: stock messages sent to this peer, FENCEs
 	 * sent, and the values the last HELLO/BARRIER told */
 	uint32_t stock_total, fences, total_told, fences_told;
@@ -171,8 +172,9 @@ struct pr_syn {
 PRI int pvmrcpi_ready(void); /* 1 if RCP is up (initialising on first use) */
 PRI struct pr_peer *pvmrcpi_peer(int tid, int create);
 PRI struct pr_ctxstate *pvmrcpi_cs(struct pr_peer *p, int ctx);
-PRI int pvmrcpi_route(struct pr_peer *p); /* PR_RCP or PR_STOCK */
-PRI void pvmrcpi_peer_dead(struct pr_peer *p);
+PRI int pvmrcpi_route(struct pr_peer *p);      /* PR_RCP or PR_STOCK */
+PRI void pvmrcpi_peer_dead(struct pr_peer *p); /* closes its channel */
+PRI void pvmrcpi_peer_gone(struct pr_peer *p); /* lets go of it, open */
 PRI int pvmrcpi_err(int rcp_code);
 PRI void pvmrcpi_chan_set(rcp_chan *ch, struct pr_peer *p); /* NULL: forget */
 PRI struct pr_peer *pvmrcpi_chan_get(const rcp_chan *ch);

@@ -152,7 +152,7 @@ void pvmrcpi_take_ctrl(rcp_ep *ep, rcp_chan *ch, uint64_t t)
 {
 	int32_t b[4] = {0};
 	struct rcp_status st;
-	struct pr_peer *p;
+	struct pr_peer *p, *o;
 
 	/* A FENCE found by tag may have come with its channel's HELLO (which
 	 * precedes it) not yet taken: take that first, or the FENCE is lost. */
@@ -169,7 +169,11 @@ void pvmrcpi_take_ctrl(rcp_ep *ep, rcp_chan *ch, uint64_t t)
 			p->fence_seen = 0; /* a new task under an old tid */
 			p->drained_tot = 0;
 		}
+		o = pvmrcpi_chan_get(ch);
+		if (o && o != p)
+			pvmrcpi_peer_gone(o); /* a new task at a gone task's address */
 		p->ch = ch;
+		p->restarts = rcp_chan_restarts(ch);
 		p->ep = ep;
 		p->route = PR_RCP;
 		p->dead = 0;

@@ -8,7 +8,9 @@
  * epoch and the epoch it believes the receiver has.  A frame addressed to
  * an old epoch of ours is stale and dropped; a frame with a new epoch of
  * the peer means the peer restarted: everything pending on the channel
- * fails with RCP_EPEER and the channel starts afresh.
+ * fails with RCP_EPEER and the channel starts afresh, and frames of the
+ * incarnation it left (gone_epoch; rcpc_chan_ban_epoch sets it for a
+ * reconnected channel) are stale from then on, never another restart.
  *
  * RELIABILITY.  Reliable frames (DATA, RTS, READY, FIN) take consecutive
  * 32-bit sequence numbers per direction.  The sender keeps each in a slot
@@ -249,7 +251,9 @@ struct rcp_chan {
 	int peer;
 	void *user;
 	uint32_t peer_epoch;
-	int failed; /* error every new operation gets, or 0 */
+	unsigned restarts;   /* new peer incarnations seen (rcp_chan_restarts) */
+	uint32_t gone_epoch; /* the incarnation before: its stragglers are stale */
+	int failed;          /* error every new operation gets, or 0 */
 
 	/* send side */
 	uint32_t tx_next, tx_una, nslots;
@@ -1864,11 +1868,19 @@ void rcpc_input(rcpc_core *c, int peer, const void *src, size_t srclen, const vo
 	}
 	if (ch->failed == RCP_ECLOSED)
 		return;
+	if (RCPI_UNLIKELY(h.src_epoch == ch->gone_epoch) && h.src_epoch) {
+		/* A straggler of the incarnation this channel left: taking it
+		 * for a restart would reset the channel under the new one. */
+		c->st.stale_frames++;
+		return;
+	}
 	if (h.src_epoch != ch->peer_epoch) {
 		if (ch->peer_epoch) {
 			/* The peer restarted: what was pending with the old
 			 * incarnation is lost. */
 			chan_reset(ch, RCP_EPEER);
+			ch->restarts++;
+			ch->gone_epoch = ch->peer_epoch;
 		}
 		ch->peer_epoch = h.src_epoch;
 		ch->failed = 0;
@@ -2227,6 +2239,26 @@ rcpc_core *rcpc_chan_core(const rcp_chan *ch)
 int rcpc_chan_peer(const rcp_chan *ch)
 {
 	return ch->peer;
+}
+
+unsigned rcpc_chan_restarts(const rcp_chan *ch)
+{
+	return ch->restarts;
+}
+
+int rcpc_chan_heard(const rcp_chan *ch)
+{
+	return ch->peer_epoch != 0;
+}
+
+uint32_t rcpc_chan_peer_epoch(const rcp_chan *ch)
+{
+	return ch->peer_epoch;
+}
+
+void rcpc_chan_ban_epoch(rcp_chan *ch, uint32_t epoch)
+{
+	ch->gone_epoch = epoch;
 }
 
 void rcpc_chan_close(rcp_chan *ch, uint64_t now)

@@ -81,6 +81,16 @@ int rcpc_chan_open(rcpc_core *c, int peer, uint64_t now, rcp_chan **out);
 rcp_chan *rcpc_chan_by_peer(rcpc_core *c, int peer);
 rcpc_core *rcpc_chan_core(const rcp_chan *ch);
 int rcpc_chan_peer(const rcp_chan *ch);
+/* How often a new incarnation of the peer (a new src_epoch after another)
+ * has been heard on CH. */
+unsigned rcpc_chan_restarts(const rcp_chan *ch);
+/* 1 once a frame of the peer has been taken on CH, else 0. */
+int rcpc_chan_heard(const rcp_chan *ch);
+/* The peer's incarnation as last heard on CH (0: none yet). */
+uint32_t rcpc_chan_peer_epoch(const rcp_chan *ch);
+/* Frames of incarnation EPOCH (an earlier holder of CH's address) are
+ * stale on CH from now on (0: none). */
+void rcpc_chan_ban_epoch(rcp_chan *ch, uint32_t epoch);
 void rcpc_chan_close(rcp_chan *ch, uint64_t now);
 
 /* Feeds one received frame.  PEER is the nic peer index or

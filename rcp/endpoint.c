@@ -790,6 +790,38 @@ int rcp_chan_nic_peer(const rcp_chan *ch)
 	return ch ? rcpc_chan_peer(ch) : RCP_EINVAL;
 }
 
+unsigned rcp_chan_restarts(const rcp_chan *ch)
+{
+	return ch ? rcpc_chan_restarts(ch) : 0;
+}
+
+int rcp_chan_heard(const rcp_chan *ch)
+{
+	return ch ? rcpc_chan_heard(ch) : 0;
+}
+
+int rcp_chan_reconnect(rcp_chan **chp)
+{
+	char addr[RCP_NIC_ADDRSTR_MAX];
+	uint32_t gone;
+	rcp_ep *ep;
+	int rc;
+
+	if (!chp || !*chp)
+		return RCP_EINVAL;
+	ep = ep_of_chan(*chp);
+	rc = rcp_chan_peer_addr(*chp, addr, sizeof addr);
+	if (rc)
+		return rc;
+	gone = rcpc_chan_peer_epoch(*chp);
+	rcp_chan_close(*chp);
+	*chp = NULL;
+	rc = rcp_connect(ep, addr, chp);
+	if (!rc)
+		rcpc_chan_ban_epoch(*chp, gone);
+	return rc;
+}
+
 /* The endpoint CH belongs to, or NULL for NULL. */
 rcp_ep *rcp_chan_ep(const rcp_chan *ch)
 {

@@ -431,6 +431,72 @@ static void t_api(void **state)
  * the sleeper sends nothing), and an RCP_EP_SLEEP endpoint asks
  * rcp_ep_timeout_ns for at least RCP_SLEEP_SLACK_US.  The ack delay is
  * set to 60 s here so no timer sends that ack before the arm does. */
+/* An address changes hands: B1 at "shm:...-b" sends A a message A has not
+ * read yet and closes; B2 opens at the same address.  A reconnects its
+ * channel (rcp_chan_reconnect) and talks to B2 first: B1's straggling
+ * frames, read by A only now, must be dropped as stale on the new
+ * channel, neither delivered nor taken for B2 (then B2's first frame
+ * would look like a restart and reset the channel under it). */
+static void t_address_reuse(void **state)
+{
+	rcp_ep *a, *b1, *b2;
+	rcp_chan *ab, *ba, *old;
+	char an[64], bn[64], buf[16];
+	struct rcp_status st;
+	struct rcp_ep_stats es;
+	rcp_req *r;
+	(void)state;
+
+	snprintf(an, sizeof an, "shm:tre-%d-a", (int)getpid());
+	snprintf(bn, sizeof bn, "shm:tre-%d-b", (int)getpid());
+	assert_int_equal(rcp_ep_open(an, NULL, &a), 0);
+	assert_int_equal(rcp_ep_open(bn, NULL, &b1), 0);
+	assert_int_equal(rcp_connect(a, bn, &ab), 0);
+	assert_int_equal(rcp_connect(b1, an, &ba), 0);
+	assert_int_equal(rcp_chan_heard(ab), 0);
+	/* one round trip: A's channel knows B1's incarnation */
+	assert_int_equal(rcp_send(ab, 1, "a1", 2), 0);
+	assert_int_equal(rcp_recv(b1, ba, 1, buf, sizeof buf, &st), 0);
+	assert_int_equal(rcp_send(ba, 2, "b1", 2), 0);
+	assert_int_equal(rcp_recv(a, ab, 2, buf, sizeof buf, &st), 0);
+	assert_int_equal(rcp_chan_heard(ab), 1);
+	assert_int_equal(rcp_chan_restarts(ab), 0);
+	/* the straggler: sent, never read by A; B1 gone without lingering */
+	assert_int_equal(rcp_isend(ba, 77, "stale", 5, &r), 0);
+	setenv("RCP_LINGER_MS", "0", 1);
+	rcp_ep_close(b1);
+	unsetenv("RCP_LINGER_MS");
+	assert_int_equal(rcp_ep_open(bn, NULL, &b2), 0);
+
+	old = ab;
+	assert_int_equal(rcp_chan_reconnect(&ab), 0);
+	assert_non_null(ab);
+	assert_int_equal(rcp_chan_heard(ab), 0);
+	(void)old; /* closed: not to be used */
+	assert_int_equal(rcp_connect(b2, an, &ba), 0);
+	/* A speaks first to B2, then reads (B1's frames come first) */
+	assert_int_equal(rcp_send(ab, 3, "a3", 2), 0);
+	assert_int_equal(rcp_recv(b2, ba, 3, buf, sizeof buf, &st), 0);
+	assert_int_equal(st.len, 2);
+	assert_memory_equal(buf, "a3", 2);
+	assert_int_equal(rcp_send(ba, 4, "b2", 2), 0);
+	assert_int_equal(rcp_recv(a, ab, 4, buf, sizeof buf, &st), 0);
+	assert_memory_equal(buf, "b2", 2);
+	assert_int_equal(rcp_chan_heard(ab), 1);
+	assert_int_equal(rcp_chan_restarts(ab), 0);       /* B1's frames were not a peer */
+	assert_int_equal(rcp_probe(a, NULL, 77, &st), 0); /* nor a message */
+	assert_int_equal(rcp_ep_get_stats(a, &es), 0);
+	assert_true(es.stale_frames >= 1);
+	/* and the pair works on: both ways again */
+	assert_int_equal(rcp_send(ab, 5, "a5", 2), 0);
+	assert_int_equal(rcp_recv(b2, ba, 5, buf, sizeof buf, &st), 0);
+	assert_int_equal(rcp_send(ba, 6, "b6", 2), 0);
+	assert_int_equal(rcp_recv(a, ab, 6, buf, sizeof buf, &st), 0);
+	assert_int_equal(rcp_chan_reconnect(NULL), RCP_EINVAL);
+	rcp_ep_close(b2);
+	rcp_ep_close(a);
+}
+
 static void t_arm_acks_and_slack(void **state)
 {
 	char an[64], bn[64], buf[16];
@@ -505,6 +571,7 @@ int main(void)
 	    cmocka_unit_test(t_peer_killed),
 	    cmocka_unit_test(t_api),
 	    cmocka_unit_test(t_arm_acks_and_slack),
+	    cmocka_unit_test(t_address_reuse),
 	};
 	return cmocka_run_group_tests_name("rcp channels between processes", tests, NULL, NULL);
 }

@@ -134,6 +134,25 @@ rcp_chan *rcp_chan_find(rcp_ep *ep, const char *addr);
 int rcp_chan_nic_peer(const rcp_chan *ch);
 /* The endpoint CH belongs to; NULL for NULL. */
 rcp_ep *rcp_chan_ep(const rcp_chan *ch);
+/* How many times a new incarnation of the process at CH's address (a
+ * restart, or another process given the same address) has been heard on
+ * CH; each one failed what was pending with RCP_EPEER.  A channel is keyed
+ * by address only: a user who knows which process it talks to (pvm-glue,
+ * by task id) notes this count, and if it has not moved when another
+ * process turns out to own the address, the channel still speaks to the
+ * old one and must be closed and connected again.  0 for NULL. */
+unsigned rcp_chan_restarts(const rcp_chan *ch);
+/* 1 once CH has taken a frame from its peer (a channel just made by
+ * rcp_connect has not), else 0; 0 for NULL. */
+int rcp_chan_heard(const rcp_chan *ch);
+/* Closes *CH and connects again to its address: a fresh channel to
+ * whatever process holds the address now.  Frames of the incarnation *CH
+ * spoke to that are still on their way are dropped as stale on the new
+ * channel (without that, the first of them would be taken as the peer,
+ * and the real one's first frame then as a restart).  Returns 0 (*CH is
+ * the new channel), RCP_EINVAL, RCP_ENOENT (an accepted channel: no
+ * address string), or an rcp_connect code (*CH is then NULL). */
+int rcp_chan_reconnect(rcp_chan **ch);
 
 /* ---- messages ---- */
 

@@ -59,26 +59,35 @@ if ! grep -q "$host" "$tmp/pvm.out"; then
 fi
 
 rc=0
+failed=""
+# fail NAME: remembers a failed section; the last line names them all, so a
+# log cut to its tail still says what failed.
+fail() {
+	rc=1
+	failed="$failed
+  $1"
+}
 t0=$(date +%s)
 echo "== relinked (libpvmrcp) =="
-(cd "$tmp" && timeout 120 "$bin/pvmt") || rc=1
+(cd "$tmp" && timeout 120 "$bin/pvmt") || fail "relinked"
 echo "== stock libpvm3, same tests =="
-(cd "$tmp" && timeout 120 "$bin/pvmt-stock") || rc=1
+(cd "$tmp" && timeout 120 "$bin/pvmt-stock") || fail "stock"
 echo "== relinked, RCP_TRANSPORT=udp =="
-(cd "$tmp" && RCP_TRANSPORT=udp PVM_EXPORT=RCP_TRANSPORT timeout 120 "$bin/pvmt") || rc=1
+(cd "$tmp" && RCP_TRANSPORT=udp PVM_EXPORT=RCP_TRANSPORT timeout 120 "$bin/pvmt") || fail "relinked, udp"
 # This VM has one host: PVMRCP_MULTIHOST makes the tasks act as in a
 # multi-host VM (shm and udp endpoints, both published); "remote" also
 # treats every peer as on another host, so all pairs use udp while the shm
 # endpoint is open and progressed too.
 echo "== relinked, PVMRCP_MULTIHOST=1 (pretend several hosts: same-host pairs on shm) =="
 (cd "$tmp" && PVMRCP_MULTIHOST=1 PVM_EXPORT=PVMRCP_MULTIHOST timeout 120 "$bin/pvmt" \
-	transport-per-pair mixed-order order-runs wildcards pmcast-1-3-16) || rc=1
+	transport-per-pair mixed-order order-runs wildcards pmcast-1-3-16) || fail "relinked, MULTIHOST=1"
 echo "== relinked, PVMRCP_MULTIHOST=remote (every pair on udp, shm endpoint open too) =="
 (cd "$tmp" && PVMRCP_MULTIHOST=remote PVM_EXPORT=PVMRCP_MULTIHOST timeout 120 "$bin/pvmt") ||
-	rc=1
+	fail "relinked, MULTIHOST=remote"
 if [ -x "$here/examples.sh" ] && [ -s "$here/examples.sh" ]; then
 	echo "== PVM example programs, relinked vs stock =="
-	"$here/examples.sh" "$tmp" || rc=1
+	"$here/examples.sh" "$tmp" || fail "examples"
 fi
 echo "pvm tests: $(( $(date +%s) - t0 )) s"
+[ -z "$failed" ] || printf 'FAIL: pvm sections that failed:%s\n' "$failed"
 exit $rc
