@@ -321,7 +321,10 @@ static rcp_ep *pick_peer_addr(int tid, char *addrs, const char **out)
  *   reconnected (rcp_chan_reconnect: fresh, and deaf to the stragglers
  *   of the incarnation it spoke to).
  * First the frames already queued are taken, so that what P's process
- * has sent counts.  Returns 0 or an rcp_chan_reconnect code. */
+ * has sent counts.  Not covered: P speaks first, its HELLO frame is lost
+ * and later ones reach an unclaimed old channel; the reconnect then drops
+ * frames P counts as selectively acked (needs loss, reordering and a
+ * reused port at once).  Returns 0 or an rcp_chan_reconnect code. */
 static int take_over(struct pr_peer *p, rcp_ep *ep, rcp_chan **ch)
 {
 	struct pr_peer *o = pvmrcpi_chan_get(*ch);
