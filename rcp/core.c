@@ -2246,11 +2246,6 @@ unsigned rcpc_chan_restarts(const rcp_chan *ch)
 	return ch->restarts;
 }
 
-int rcpc_chan_heard(const rcp_chan *ch)
-{
-	return ch->peer_epoch != 0;
-}
-
 uint32_t rcpc_chan_peer_epoch(const rcp_chan *ch)
 {
 	return ch->peer_epoch;

@@ -84,8 +84,6 @@ int rcpc_chan_peer(const rcp_chan *ch);
 /* How often a new incarnation of the peer (a new src_epoch after another)
  * has been heard on CH. */
 unsigned rcpc_chan_restarts(const rcp_chan *ch);
-/* 1 once a frame of the peer has been taken on CH, else 0. */
-int rcpc_chan_heard(const rcp_chan *ch);
 /* The peer's incarnation as last heard on CH (0: none yet). */
 uint32_t rcpc_chan_peer_epoch(const rcp_chan *ch);
 /* Frames of incarnation EPOCH (an earlier holder of CH's address) are

@@ -797,7 +797,7 @@ unsigned rcp_chan_restarts(const rcp_chan *ch)
 
 int rcp_chan_heard(const rcp_chan *ch)
 {
-	return ch ? rcpc_chan_heard(ch) : 0;
+	return ch && rcpc_chan_peer_epoch(ch) != 0;
 }
 
 int rcp_chan_reconnect(rcp_chan **chp)

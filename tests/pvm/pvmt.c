@@ -448,6 +448,30 @@ static int t_runs(void)
 	return 0;
 }
 
+#ifndef PVMT_STOCK
+/* TID's published RCP addresses (its mailbox entry pvmrcp:TID) into ADDRS
+ * (at least 600 bytes).  Returns the entry's buffer id (> 0; freed
+ * already), or <= 0: not published (yet), or unreadable. */
+static int published(int tid, char *addrs)
+{
+	char name[64];
+	int save = pvm_setrbuf(0), b;
+	snprintf(name, sizeof name, "pvmrcp:%x", (unsigned)tid);
+	b = pvm_recvinfo(name, 0, PvmMboxDefault);
+	if (b > 0 && pvm_upkstr(addrs) != 0)
+		b = -1;
+	pvm_freebuf(pvm_setrbuf(save));
+	return b;
+}
+
+/* 1 if pairs of tasks on this host talk udp under this environment. */
+static int udp_pairs(void)
+{
+	const char *mh = getenv("PVMRCP_MULTIHOST"), *tr = getenv("RCP_TRANSPORT");
+	return (mh && !strcmp(mh, "remote")) || (tr && !strcmp(tr, "udp"));
+}
+#endif
+
 /* Which transport a pair of tasks on this host uses, and which addresses a
  * task publishes, under the environment run.sh gives: nothing (one-host
  * VM: shm only), PVMRCP_MULTIHOST=1 (the VM pretends to have several
@@ -461,17 +485,14 @@ static int t_transport(void)
 	return 1;
 #else
 	const char *mh = getenv("PVMRCP_MULTIHOST"), *tr = getenv("RCP_TRANSPORT");
-	int multi = mh && *mh && strcmp(mh, "0"), remote = mh && !strcmp(mh, "remote");
+	int multi = mh && *mh && strcmp(mh, "0");
 	int forced_udp = tr && !strcmp(tr, "udp");
-	const char *want = forced_udp || remote ? "udp" : "shm";
-	int tid, atid, atag, alen, b, save;
-	char name[64], addrs[600] = {0}, c = 1;
+	const char *want = udp_pairs() ? "udp" : "shm";
+	int tid, atid, atag, alen, b;
+	char addrs[600] = {0}, c = 1;
 
-	snprintf(name, sizeof name, "pvmrcp:%x", (unsigned)pvm_mytid());
-	save = pvm_setrbuf(0);
-	b = pvm_recvinfo(name, 0, PvmMboxDefault);
-	CHECK(b > 0 && pvm_upkstr(addrs) == 0, "mailbox entry %s: %d", name, b);
-	pvm_freebuf(pvm_setrbuf(save));
+	b = published(pvm_mytid(), addrs);
+	CHECK(b > 0, "mailbox entry pvmrcp:%x: %d", (unsigned)pvm_mytid(), b);
 	CHECK(!strstr(addrs, "shm:") == !!forced_udp, "published %.200s", addrs);
 	CHECK(!strstr(addrs, "udp:") == !(forced_udp || multi), "published %.200s", addrs);
 	CHECK(spawn("echo", 1, &tid, NULL) == 0, "spawn");
@@ -510,19 +531,14 @@ static int free_udp_port(void)
 		close(fd);
 	return port;
 }
-#endif
 
-#ifndef PVMT_STOCK
 /* Waits (10 s at most) until TID has published its RCP addresses, so that
  * our next psend to it goes by RCP.  Returns 0 or -1. */
 static int wait_published(int tid)
 {
-	char name[64];
-	snprintf(name, sizeof name, "pvmrcp:%x", (unsigned)tid);
+	char addrs[600];
 	for (int i = 0; i < 10000; i++) {
-		int save = pvm_setrbuf(0), b = pvm_recvinfo(name, 0, PvmMboxDefault);
-		pvm_freebuf(pvm_setrbuf(save));
-		if (b > 0)
+		if (published(tid, addrs) > 0)
 			return 0;
 		usleep(1000); /* polls a condition; the clock is no part of it */
 	}
@@ -544,14 +560,13 @@ static int t_reuse(void)
 #ifdef PVMT_STOCK
 	return 1;
 #else
-	const char *mh = getenv("PVMRCP_MULTIHOST"), *tr = getenv("RCP_TRANSPORT");
 	const char *ex = getenv("PVM_EXPORT");
 	static char env[64], exp[512];
 	size_t max = 256 << 10;
 	char *a = malloc(max), *b = malloc(max);
 	int port = free_udp_port(), rc = 0;
 
-	if (!((mh && !strcmp(mh, "remote")) || (tr && !strcmp(tr, "udp")))) {
+	if (!udp_pairs()) {
 		free(a);
 		free(b);
 		snprintf(why, sizeof why, "pairs are not on udp here");
