@@ -344,7 +344,6 @@ static int take_over(struct pr_peer *p, rcp_ep *ep, rcp_chan **ch)
 		return 0;
 	if (o) {
 		int renew = rcp_chan_restarts(*ch) == o->restarts;
-		pvmrcpi_chan_set(*ch, NULL);
 		pvmrcpi_peer_gone(o);
 		if (!renew)
 			return 0;
@@ -384,10 +383,12 @@ int pvmrcpi_route(struct pr_peer *p)
 }
 
 /* P's task is gone and another task speaks on its channel now: P lets
- * go of the channel without closing it. */
+ * go of the channel (it no longer names P) without closing it. */
 void pvmrcpi_peer_gone(struct pr_peer *p)
 {
 	p->dead = 1;
+	if (p->ch && pvmrcpi_chan_get(p->ch) == p)
+		pvmrcpi_chan_set(p->ch, NULL);
 	p->ch = NULL;
 	p->route = PR_STOCK;
 }
