@@ -12,3 +12,6 @@ bin_PROGRAMS += perf/rcp-rpcbench
 perf_rcp_rpcbench_SOURCES = perf/rpcbench.c perf/size_arg.h
 perf_rcp_rpcbench_LDADD = librcp.la
 EXTRA_DIST += perf/rpc_sweep.sh perf/rpc_plot.py
+
+bin_PROGRAMS += perf/rcp-copy-ceiling
+perf_rcp_copy_ceiling_SOURCES = perf/copy_ceiling.c perf/tcp_pingpong.c perf/tcp_pingpong.h perf/size_arg.h

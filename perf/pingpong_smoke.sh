@@ -2,7 +2,7 @@
 # perf/pingpong_smoke.sh — `make check` smoke test of rcp-pingpong: every
 # transport, a spread of sizes (frame borders, RMA threshold, multi-frame),
 # every byte verified, once clean and once under injected loss, plus the
-# TCP baseline and the CSV shape.  It checks that the tool works, not how
+# TCP baseline and the CSV shape; and rcp-copy-ceiling's methods.  It checks that the tool works, not how
 # fast: no timing is asserted, and waits sleep so a parallel `make check`
 # is not starved.
 set -eu
@@ -36,4 +36,12 @@ echo "$out" | grep -Eq '^shm,4096,20,([0-9.]+,){6}[0-9.]+$'
 # Usage errors exit 2, a server that is not there exits 1.
 rc=0; "$pp" --sizes 4:1 2>/dev/null || rc=$?; [ $rc -eq 2 ]
 rc=0; "$pp" --connect shm:rcp-pingpong-nobody 2>/dev/null || rc=$?; [ $rc -eq 1 ]
+# rcp-copy-ceiling (the bare copy methods under RCP's shm bandwidth):
+# every method brings the stamped bytes back (it checks and exits 1 if
+# not), the pipeline wraps its cells, one CSV row per method and size.
+out=$(./perf/rcp-copy-ceiling --iters 5 --sizes 1,4k,100k --chunk 4k --cells 3)
+echo "$out" | head -1 | grep -qx 'method,size,iters,rtt_median_us,bandwidth_MBps'
+[ "$(echo "$out" | wc -l)" -eq 13 ]
+echo "$out" | grep -Eq '^cma2,102400,5,[0-9.]+,[0-9.]+$'
+rc=0; ./perf/rcp-copy-ceiling --methods nope 2>/dev/null || rc=$?; [ $rc -eq 2 ]
 echo "rcp-pingpong smoke: ok"
