@@ -27,8 +27,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
-#include <sched.h>
-#include <signal.h>
+#include <limits.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -43,6 +42,10 @@
 #include "perf/tcp_pingpong.h"
 
 #define MAXCELLS 64
+#define MAXLIST  32 /* sizes or methods on the command line */
+
+enum method { M_MEMCPY, M_CMA1, M_CMA2, M_PIPE2, NMETHODS };
+static const char *const method_names[NMETHODS] = {"memcpy", "cma1", "cma2", "pipe2"};
 
 /* One cache line per counter: the two processes write different ones. */
 struct ctl {
@@ -78,15 +81,15 @@ static int vm_copy(pid_t pid, void *local, void *remote, size_t n, int write)
 }
 
 /* One transfer of N bytes in direction DIR (0: process 0 sends), as side
- * ME of METHOD.  The sender's message is at SBUF, the
+ * ME of METHOD (not M_MEMCPY).  The sender's message is at SBUF, the
  * receiver's buffer is dst: both addresses are the same in both processes
  * (allocated before the fork). */
-static int xfer(struct run *R, const char *method, int me, int dir, size_t n, unsigned char *sbuf)
+static int xfer(struct run *R, enum method method, int me, int dir, size_t n, unsigned char *sbuf)
 {
 	struct ctl *c = R->ctl;
 	int sender = me == dir;
-	if (!strcmp(method, "cma1") || !strcmp(method, "cma2")) {
-		size_t h = method[3] == '2' ? n / 2 : 0;
+	if (method != M_PIPE2) {
+		size_t h = method == M_CMA2 ? n / 2 : 0;
 		unsigned long k = ++R->ncma[dir]; /* both sides count alike */
 		if (sender) {
 			atomic_store_explicit(&c->go[dir], k, memory_order_release);
@@ -129,10 +132,68 @@ static int cmpd(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-static int method_ok(const char *m)
+/* Splits the comma-separated LIST into at most MAX items, each through
+ * PARSE (-1: not valid); returns how many, or -1. */
+static int parse_list(const char *list, long *out, int max, long (*parse)(const char *))
 {
-	return !strcmp(m, "memcpy") || !strcmp(m, "cma1") || !strcmp(m, "cma2") ||
-	       !strcmp(m, "pipe2");
+	char *s = strdup(list), *f = s, *save = NULL, *t;
+	int n = 0;
+	for (; s && (t = strtok_r(f, ",", &save)); f = NULL) {
+		if (n == max || (out[n] = parse(t)) < 0) {
+			fprintf(stderr, "bad list item %s\n", t);
+			n = -1;
+			break;
+		}
+		n++;
+	}
+	free(s);
+	return s ? n : -1;
+}
+
+static long parse_method(const char *m)
+{
+	for (int i = 0; i < NMETHODS; i++)
+		if (!strcmp(m, method_names[i]))
+			return i;
+	return -1;
+}
+
+static long parse_size(const char *s)
+{
+	size_t n = size_arg(s);
+	return n && n <= (size_t)LONG_MAX ? (long)n : -1;
+}
+
+/* ITERS timed round trips (after a warm-up) of N bytes by METHOD into T;
+ * memcpy runs in process 0 only.  0, or 1 after saying what failed. */
+static int measure(struct run *R, enum method method, int me, size_t n, int iters, double *t)
+{
+	for (int i = -(iters / 10 + 2); i < iters; i++) {
+		uint64_t t0 = pp_now_ns();
+		/* ping: 0 -> 1 from src, stamped at both ends (the split's two
+		 * halves); pong: 1 echoes what it got, 0 checks it came back. */
+		unsigned char mark = (unsigned char)(i * 7 + 1);
+		if (method == M_MEMCPY) {
+			memcpy(R->dst, R->src, n);
+			memcpy(R->src, R->dst, n);
+		} else {
+			if (me == 0)
+				R->src[0] = R->src[n - 1] = mark;
+			if (xfer(R, method, me, 0, n, R->src) ||
+			    xfer(R, method, me, 1, n, R->dst)) {
+				fprintf(stderr, "%s: %s\n", method_names[method], strerror(errno));
+				return 1;
+			}
+			if (me == 0 && (R->dst[0] != mark || R->dst[n - 1] != mark)) {
+				fprintf(stderr, "%s: %zu B came back wrong\n", method_names[method],
+				        n);
+				return 1;
+			}
+		}
+		if (i >= 0)
+			t[i] = (double)(pp_now_ns() - t0) / 1e3;
+	}
+	return 0;
 }
 
 static void usage(const char *argv0)
@@ -150,43 +211,33 @@ int main(int argc, char **argv)
 	    {"sizes", 1, 0, 's'}, {"iters", 1, 0, 'i'},   {"chunk", 1, 0, 'c'},
 	    {"cells", 1, 0, 'n'}, {"methods", 1, 0, 'm'}, {"no-pin", 0, 0, 'P'},
 	    {0, 0, 0, 0}};
-	char sizes_s[256] = "64k,256k,1M,4M", methods_s[256] = "memcpy,cma1,cma2,pipe2";
-	int iters = 200, pin = 1, o, rc = 0;
+	const char *sizes_s = "64k,256k,1M,4M", *methods_s = "memcpy,cma1,cma2,pipe2";
+	long sizes[MAXLIST], methods[MAXLIST];
+	int iters = 200, pin = 1, o, rc = 0, nsizes, nmethods;
 	size_t maxsz = 0;
+	double *t;
 	struct run R = {.chunk = 65536, .ncells = 8};
 	pid_t child;
 
 	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (o) {
-		case 's': snprintf(sizes_s, sizeof sizes_s, "%s", optarg); break;
+		case 's': sizes_s = optarg; break;
 		case 'i': iters = atoi(optarg); break;
 		case 'c': R.chunk = size_arg(optarg); break;
 		case 'n': R.ncells = atoi(optarg); break;
-		case 'm': snprintf(methods_s, sizeof methods_s, "%s", optarg); break;
+		case 'm': methods_s = optarg; break;
 		case 'P': pin = 0; break;
 		default: usage(argv[0]);
 		}
 	}
-	if (iters < 4 || !R.chunk || R.ncells < 1 || R.ncells > MAXCELLS)
+	nsizes = parse_list(sizes_s, sizes, MAXLIST, parse_size);
+	nmethods = parse_list(methods_s, methods, MAXLIST, parse_method);
+	if (iters < 4 || !R.chunk || R.ncells < 1 || R.ncells > MAXCELLS || nsizes < 1 ||
+	    nmethods < 1)
 		usage(argv[0]);
-	{
-		char *s = strdup(sizes_s), *f = s, *save = NULL, *t;
-		for (; (t = strtok_r(f, ",", &save)); f = NULL)
-			if (size_arg(t) > maxsz)
-				maxsz = size_arg(t);
-		free(s);
-	}
-	if (!maxsz)
-		usage(argv[0]);
-	{
-		char *s = strdup(methods_s), *f = s, *save = NULL, *t;
-		for (; (t = strtok_r(f, ",", &save)); f = NULL)
-			if (!method_ok(t)) {
-				fprintf(stderr, "unknown method %s\n", t);
-				usage(argv[0]);
-			}
-		free(s);
-	}
+	for (int k = 0; k < nsizes; k++)
+		if ((size_t)sizes[k] > maxsz)
+			maxsz = (size_t)sizes[k];
 
 	R.ctl =
 	    mmap(NULL, sizeof *R.ctl, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -194,13 +245,13 @@ int main(int argc, char **argv)
 	               MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	R.src = malloc(maxsz);
 	R.dst = malloc(maxsz);
-	if (R.ctl == MAP_FAILED || R.cells == MAP_FAILED || !R.src || !R.dst) {
+	t = malloc(sizeof(double) * (size_t)iters);
+	if (R.ctl == MAP_FAILED || R.cells == MAP_FAILED || !R.src || !R.dst || !t) {
 		fprintf(stderr, "out of memory\n");
 		return 1;
 	}
 	memset(R.src, 0x5a, maxsz);
 	memset(R.dst, 0, maxsz);
-	memset(R.cells, 0, 2 * (size_t)R.ncells * R.chunk);
 
 	R.other = getpid();
 	child = fork();
@@ -213,77 +264,29 @@ int main(int argc, char **argv)
 	if (pin)
 		pp_pin_cpu(child ? 0 : 1);
 
-	{
-		double *t = malloc(sizeof(double) * (size_t)iters);
-		int me = child ? 0 : 1;
-		if (me == 0)
-			printf("method,size,iters,rtt_median_us,bandwidth_MBps\n");
-		char *ms = strdup(methods_s), *mf = ms, *method;
-		while (!rc && (method = strtok(mf, ","))) {
-			char *ss = strdup(sizes_s), *sf = ss, *st;
-			mf = NULL;
-			/* strtok is not reentrant: take the sizes with strtok_r. */
-			for (char *save = NULL; !rc && (st = strtok_r(sf, ",", &save)); sf = NULL) {
-				size_t n = size_arg(st);
-				int warm = iters / 10 + 2;
-				if (!strcmp(method, "memcpy")) {
-					if (me == 1)
-						continue;
-					for (int i = -warm; i < iters; i++) {
-						uint64_t t0 = pp_now_ns();
-						memcpy(R.dst, R.src, n);
-						memcpy(R.src, R.dst, n);
-						if (i >= 0)
-							t[i] = (double)(pp_now_ns() - t0) / 1e3;
-					}
-				} else {
-					for (int i = -warm; i < iters; i++) {
-						uint64_t t0 = pp_now_ns();
-						/* ping: 0 -> 1 from src, stamped at both
-						 * ends (the split's two halves); pong: 1
-						 * echoes what it got, 0 checks it came back. */
-						unsigned char mark = (unsigned char)(i * 7 + 1);
-						if (me == 0)
-							R.src[0] = R.src[n - 1] = mark;
-						if (xfer(&R, method, me, 0, n, R.src) ||
-						    xfer(&R, method, me, 1, n, R.dst)) {
-							fprintf(stderr, "%s: %s\n", method,
-							        strerror(errno));
-							atomic_store(&R.ctl->failed, 1);
-							rc = 1;
-							break;
-						}
-						if (i >= 0)
-							t[i] = (double)(pp_now_ns() - t0) / 1e3;
-						if (me == 0 &&
-						    (R.dst[0] != mark || R.dst[n - 1] != mark)) {
-							fprintf(stderr,
-							        "%s: %zu B came back wrong\n",
-							        method, n);
-							atomic_store(&R.ctl->failed, 1);
-							rc = 1;
-							break;
-						}
-					}
-				}
-				if (me == 0 && !rc) {
-					qsort(t, (size_t)iters, sizeof *t, cmpd);
-					printf("%s,%zu,%d,%.3f,%.1f\n", method, n, iters,
-					       t[iters / 2], (double)n / (t[iters / 2] / 2));
-					fflush(stdout);
-				}
+	if (child)
+		printf("method,size,iters,rtt_median_us,bandwidth_MBps\n");
+	for (int m = 0; m < nmethods && !rc; m++) {
+		for (int k = 0; k < nsizes && !rc; k++) {
+			size_t n = (size_t)sizes[k];
+			if (methods[m] == M_MEMCPY && !child)
+				continue; /* one process is enough */
+			rc = measure(&R, (enum method)methods[m], child ? 0 : 1, n, iters, t);
+			if (rc) {
+				atomic_store(&R.ctl->failed, 1);
+			} else if (child) {
+				qsort(t, (size_t)iters, sizeof *t, cmpd);
+				printf("%s,%zu,%d,%.3f,%.1f\n", method_names[methods[m]], n, iters,
+				       t[iters / 2], (double)n / (t[iters / 2] / 2));
+				fflush(stdout);
 			}
-			free(ss);
 		}
-		free(ms);
-		free(t);
 	}
+	free(t);
 	free(R.src);
 	free(R.dst);
 	if (child) {
 		int status;
-		if (rc)
-			atomic_store(&R.ctl->failed, 1);
 		if (waitpid(child, &status, 0) == child &&
 		    (!WIFEXITED(status) || WEXITSTATUS(status)))
 			rc = rc ? rc : 1;
