@@ -1689,17 +1689,32 @@ static void update_rto(rcp_chan *ch)
 	ch->rto = rto > p->rto_max ? p->rto_max : rto;
 }
 
-/* Header fields every frame carries: cumulative ack, credits, window. */
-static void process_ack_fields(rcp_chan *ch, const struct rcpw_hdr *h, uint64_t now)
+/* Header fields every frame carries: cumulative ack, credits, window.
+ * Returns -1, having changed nothing, for an ack of frames never sent.
+ *
+ * Ranges are checked as unsigned distances from the lower end, never by
+ * two serial-number comparisons: those are both true for a value exactly
+ * 2^31 away (RFC 1982 leaves that case undefined), so with nothing in
+ * flight an ack of tx_una + 2^31 passed both, and the loop below walked
+ * 2^31 slots (~8.6 s of CPU from one datagram) and left tx_una past
+ * tx_next.  An ack at or behind tx_una (an old frame, reordered) is
+ * normal; one past tx_next cannot come from a correct peer. */
+static int process_ack_fields(rcp_chan *ch, const struct rcpw_hdr *h, uint64_t now)
 {
+	uint32_t inflight = ch->tx_next - ch->tx_una;
+	uint32_t ahead = h->ack - ch->tx_una;
 	int progress = 0;
 
-	if (rcpw_seq_lt(ch->credits_granted, h->credits) &&
-	    rcpw_seq_le(h->credits, ch->credits_used + 1000000))
+	if (ahead > inflight && h->ack - ch->tx_next <= 0x80000000u)
+		return -1; /* beyond tx_next (by up to 2^31): never sent */
+	/* Credits: forward of what we hold, by at most what we used plus a
+	 * bound, so a forged value cannot give unlimited credit. */
+	if ((uint32_t)(h->credits - ch->credits_granted) - 1u <
+	    (uint32_t)(ch->credits_used + 1000000 - ch->credits_granted))
 		ch->credits_granted = h->credits;
 	if (h->wnd)
 		ch->peer_wnd = h->wnd > TXW_MAX ? TXW_MAX : h->wnd;
-	if (rcpw_seq_lt(ch->tx_una, h->ack) && rcpw_seq_le(h->ack, ch->tx_next)) {
+	if (ahead && ahead <= inflight) {
 		while (ch->tx_una != h->ack) {
 			struct slot *s = slot_of(ch, ch->tx_una);
 			if (!s->sacked)
@@ -1721,6 +1736,7 @@ static void process_ack_fields(rcp_chan *ch, const struct rcpw_hdr *h, uint64_t 
 		if (ch->tx_una == ch->tx_next)
 			ch->tlp_at = 0;
 	}
+	return 0;
 }
 
 static void process_sack(rcp_chan *ch, const struct rcpw_hdr *h, const unsigned char *pl,
@@ -1737,7 +1753,9 @@ static void process_sack(rcp_chan *ch, const struct rcpw_hdr *h, const unsigned 
 			uint32_t i = (uint32_t)__builtin_ctzll(bits);
 			uint32_t seq = h->ack + 1 + 64 * w + i;
 			bits &= bits - 1;
-			if (rcpw_seq_lt(seq, ch->tx_una) || !rcpw_seq_lt(seq, ch->tx_next))
+			/* Distance from tx_una, not serial comparisons (see
+			 * process_ack_fields). */
+			if (seq - ch->tx_una >= ch->tx_next - ch->tx_una)
 				continue;
 			struct slot *s = slot_of(ch, seq);
 			if (s->sacked)
@@ -1889,7 +1907,10 @@ void rcpc_input(rcpc_core *c, int peer, const void *src, size_t srclen, const vo
 		return;
 	ch->last_heard = now;
 	chan_dirty(ch);
-	process_ack_fields(ch, &h, now);
+	if (process_ack_fields(ch, &h, now)) {
+		bad(c); /* acks frames never sent: forged or broken */
+		return;
+	}
 	switch (h.type) {
 	case RCPW_ACK: process_sack(ch, &h, pl, now); break;
 	case RCPW_PING: ch->ack_now = 1; break;
