@@ -32,7 +32,17 @@ struct sim {
 	struct sim_stats st;
 	void (*tap)(void *, int, int, const void *, size_t);
 	void *tap_arg;
+	int64_t (*fate)(void *, int, int, const void *, size_t);
+	void *fate_arg;
 };
+
+void sim_set_fate(struct sim *s,
+                  int64_t (*fate)(void *arg, int from, int to, const void *frame, size_t len),
+                  void *arg)
+{
+	s->fate = fate;
+	s->fate_arg = arg;
+}
 
 void sim_set_tap(struct sim *s,
                  void (*tap)(void *arg, int from, int to, const void *frame, size_t len), void *arg)
@@ -127,6 +137,7 @@ static int io_send(void *ctx, int peer, const struct iovec *iov, int iovcnt, uns
 	struct sim *s = n->s;
 	unsigned char buf[1 << 17];
 	size_t len = 0;
+	uint64_t fate_extra = 0;
 	(void)flags;
 
 	if (peer < 0 || peer >= s->o.n)
@@ -142,6 +153,14 @@ static int io_send(void *ctx, int peer, const struct iovec *iov, int iovcnt, uns
 	s->st.sent++;
 	if (n->dead)
 		return 0;
+	if (s->fate) {
+		int64_t f = s->fate(s->fate_arg, n->id, peer, buf, len);
+		if (f < 0) {
+			s->st.dropped++;
+			return 0;
+		}
+		fate_extra = (uint64_t)f;
+	}
 	if (unit(s) < s->o.link.drop) {
 		s->st.dropped++;
 		return 0;
@@ -155,9 +174,9 @@ static int io_send(void *ctx, int peer, const struct iovec *iov, int iovcnt, uns
 		s->st.corrupted++;
 	}
 	{
-		uint64_t extra = 0;
+		uint64_t extra = fate_extra;
 		if (unit(s) < s->o.link.reorder) {
-			extra = 1 + rnd(s) % (s->o.link.reorder_max ? s->o.link.reorder_max : 1);
+			extra += 1 + rnd(s) % (s->o.link.reorder_max ? s->o.link.reorder_max : 1);
 			s->st.reordered++;
 		}
 		enqueue(s, n->id, peer, buf, len, extra);
@@ -278,6 +297,8 @@ struct sim *sim_new(const struct sim_opts *o)
 			io.put = io_put;
 		}
 		p.epoch = 0x1000u + (uint32_t)i;
+		if (i < 4 && o->rx_frames[i])
+			p.rx_frames = o->rx_frames[i];
 		if (o->accept)
 			p.flags |= RCP_EP_ACCEPT;
 		rcpc_core_new(&p, &io, n, &n->core);

@@ -34,6 +34,7 @@ struct sim_opts {
 	int accept;                /* RCP_EP_ACCEPT on every core */
 	struct rcpc_params params; /* zeroed: defaults with mtu 4096 */
 	uint64_t bandwidth;        /* bytes per second per link (0: infinite) */
+	uint32_t rx_frames[4];     /* nonzero: node i's own rx_frames (i < 4) */
 };
 
 struct sim *sim_new(const struct sim_opts *o);
@@ -58,6 +59,14 @@ void sim_inject(struct sim *s, int from, int to, const void *frame, size_t len);
 void sim_set_tap(struct sim *s,
                  void (*tap)(void *arg, int from, int to, const void *frame, size_t len),
                  void *arg);
+
+/* Calls FATE for every frame sent, before the random faults: a negative
+ * return drops it (counted in `dropped`), a positive one delays it by that
+ * many ns more (it arrives after frames sent later: reordering), 0 lets it
+ * go.  For scenarios that need one exact loss.  NULL removes it. */
+void sim_set_fate(struct sim *s,
+                  int64_t (*fate)(void *arg, int from, int to, const void *frame, size_t len),
+                  void *arg);
 
 /* Counters. */
 struct sim_stats {
