@@ -148,6 +148,8 @@ enum rcpw_verdict rcpw_parse(const void *frame, size_t len, uint32_t session, in
 		return RCPW_BAD_MAGIC;
 	if (h->type < RCPW_DATA || h->type > RCPW_TYPE_MAX || (h->flags & ~RCPW_F_ALL))
 		return RCPW_BAD_TYPE;
+	/* Exactly: trailing bytes are refused too (a padded or glued datagram
+	 * is not ours to guess at; tests/test_wire t_exact_length). */
 	if (h->len != len - hl)
 		return RCPW_BAD_LEN;
 	if (h->flags & RCPW_F_CRC) {

@@ -4,7 +4,8 @@
  * lengths and split points (a frame's CRC is chained over header and
  * payload, so continuation must agree too); and the parser on the
  * compact header of a whole small message, built here byte by byte from
- * the layout in rcp/wire.h.
+ * the layout in rcp/wire.h; and exact frame lengths (no trailing bytes,
+ * no truncation) for every frame type.
  */
 #include "testutil.h"
 
@@ -154,12 +155,117 @@ static void t_compact(void **state)
 	assert_int_equal(rcpw_parse(f, 48, 0x52435031u, 0, &h, &pl), RCPW_BAD_SHORT);
 }
 
+/* A full-header frame: TYPE, FLAGS, ARG, then PLEN payload bytes; the
+ * header's len says PLEN. */
+static size_t full(unsigned char *f, uint8_t type, uint16_t flags, uint64_t arg, size_t plen,
+                   int crc)
+{
+	memset(f, 0, RCPW_HLEN);
+	put(f, 0, RCPW_MAGIC, 2);
+	put(f, 2, RCPW_VERSION, 1);
+	put(f, 3, type, 1);
+	put(f, 4, flags | (crc ? RCPW_F_CRC : 0), 2);
+	put(f, 6, RCPW_HLEN, 2);
+	put(f, 8, 0x52435031u, 4);
+	put(f, 12, 0x1111, 4);
+	put(f, 16, 0x2222, 4);
+	put(f, 20, 7, 4);
+	put(f, 24, 5, 4);
+	put(f, 32, 64, 4); /* wnd */
+	put(f, 36, plen, 4);
+	put(f, 44, 9, 4);
+	put(f, 56, arg, 8);
+	for (size_t i = 0; i < plen; i++)
+		f[RCPW_HLEN + i] = (unsigned char)(0x40 + i);
+	if (crc)
+		put(f, 40, rcpw_crc32c(0, f, RCPW_HLEN + plen), 4);
+	return RCPW_HLEN + plen;
+}
+
+/* The frame's length must be exactly header + len: a frame with bytes
+ * after its payload (a datagram padded or glued to another) and a
+ * truncated one are refused, for every frame type, CRC or not, and no
+ * prefix of a valid frame parses.  A compact frame has no len field (its
+ * length is the datagram's), so a trailing byte becomes payload: the CRC
+ * catches it when on, and without CRC it is a longer message, which is why
+ * the compact header is used only where the nic delivers whole frames. */
+static void t_exact_length(void **state)
+{
+	static const struct {
+		uint8_t type;
+		uint16_t flags;
+		uint64_t arg;
+		size_t plen;
+	} k[] = {
+	    {RCPW_DATA, RCPW_F_FIRST | RCPW_F_EAGER, 8, 8},
+	    {RCPW_DATA, RCPW_F_FIRST | RCPW_F_EAGER, 0, 0},
+	    {RCPW_DATA, RCPW_F_FIRST, 5000, 24},
+	    {RCPW_DATA, 0, 4096, 16},
+	    {RCPW_ACK, 0, 0, 0},
+	    {RCPW_ACK, 0, 0, 16},
+	    {RCPW_PING, 0, 0, 0},
+	    {RCPW_RTS, 0, 100000, 0},
+	    {RCPW_RTS, RCPW_F_RMA, 100000, 24},
+	    {RCPW_READY, RCPW_F_ANYTAG, 100000, 0},
+	    {RCPW_FIN, 0, 100000, 0},
+	    {RCPW_FIN, RCPW_F_FIRST | RCPW_F_SPLIT, 100000, 24},
+	};
+	unsigned char f[RCPW_HLEN + 64], g[RCPW_HLEN + 64];
+	struct rcpw_hdr h;
+	const unsigned char *pl;
+	(void)state;
+
+	for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+		for (int crc = 0; crc < 2; crc++) {
+			size_t n = full(f, k[i].type, k[i].flags, k[i].arg, k[i].plen, crc);
+			if (rcpw_parse(f, n, 0x52435031u, crc, &h, &pl) != RCPW_OK)
+				fail_msg("case %zu crc %d: a valid frame refused", i, crc);
+			assert_int_equal(h.len, k[i].plen);
+			assert_ptr_equal(pl, f + RCPW_HLEN);
+			/* One trailing byte, and eight, whatever their value. */
+			for (size_t extra = 1; extra <= 8; extra += 7) {
+				memset(f + n, 0, extra);
+				assert_int_equal(rcpw_parse(f, n + extra, 0x52435031u, 0, &h, &pl),
+				                 RCPW_BAD_LEN);
+			}
+			/* Every truncation: short header, then a short payload. */
+			for (size_t cut = 0; cut < n; cut++) {
+				enum rcpw_verdict v = rcpw_parse(f, cut, 0x52435031u, 0, &h, &pl);
+				enum rcpw_verdict want = cut < RCPW_HLEN ? RCPW_BAD_SHORT : RCPW_BAD_LEN;
+				if (v != want)
+					fail_msg("case %zu crc %d: %zu of %zu bytes gave %d, want %d",
+					         i, crc, cut, n, (int)v, (int)want);
+			}
+			/* The len field one more or one less than the payload. */
+			memcpy(g, f, n);
+			put(g, 36, k[i].plen + 1, 4);
+			assert_int_equal(rcpw_parse(g, n, 0x52435031u, 0, &h, &pl), RCPW_BAD_LEN);
+			if (k[i].plen) {
+				put(g, 36, k[i].plen - 1, 4);
+				assert_int_equal(rcpw_parse(g, n, 0x52435031u, 0, &h, &pl),
+				                 RCPW_BAD_LEN);
+			}
+		}
+	}
+	/* Compact: a trailing byte is payload; with the CRC on it is caught. */
+	{
+		size_t n = compact(f, RCPW_DATA, RCPW_F_FIRST | RCPW_F_EAGER, 8, 1);
+		f[n] = 'x';
+		assert_int_equal(rcpw_parse(f, n + 1, 0x52435031u, 1, &h, &pl), RCPW_BAD_CRC);
+		assert_int_equal(rcpw_parse(f, n - 1, 0x52435031u, 1, &h, &pl), RCPW_BAD_CRC);
+		n = compact(f, RCPW_DATA, RCPW_F_FIRST | RCPW_F_EAGER, 8, 0);
+		assert_int_equal(rcpw_parse(f, n + 1, 0x52435031u, 0, &h, &pl), RCPW_OK);
+		assert_int_equal(h.len, 9);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(t_crc_known),
 	    cmocka_unit_test(t_crc_agree),
 	    cmocka_unit_test(t_compact),
+	    cmocka_unit_test(t_exact_length),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
