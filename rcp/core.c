@@ -1735,6 +1735,14 @@ static int process_ack_fields(rcp_chan *ch, const struct rcpw_hdr *h, uint64_t n
 		update_rto(ch);
 		if (ch->tx_una == ch->tx_next)
 			ch->tlp_at = 0;
+		/* Marks behind tx_una mean nothing more; left there, 2^31
+		 * frames later the serial comparisons against them would flip:
+		 * every frame in flight taken for a hole (highest_sacked), or no
+		 * window decrease on loss (recover). */
+		if (ch->have_sack && !rcpw_seq_lt(ch->tx_una, ch->highest_sacked))
+			ch->have_sack = 0;
+		if (rcpw_seq_lt(ch->recover, ch->tx_una))
+			ch->recover = ch->tx_una;
 	}
 	return 0;
 }
