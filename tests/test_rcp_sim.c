@@ -1537,6 +1537,65 @@ static void t_forged_ack(void **state)
 	sim_free(s);
 }
 
+/* The datagram of failure 1 as a stranger sends it: an accepting server
+ * gets an ACK from an unknown address, ack = 1 + 2^31 (its new channel
+ * would have nothing in flight).  It is refused (counted bad, or stale
+ * where strangers are not taken at their word), a channel it opened is
+ * left intact, and the server keeps serving its real client. */
+static void t_forged_ack_stranger(void **state)
+{
+	uint64_t seed = test_seed(1102);
+	struct sim_opts o = pair_opts(seed, 0, 0, 4096);
+	unsigned char f[RCPW_HLEN + 64], b[8] = "1234567", r[8];
+	struct rcp_ep_stats a, z;
+	struct grab g = {.from = 0, .to = 1};
+	struct one x[2] = {{0}};
+	struct sim *s;
+	rcp_chan *ch;
+	(void)state;
+
+	o.n = 3;
+	o.accept = 1;
+	s = sim_new(&o);
+	sim_set_tap(s, grab_rec, &g);
+	assert_int_equal(rcpc_irecv(sim_core(s, 1), NULL, RCP_ANY_TAG, r, 8, sim_now(s), &x[1].r),
+	                 0);
+	assert_int_equal(rcpc_issend(sim_chan(s, 0, 1), 1, b, 8, sim_now(s), &x[0].r), 0);
+	assert_int_equal(sim_run(s, two_done, x, SEC), 0);
+	sim_set_tap(s, NULL, NULL);
+	assert_int_not_equal(g.len, 0);
+	forge(&g, f, RCPW_ACK, 0, 0, 1u + 0x80000000u, 0, 0, NULL, 0);
+	set_le(f, 12, 0x7777, 4); /* src_epoch: the stranger's */
+	set_le(f, 16, 0, 4);
+	set_le(f, 40, 0, 4);
+	if ((f[4] | f[5] << 8) & RCPW_F_CRC)
+		set_le(f, 40, rcpw_crc32c(0, f, RCPW_HLEN), 4);
+	rcpc_core_stats(sim_core(s, 1), &a);
+	sim_inject(s, 2, 1, f, RCPW_HLEN);
+	rcpc_core_stats(sim_core(s, 1), &z);
+	if (z.bad_frames + z.stale_frames != a.bad_frames + a.stale_frames + 1)
+		fail_msg("stranger's ack of 2^31 frames: bad +%llu stale +%llu (seed %#llx)",
+		         (unsigned long long)(z.bad_frames - a.bad_frames),
+		         (unsigned long long)(z.stale_frames - a.stale_frames),
+		         (unsigned long long)seed);
+	ch = rcpc_chan_by_peer(sim_core(s, 1), 2);
+	if (ch) {
+		char d[1024];
+		unsigned una, next, rx, rxmsg;
+		chan_seqs(ch, &una, &next, &rx, &rxmsg, d, sizeof d);
+		if (una != next || next - 1 > 0x7fffffffu)
+			fail_msg("the stranger's channel: %s (seed %#llx)", d,
+			         (unsigned long long)seed);
+	}
+	memset(x, 0, sizeof x);
+	assert_int_equal(rcpc_irecv(sim_core(s, 1), NULL, RCP_ANY_TAG, r, 8, sim_now(s), &x[1].r),
+	                 0);
+	assert_int_equal(rcpc_issend(sim_chan(s, 0, 1), 2, b, 8, sim_now(s), &x[0].r), 0);
+	assert_int_equal(sim_run(s, two_done, x, SEC), 0);
+	assert_int_equal(x[1].st.tag, 2);
+	sim_free(s);
+}
+
 /* A frame addressed to an earlier incarnation of the receiver (dst_epoch
  * nonzero and not its own) is stale: sequence numbers restart at 1, so it
  * would otherwise land in the new conversation.  The same frame with the
@@ -1754,6 +1813,7 @@ int main(void)
 	    cmocka_unit_test(t_sack_reorder_no_resend),
 	    cmocka_unit_test(t_sack_three_holes),
 	    cmocka_unit_test(t_forged_ack),
+	    cmocka_unit_test(t_forged_ack_stranger),
 	    cmocka_unit_test(t_stale_dst_epoch),
 	    cmocka_unit_test(t_cancel_queued_ids),
 	    cmocka_unit_test(t_window_asymmetric),
