@@ -1247,8 +1247,8 @@ static void burst(uint64_t seed, struct script *sc, int n, uint32_t *first, uint
 		assert_int_equal(rcpc_irecv(sim_core(s, 1), sim_chan(s, 1, 0), RCP_ANY_TAG, rb[0],
 		                            8, sim_now(s), &x[1].r),
 		                 0);
-		assert_int_equal(
-		    rcpc_issend(sim_chan(s, 0, 1), 1, sb[0], 8, sim_now(s), &x[0].r), 0);
+		assert_int_equal(rcpc_issend(sim_chan(s, 0, 1), 1, sb[0], 8, sim_now(s), &x[0].r),
+		                 0);
 		assert_int_equal(sim_run(s, two_done, x, SEC), 0);
 	}
 	sim_run(s, never, NULL, SEC / 100); /* every ack in */
@@ -1424,15 +1424,14 @@ static size_t forge(const struct grab *g, unsigned char *out, uint8_t type, uint
 	return RCPW_HLEN + plen;
 }
 
-static void chan_seqs(rcp_chan *ch, unsigned *una, unsigned *next, unsigned *rx,
-                      unsigned *rxmsg, char *d, size_t dlen)
+static void chan_seqs(rcp_chan *ch, unsigned *una, unsigned *next, unsigned *rx, unsigned *rxmsg,
+                      char *d, size_t dlen)
 {
 	unsigned gaps;
 	rcpc_chan_debug(ch, d, dlen);
 	assert_int_equal(sscanf(strstr(d, "tx una"), "tx una %u next %u", una, next), 2);
-	assert_int_equal(sscanf(strstr(d, "rx next"), "rx next %u gaps %u msg %u", rx, &gaps,
-	                        rxmsg),
-	                 3);
+	assert_int_equal(
+	    sscanf(strstr(d, "rx next"), "rx next %u gaps %u msg %u", rx, &gaps, rxmsg), 3);
 }
 
 /* Sets up a pair that has exchanged one message each way, recording a
@@ -1450,8 +1449,8 @@ static struct sim *talked_pair(uint64_t seed, struct grab *g, int from, int to)
 		assert_int_equal(rcpc_irecv(sim_core(s, !side), sim_chan(s, !side, side),
 		                            RCP_ANY_TAG, r, 8, sim_now(s), &x[1].r),
 		                 0);
-		assert_int_equal(rcpc_issend(sim_chan(s, side, !side), 1, b, 8, sim_now(s), &x[0].r),
-		                 0);
+		assert_int_equal(
+		    rcpc_issend(sim_chan(s, side, !side), 1, b, 8, sim_now(s), &x[0].r), 0);
 		assert_int_equal(sim_run(s, two_done, x, SEC), 0);
 	}
 	sim_run(s, never, NULL, SEC / 100);
@@ -1518,9 +1517,8 @@ static void t_forged_ack(void **state)
 		sc.ndrop = 4;
 		sim_set_fate(s, script_fate, &sc);
 		test_fill(big, sizeof big, 3);
-		assert_int_equal(rcpc_isend(sim_chan(s, 0, 1), 9, big, sizeof big, sim_now(s),
-		                            &x[0].r),
-		                 0);
+		assert_int_equal(
+		    rcpc_isend(sim_chan(s, 0, 1), 9, big, sizeof big, sim_now(s), &x[0].r), 0);
 		sim_set_fate(s, NULL, NULL);
 	}
 	/* The channel still works: the message arrives whole. */
@@ -1730,9 +1728,8 @@ static void t_window_asymmetric(void **state)
 		assert_int_equal(rcpc_irecv(sim_core(s, !side), sim_chan(s, !side, side),
 		                            RCP_ANY_TAG, rb[0], 8, sim_now(s), &x[1].r),
 		                 0);
-		assert_int_equal(rcpc_issend(sim_chan(s, side, !side), 1, sb[0], 8, sim_now(s),
-		                             &x[0].r),
-		                 0);
+		assert_int_equal(
+		    rcpc_issend(sim_chan(s, side, !side), 1, sb[0], 8, sim_now(s), &x[0].r), 0);
 		assert_int_equal(sim_run(s, two_done, x, SEC), 0);
 	}
 	for (int round = 0; round < 2; round++) {
@@ -1765,7 +1762,8 @@ static void t_window_asymmetric(void **state)
 			assert_int_equal(x[2 + side].st.error, 0);
 			assert_int_equal(x[2 + side].st.len, sizeof sb[side]);
 			assert_int_equal(
-			    test_check(rb[side], sizeof rb[side], (uint64_t)(side + 10 * round)), -1);
+			    test_check(rb[side], sizeof rb[side], (uint64_t)(side + 10 * round)),
+			    -1);
 		}
 	}
 	for (int side = 0; side < 2; side++)

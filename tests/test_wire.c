@@ -231,10 +231,12 @@ static void t_exact_length(void **state)
 			/* Every truncation: short header, then a short payload. */
 			for (size_t cut = 0; cut < n; cut++) {
 				enum rcpw_verdict v = rcpw_parse(f, cut, 0x52435031u, 0, &h, &pl);
-				enum rcpw_verdict want = cut < RCPW_HLEN ? RCPW_BAD_SHORT : RCPW_BAD_LEN;
+				enum rcpw_verdict want =
+				    cut < RCPW_HLEN ? RCPW_BAD_SHORT : RCPW_BAD_LEN;
 				if (v != want)
-					fail_msg("case %zu crc %d: %zu of %zu bytes gave %d, want %d",
-					         i, crc, cut, n, (int)v, (int)want);
+					fail_msg(
+					    "case %zu crc %d: %zu of %zu bytes gave %d, want %d", i,
+					    crc, cut, n, (int)v, (int)want);
 			}
 			/* The len field one more or one less than the payload. */
 			memcpy(g, f, n);
