@@ -1594,6 +1594,43 @@ static void t_forged_ack_stranger(void **state)
 	sim_free(s);
 }
 
+/* Credits in a header are taken only forward of what the sender holds and
+ * by at most a bound past what it used: two serial comparisons let a
+ * value exactly 2^31 past the bound through, for credit without end. */
+static void t_forged_credits(void **state)
+{
+	uint64_t seed = test_seed(1103);
+	struct grab g;
+	struct sim *s = talked_pair(seed, &g, 1, 0);
+	unsigned char f[RCPW_HLEN + 64];
+	unsigned una, next, rx, rxmsg, used, granted, want;
+	const uint32_t bound = 1000000; /* process_ack_fields */
+	char d[1024];
+	(void)state;
+
+	chan_seqs(sim_chan(s, 0, 1), &una, &next, &rx, &rxmsg, d, sizeof d);
+	assert_int_equal(sscanf(strstr(d, "credits"), "credits %u/%u", &used, &granted), 2);
+	for (int k = 0; k < 4; k++) {
+		static const uint32_t add[] = {0, 0x80000000u, 1, 0xffffffffu};
+		/* The bound itself, then 2^31 past it, one past it, one behind. */
+		uint32_t cr = used + bound + add[k];
+		unsigned u, gr;
+		forge(&g, f, RCPW_ACK, 0, 0, una, 0, 0, NULL, 0);
+		set_le(f, 28, cr, 4);
+		set_le(f, 40, 0, 4);
+		if ((f[4] | f[5] << 8) & RCPW_F_CRC)
+			set_le(f, 40, rcpw_crc32c(0, f, RCPW_HLEN), 4);
+		sim_inject(s, 1, 0, f, RCPW_HLEN);
+		rcpc_chan_debug(sim_chan(s, 0, 1), d, sizeof d);
+		assert_int_equal(sscanf(strstr(d, "credits"), "credits %u/%u", &u, &gr), 2);
+		want = used + bound;
+		if (gr != want)
+			fail_msg("credits %u sent, %u used: granted %u, want %u (seed %#llx)", cr,
+			         used, gr, want, (unsigned long long)seed);
+	}
+	sim_free(s);
+}
+
 /* A frame addressed to an earlier incarnation of the receiver (dst_epoch
  * nonzero and not its own) is stale: sequence numbers restart at 1, so it
  * would otherwise land in the new conversation.  The same frame with the
@@ -1812,6 +1849,7 @@ int main(void)
 	    cmocka_unit_test(t_sack_three_holes),
 	    cmocka_unit_test(t_forged_ack),
 	    cmocka_unit_test(t_forged_ack_stranger),
+	    cmocka_unit_test(t_forged_credits),
 	    cmocka_unit_test(t_stale_dst_epoch),
 	    cmocka_unit_test(t_cancel_queued_ids),
 	    cmocka_unit_test(t_window_asymmetric),
