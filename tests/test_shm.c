@@ -137,7 +137,7 @@ static pid_t fork_child(void)
 {
 	pid_t pid;
 	fflush(NULL);
-	pid = fork();
+	pid = test_fork(); /* dies with us, even if an assertion unwinds us */
 	assert_true(pid >= 0);
 	return pid;
 }
