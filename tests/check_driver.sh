@@ -65,7 +65,7 @@ run plain 'exit 0'
 [ "$(count plain PASS)" = 1 ] && ok "a shell test is one test" || bad "a shell test is one test"
 
 # A hanging test and the child it forked: both killed, the test named.
-RCP_TEST_TIMEOUT=1 run hang 'sleep 1000 & echo "child $!" ; echo "[ RUN      ] stuck"; sleep 1000'
+RCPTEST_TIMEOUT=1 run hang 'sleep 1000 & echo "child $!" ; echo "[ RUN      ] stuck"; sleep 1000'
 child=$(sed -n 's/^child //p' "$tmp/hang.log")
 if grep -q '^TIMEOUT: hang after 1 s' "$tmp/hang.out" &&
 	grep -q '^:test-result: ERROR stuck' "$tmp/hang.trs" && [ -n "$child" ] &&
@@ -92,7 +92,7 @@ fi
 if [ -d /dev/shm ] && [ -w /dev/shm ]; then
 	other=/dev/shm/rcp-drvtest-other-$$
 	: >"$other"
-	run shm 'sh -c '\''echo $$ >>"$RCP_TEST_PIDFILE"; : >/dev/shm/rcp-drvtest-$$-c'\''
+	run shm 'sh -c '\''echo $$ >>"$RCPTEST_PIDFILE"; : >/dev/shm/rcp-drvtest-$$-c'\''
 : >/dev/shm/rcp-drvtest-$$-a
 : >/dev/shm/rcp-drvtest-other-$$'
 	if [ "$(grep -c '^LEAK: shm left /dev/shm/rcp-drvtest-' "$tmp/shm.out")" = 3 ] &&

@@ -22,7 +22,7 @@
 # the test's time limit (TERM, then KILL 5 s later) and the driver prints
 # "TIMEOUT: NAME after N s" with the log's last lines.  Limits: 900 s for
 # tests/pvm/run.sh (its six sections bound themselves at 120 s each), 300 s
-# for every other test; RCP_TEST_TIMEOUT=N sets one limit for all.
+# for every other test; RCPTEST_TIMEOUT=N sets one limit for all.
 #
 # Nothing left behind.  Once the test's main process has ended, any process
 # still in its session is reported ("LEFTOVER: NAME left running: ...", a
@@ -31,7 +31,7 @@
 # Shared-memory segments are named after the pid of a test process
 # ("rcp-ts-<pid>-tag"): a segment that appeared during the test and is
 # named after the test's pid, a leftover's pid, or a child's pid that the
-# test helpers wrote to $RCP_TEST_PIDFILE, is removed and reported
+# test helpers wrote to $RCPTEST_PIDFILE, is removed and reported
 # ("LEAK: NAME left /dev/shm/...", a failure).  Segments of other tests
 # running in parallel carry other pids and are not touched.
 set -u
@@ -54,7 +54,7 @@ case $name in
 tests/pvm/run.sh) limit=900 ;;
 *) limit=300 ;;
 esac
-[ -n "${RCP_TEST_TIMEOUT:-}" ] && limit=$RCP_TEST_TIMEOUT
+[ -n "${RCPTEST_TIMEOUT:-}" ] && limit=$RCPTEST_TIMEOUT
 
 shmdir=/dev/shm
 tmark="$log.timeout"
@@ -63,7 +63,8 @@ rm -f "$tmark" "$pidfile"
 : >"$pidfile"
 before=$(ls -1 "$shmdir" 2>/dev/null | sort)
 
-export RCP_TEST_PIDFILE="$pidfile"
+# Not RCP_*: the library warns about every RCP_ variable it does not know.
+export RCPTEST_PIDFILE="$pidfile"
 if command -v setsid >/dev/null 2>&1; then
 	# A background child of a shell without job control is not a group
 	# leader, so setsid(1) calls setsid() and execs: $! is the test.

@@ -82,7 +82,7 @@ static inline long test_check(const void *buf, size_t len, uint64_t seq)
  * The child also dies with the test program (PR_SET_PDEATHSIG): when a
  * failed assertion unwinds the parent past its waitpid, a child waiting
  * for a peer would otherwise poll forever.  Its pid goes to
- * $RCP_TEST_PIDFILE (set by tests/driver.sh), which then removes the
+ * $RCPTEST_PIDFILE (set by tests/driver.sh), which then removes the
  * /dev/shm segments named after it if the child could not. */
 static inline pid_t test_fork(void)
 {
@@ -98,7 +98,7 @@ static inline pid_t test_fork(void)
 		if (getppid() != parent) /* the parent died before the prctl */
 			_exit(1);
 	} else if (p > 0) {
-		const char *f = getenv("RCP_TEST_PIDFILE");
+		const char *f = getenv("RCPTEST_PIDFILE");
 		int fd = f ? open(f, O_WRONLY | O_APPEND | O_CLOEXEC) : -1;
 		if (fd >= 0) {
 			char line[24];
