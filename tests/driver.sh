@@ -65,6 +65,7 @@ before=$(ls -1 "$shmdir" 2>/dev/null | sort)
 
 # Not RCP_*: the library warns about every RCP_ variable it does not know.
 export RCPTEST_PIDFILE="$pidfile"
+t0=$(date +%s)
 if command -v setsid >/dev/null 2>&1; then
 	# A background child of a shell without job control is not a group
 	# leader, so setsid(1) calls setsid() and execs: $! is the test.
@@ -214,6 +215,6 @@ fi
 	[ $g = PASS ] && echo ":copy-in-global-log: no" || echo ":copy-in-global-log: yes"
 } >"$trs"
 rm -f "$trs.tmp"
-echo "$g: $name ($np passed, $nf failed, $ns skipped)"
+echo "$g: $name ($np passed, $nf failed, $ns skipped; $(($(date +%s) - t0)) s of $limit)"
 grep '^:test-result: \(FAIL\|ERROR\)' "$trs" | sed "s|^:test-result: \([A-Z]*\) |  \1: $name: |"
 exit 0
