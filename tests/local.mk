@@ -96,5 +96,5 @@ endif
 # line (so make check's summary counts them all), a time limit per test, and
 # no process or /dev/shm segment left behind (see the script's header).
 LOG_DRIVER = $(SHELL) $(top_srcdir)/tests/driver.sh
-EXTRA_DIST += tests/driver.sh tests/check_driver.sh
-TESTS += tests/check_driver.sh
+EXTRA_DIST += tests/driver.sh tests/check_driver.sh tests/check_gitignore.sh
+TESTS += tests/check_driver.sh tests/check_gitignore.sh
