@@ -14,8 +14,14 @@ if ! command -v git >/dev/null 2>&1 ||
 fi
 list=$(mktemp "${TMPDIR:-/tmp}/rcp-gitignore.XXXXXX") || exit 99
 trap 'rm -f "$list"' EXIT
-# Build products: every file here but the dist directory and tracked files.
-(cd "$build" && find . -type f ! -path './rcp-*/*' ! -path './.git/*' | sed 's|^\./||' | sort) >"$list.all"
+# Build products: programs, objects, libraries, configure's outputs, test
+# logs (not data a user may have written here, such as perf CSVs), outside
+# the dist directory; in an in-tree build, tracked files are sources.
+(cd "$build" && find . -type f ! -path './rcp-*/*' ! -path './.git/*' \( -perm -u+x -o \
+	-name '*.log' -o -name '*.trs' -o -name '*.pids' -o -name '*.o' -o -name '*.lo' -o \
+	-name '*.la' -o -name '*.a' -o -name '*.so*' -o -name '*.pc' -o -name '*.sh' -o \
+	-name Makefile -o -name 'config.*' -o -name 'stamp-h*' -o -name libtool \) |
+	sed 's|^\./||' | sort) >"$list.all"
 git -C "$top" ls-files | sort >"$list.tracked"
 [ "$build" = "$top" ] && comm -23 "$list.all" "$list.tracked" >"$list" || cp "$list.all" "$list"
 rm -f "$list.all" "$list.tracked"
