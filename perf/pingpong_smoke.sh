@@ -17,6 +17,10 @@ for t in shm udp; do
 	run --transport "$t"
 	run --transport "$t" --faults drop=0.05,dup=0.02,reorder=0.05,seed=4
 done
+# --verify says how much it checked: 20 + 2 warm-up round trips of 1 B and
+# 4 KiB, both directions.
+"$pp" --transport shm --sleep --iters 20 --warmup 2 --verify --sizes 1,4k |
+	grep -qx 'verified: 88 messages, 180268 bytes, .*'
 # Many peers, one talking: the client's endpoint also holds idle channels;
 # their endpoints are gone afterwards.
 run --transport shm --idle-chans 5

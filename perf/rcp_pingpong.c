@@ -512,6 +512,9 @@ struct client {
 	size_t size, cap;
 	unsigned char *sbuf, *rbuf;
 	uint64_t sent;
+	/* --verify: messages whose every byte was checked (warm-up included),
+	 * and their bytes, counted once per direction */
+	uint64_t verified_msgs, verified_bytes;
 	char err[640];
 };
 
@@ -614,6 +617,9 @@ static int rcp_bounce(void *ctx, long seq, uint64_t *rtt_ns)
 			         seq, bad, got, want);
 			return 1;
 		}
+		/* the server checked the ping, we the echo */
+		c->verified_msgs += 2;
+		c->verified_bytes += 2 * (uint64_t)c->size;
 	}
 	*rtt_ns = t1 - t0;
 	return 0;
@@ -811,6 +817,18 @@ static int client_session(struct client *c, struct row *rows, rcp_ep **idle)
 		}
 		print_row(o, o->sizes[i], &rows[i]);
 	}
+	/* Below the table (stderr with --csv, which must stay one table). */
+	if (!o->csv)
+		printf("retx: frames sent again, both ends.  Timers resend (a tail-loss probe after\n"
+		       "      ~2 round trips of silence, a timeout after >= 250 us), so a stalled\n"
+		       "      process (descheduled, e.g. two spinners on two CPUs) causes them on a\n"
+		       "      link that lost nothing; the peer then drops the duplicate.\n");
+	if (c->verify)
+		fprintf(o->csv ? stderr : stdout,
+		        "verified: %llu messages, %llu bytes, every byte as sent (pings at the "
+		        "server, echoes here)\n",
+		        (unsigned long long)c->verified_msgs, (unsigned long long)c->verified_bytes);
+	fflush(stdout);
 	rc = ctrl_send(c->ch, C_BYE, 0, 0, 0, NULL, ms_ns(o->timeout_ms));
 	if (rc || ctrl_expect(c, C_BYE_ACK, &m)) {
 		fprintf(stderr, PROG ": ending the session: %s\n", rc ? rcp_strerror(rc) : c->err);
@@ -1169,6 +1187,10 @@ static const char usage_text[] =
     "Round trip = irecv+isend+wait+wait as timed by the client; bandwidth =\n"
     "size / (median / 2) in MB/s (1 MB = 1e6 B).  cs/rt: the client's voluntary\n"
     "context switches per round trip (about 1 when its waits sleep, 0 when they spin).\n"
+    "retx: frames retransmitted by both ends at that size, by loss recovery or by\n"
+    "timer (tail-loss probe, retransmission timeout): a process stalled longer than\n"
+    "those timers (descheduled) draws resends on a link that lost nothing.\n"
+    "--verify ends with a line \"verified: N messages, N bytes\" (both directions).\n"
     "Exit status: 0 ok, 1 failure (no row for the failed size), 2 usage.\n";
 
 static void usage(FILE *f)

@@ -91,3 +91,10 @@ tests_test_bulk_SOURCES = tests/test_bulk.c tests/testutil.h
 tests_test_bulk_CFLAGS = $(TEST_CFLAGS)
 tests_test_bulk_LDADD = $(TEST_LDADD)
 endif
+
+# Every test runs under tests/driver.sh: one result per cmocka case and TAP
+# line (so make check's summary counts them all), a time limit per test, and
+# no process or /dev/shm segment left behind (see the script's header).
+LOG_DRIVER = $(SHELL) $(top_srcdir)/tests/driver.sh
+EXTRA_DIST += tests/driver.sh tests/check_driver.sh tests/check_gitignore.sh
+TESTS += tests/check_driver.sh tests/check_gitignore.sh

@@ -137,7 +137,7 @@ static pid_t fork_child(void)
 {
 	pid_t pid;
 	fflush(NULL);
-	pid = fork();
+	pid = test_fork(); /* dies with us, even if an assertion unwinds us */
 	assert_true(pid >= 0);
 	return pid;
 }
@@ -647,6 +647,118 @@ static void t_garbage_segment(void **state)
 	}
 	munmap(m, (size_t)st.st_size);
 	rcp_nic_close(a);
+	rcp_nic_close(b);
+}
+
+/* A sender that writes a hostile header into its own ring: a frame that
+ * crosses the ring's end (its length fits the MTU, its cells do not fit
+ * before the end), one longer than the MTU that fits the ring, and one
+ * longer than the whole ring.  The reader must hand out no frame, count
+ * each one once in rx_dropped and ignore that sender from then on, while a
+ * well-behaved sender's frames still arrive.  The header is written where
+ * the reader looks next, with the right check field, so only the length
+ * tests stand between it and the frame. */
+static uint64_t seg_u32(const unsigned char *m, size_t off)
+{
+	uint32_t v;
+	memcpy(&v, m + off, 4);
+	return v;
+}
+
+/* Slot of the sender called "ts-<pid>-TAG" in the segment M. */
+static uint32_t slot_of(const unsigned char *m, const char *tag)
+{
+	char name[64];
+	uint32_t nslots = (uint32_t)seg_u32(m, 12);
+	snprintf(name, sizeof name, "ts-%d-%s", (int)getpid(), tag);
+	for (uint32_t i = 0; i < nslots; i++) {
+		const unsigned char *s = m + 512 + (size_t)i * 256;
+		/* state word, start time, pid ns, then namelen and name */
+		if (s[20] == strlen(name) && !memcmp(s + 21, name, strlen(name)))
+			return i;
+	}
+	fail_msg("no slot for %s", name);
+	return 0;
+}
+
+static void t_hostile_header(void **state)
+{
+	static const struct {
+		const char *tag;
+		uint32_t pre;  /* one-cell frames sent (and received) first */
+		uint64_t len;  /* the hostile header's length */
+	} cases[] = {
+	    {"hx-end", 63, 100},       /* last cell, 2 cells: crosses the end */
+	    {"hx-mtu", 1, 300},        /* 5 cells from cell 1: fits, above the MTU */
+	    {"hx-huge", 5, 0xffffffffu}, /* longer than the ring */
+	};
+	struct rcp_nic_config cfg = {0};
+	struct rcp_nic_stats st;
+	struct rcp_nic_frame fr[4];
+	char path[128];
+	struct stat sb;
+	unsigned char *m;
+	rcp_nic *b, *good;
+	int fd, gpeer;
+	(void)state;
+
+	cfg.rx_bytes = 4096; /* 64 cells */
+	cfg.mtu = 256;
+	setenv("RCP_SHM_PEERS", "4", 1);
+	b = open_cfg(getpid(), "hostile", &cfg);
+	unsetenv("RCP_SHM_PEERS");
+	good = open_ep("hx-good");
+	gpeer = add_ep(good, b);
+	snprintf(path, sizeof path, "/rcp-ts-%d-hostile", (int)getpid());
+	fd = shm_open(path, O_RDWR, 0);
+	assert_true(fd >= 0);
+	assert_int_equal(fstat(fd, &sb), 0);
+	m = mmap(NULL, (size_t)sb.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	assert_true(m != MAP_FAILED);
+	close(fd);
+	assert_int_equal(seg_u32(m, 16), 64); /* ring_cells */
+
+	for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+		uint32_t nslots = (uint32_t)seg_u32(m, 12), nmrs = (uint32_t)seg_u32(m, 24), si;
+		uint64_t rings_off = (512 + (uint64_t)nslots * 256 + (uint64_t)nmrs * 8 + 65535) &
+		                     ~(uint64_t)65535;
+		uint64_t pos = cases[k].pre, h;
+		rcp_nic *a = open_ep(cases[k].tag);
+		int peer = add_ep(a, b), n;
+
+		for (uint32_t i = 0; i < cases[k].pre; i++) {
+			assert_int_equal(send_seq(a, peer, i, 8), 0);
+			expect_seq(b, i, 8, RCP_NIC_PEER_NONE);
+		}
+		si = slot_of(m, cases[k].tag);
+		/* VALID | check (the cell index) | length, at the consumer index */
+		h = 1ull << 63 | (pos & 0x7fffff) << 40 | cases[k].len;
+		memcpy(m + rings_off + (uint64_t)si * 64 * 64 + (pos & 63) * 64, &h, 8);
+		assert_int_equal(rcp_nic_get_stats(b, &st), 0);
+		assert_int_equal(st.rx_dropped, k);
+		for (int round = 0; round < 3; round++) {
+			n = rcp_nic_recv(b, fr, 4);
+			if (n > 0)
+				fail_msg("%s: the reader handed out a frame of %u bytes at cell %llu "
+				         "of a 64-cell ring",
+				         cases[k].tag, fr[0].len, (unsigned long long)(pos & 63));
+			assert_int_equal(n, 0);
+		}
+		assert_int_equal(rcp_nic_get_stats(b, &st), 0);
+		if (st.rx_dropped != k + 1)
+			fail_msg("%s: rx_dropped %llu, want %zu", cases[k].tag,
+			         (unsigned long long)st.rx_dropped, k + 1);
+		/* The sender is ignored from now on; the good one still arrives. */
+		(void)send_seq(a, peer, 99, 8);
+		assert_int_equal(send_seq(good, gpeer, k, 16), 0);
+		expect_seq(b, k, 16, RCP_NIC_PEER_NONE);
+		assert_int_equal(rcp_nic_recv(b, fr, 4), 0);
+		rcp_nic_close(a);
+	}
+	assert_int_equal(rcp_nic_get_stats(b, &st), 0);
+	assert_int_equal(st.rx_dropped, 3);
+	munmap(m, (size_t)sb.st_size);
+	rcp_nic_close(good);
 	rcp_nic_close(b);
 }
 
@@ -1302,6 +1414,7 @@ int main(void)
 		cmocka_unit_test(t_partial_release),
 		cmocka_unit_test(t_fairness),
 		cmocka_unit_test(t_garbage_segment),
+		cmocka_unit_test(t_hostile_header),
 		cmocka_unit_test(t_stream_single),
 		cmocka_unit_test(t_stream_burst),
 		cmocka_unit_test(t_stream_sleeping),

@@ -15,6 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/prctl.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -73,12 +75,18 @@ static inline long test_check(const void *buf, size_t len, uint64_t seq)
 	return -1;
 }
 
-/* Call first thing in a forked child: cmocka's signal handlers would
- * otherwise longjmp a crashing child back into the test runner, which
- * would then run the remaining tests a second time in the child. */
+/* fork() for tests.  In the child, cmocka's signal handlers are reset:
+ * they would otherwise longjmp a crashing child back into the test runner,
+ * which would then run the remaining tests a second time in the child.
+ *
+ * The child also dies with the test program (PR_SET_PDEATHSIG): when a
+ * failed assertion unwinds the parent past its waitpid, a child waiting
+ * for a peer would otherwise poll forever.  Its pid goes to
+ * $RCPTEST_PIDFILE (set by tests/driver.sh), which then removes the
+ * /dev/shm segments named after it if the child could not. */
 static inline pid_t test_fork(void)
 {
-	pid_t p;
+	pid_t parent = getpid(), p;
 	fflush(stdout);
 	fflush(stderr);
 	p = fork();
@@ -86,6 +94,20 @@ static inline pid_t test_fork(void)
 		static const int sigs[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
 		for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
 			signal(sigs[i], SIG_DFL);
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent) /* the parent died before the prctl */
+			_exit(1);
+	} else if (p > 0) {
+		const char *f = getenv("RCPTEST_PIDFILE");
+		int fd = f ? open(f, O_WRONLY | O_APPEND | O_CLOEXEC) : -1;
+		if (fd >= 0) {
+			char line[24];
+			int n = snprintf(line, sizeof line, "%d\n", (int)p);
+			if (write(fd, line, (size_t)n) != n) {
+				/* best effort: only the leak sweep is less precise */
+			}
+			close(fd);
+		}
 	}
 	return p;
 }

@@ -63,6 +63,9 @@ failed=""
 # fail NAME: remembers a failed section; the last line names them all, so a
 # log cut to its tail still says what failed.
 fail() {
+	# 124: timeout killed the section; say so (a TAP failure line), since
+	# the case it hung in printed nothing (it follows the last "ok" line).
+	[ $? -eq 124 ] && echo "not ok - TIMEOUT: pvm section '$1' killed after 120 s"
 	rc=1
 	failed="$failed
   $1"
