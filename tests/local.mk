@@ -36,6 +36,15 @@ endif
 endif
 
 if HAVE_CMOCKA
+# Both directions, random sizes, late receives, faults (tests/soak.c).
+check_PROGRAMS += tests/soak
+TESTS += tests/soak
+tests_soak_SOURCES = tests/soak.c tests/testutil.h
+tests_soak_CFLAGS = $(TEST_CFLAGS)
+tests_soak_LDADD = $(TEST_LDADD)
+endif
+
+if HAVE_CMOCKA
 # Frame format helpers (internal API: static link).
 check_PROGRAMS += tests/test_wire
 TESTS += tests/test_wire
