@@ -44,6 +44,9 @@ static const struct rcpi_env_var vars[] = {
     {"RCP_PEER_TIMEOUT", "5000", "ms of peer silence before RCP_EPEER"},
     {"RCP_TRANSPORT", "", "force a transport (shm, udp, ...)"},
     {"RCP_SESSION", "", "per-job session name; frames of other sessions are dropped"},
+    {"RCP_SESSION_KEY", "",
+     "job key: every frame carries a Poly1305 MAC under a key derived from this string; "
+     "frames without it are dropped (needs libsodium)"},
     {"RCP_CRC", "auto", "payload CRC32C: auto (where the nic does not check), 0, 1"},
     {"RCP_RTO_MIN_US", "250", "smallest retransmission timeout, us"},
     {"RCP_ACK_DELAY_US", "50", "how long an ack may wait for a piggyback, us"},

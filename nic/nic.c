@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
 #include "nic/nic_int.h"
 
 /* Built backends.  A backend not built is simply not listed here. */
@@ -53,7 +54,7 @@ static const struct rcpi_nic_ops *find_ops(const char *addr, const char **rest)
 int rcp_nic_open(const char *addr, const struct rcp_nic_config *cfg, rcp_nic **out)
 {
 	const struct rcpi_nic_ops *ops;
-	const char *rest = NULL, *faults;
+	const char *rest = NULL, *faults, *key;
 	rcp_nic *nic = NULL, *wrapped;
 	int rc;
 
@@ -80,6 +81,24 @@ int rcp_nic_open(const char *addr, const struct rcp_nic_config *cfg, rcp_nic **o
 			return rc;
 		}
 		wrapped->spin_ns = nic->spin_ns;
+		nic = wrapped;
+	}
+	/* The job key wraps outermost: frames are sealed before the fault
+	 * injector (the "link") can damage them, and checked after. */
+	key = cfg && cfg->key ? cfg->key : rcpi_env_str("RCP_SESSION_KEY");
+	if (key && *key) {
+#if HAVE_SODIUM
+		rc = rcpi_nic_auth_wrap(nic, key, &wrapped);
+#else
+		rc = RCP_ENOTSUP;
+#endif
+		if (rc) {
+			if (rc == RCP_ENOTSUP)
+				rcpi_warn("RCP_SESSION_KEY: this librcp was built without "
+				          "libsodium; refusing to run without the job key");
+			nic->ops->close(nic);
+			return rc;
+		}
 		nic = wrapped;
 	}
 	*out = nic;

@@ -82,6 +82,11 @@ extern const struct rcpi_nic_ops rcpi_nic_udp_ops;
  * wrapper owns INNER.  Returns 0, RCP_EINVAL (bad spec), RCP_ENOMEM. */
 int rcpi_nic_faults_wrap(rcp_nic *inner, const char *spec, rcp_nic **out);
 
+/* Wraps INNER so that every frame carries a MAC under the job key derived
+ * from KEY (nic/auth.c).  On success the wrapper owns INNER.  Returns 0,
+ * RCP_EINVAL, RCP_ENOMEM, RCP_ESYS, RCP_ENOTSUP (built without libsodium). */
+int rcpi_nic_auth_wrap(rcp_nic *inner, const char *key, rcp_nic **out);
+
 /* Parses a fault spec without opening anything (for tools and tests).
  * Returns 0 or RCP_EINVAL. */
 struct rcpi_faults_spec {

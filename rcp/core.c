@@ -1382,6 +1382,10 @@ static void try_ready(rcp_chan *ch)
 		return;
 	r->state = R_READY;
 	r->msg = ch->rx_msg_next;
+	/* A new promise holds no bytes yet: whatever an earlier, stale
+	 * promise of R counted belonged to another message, and would make R
+	 * complete before all of this one's bytes are in. */
+	r->got = 0;
 	ch->reserved = r;
 }
 
@@ -1557,8 +1561,16 @@ static void process_inorder(rcp_chan *ch, const struct rcpw_hdr *h, const unsign
 		ready_stale(ch);
 		return;
 	case RCPW_READY:
-		/* The peer is ready for our message h->msg. */
+		/* The peer is ready for our message h->msg.  Only on terms
+		 * that fit it: a promise READY sent before our RTS arrived,
+		 * for a receive whose tag filter does not take this message,
+		 * is not an answer to the RTS.  The RTS will match another
+		 * receive there, and data streamed on the stale promise could
+		 * be placed (out of order, ahead of the RTS) into the promised
+		 * receive: found by tests/soak.c under drop+dup on shm. */
 		r = busy_find(ch, h->msg, S_RTS);
+		if (r && !(h->flags & RCPW_F_ANYTAG) && h->tag != r->tag)
+			r = NULL;
 		if (r) {
 			if (r->reserved_rma && (h->flags & RCPW_F_SPLIT) &&
 			    (h->flags & RCPW_F_RMA)) {

@@ -25,6 +25,26 @@ tests_test_faults_LDADD = $(TEST_LDADD)
 endif
 
 if HAVE_CMOCKA
+if HAVE_SODIUM
+# The job key (nic/auth.c).
+check_PROGRAMS += tests/test_auth
+TESTS += tests/test_auth
+tests_test_auth_SOURCES = tests/test_auth.c tests/testutil.h
+tests_test_auth_CFLAGS = $(TEST_CFLAGS)
+tests_test_auth_LDADD = $(TEST_LDADD)
+endif
+endif
+
+if HAVE_CMOCKA
+# Both directions, random sizes, late receives, faults (tests/soak.c).
+check_PROGRAMS += tests/soak
+TESTS += tests/soak
+tests_soak_SOURCES = tests/soak.c tests/testutil.h
+tests_soak_CFLAGS = $(TEST_CFLAGS)
+tests_soak_LDADD = $(TEST_LDADD)
+endif
+
+if HAVE_CMOCKA
 # Frame format helpers (internal API: static link).
 check_PROGRAMS += tests/test_wire
 TESTS += tests/test_wire

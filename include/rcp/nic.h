@@ -91,6 +91,11 @@ struct rcp_nic_config {
 	uint32_t mtu;
 	/* RCP_NIC_* config flags; 0 = none. */
 	unsigned flags;
+	/* Job key: every frame carries a MAC under a key derived from this
+	 * string and frames without the right MAC are dropped (nic/auth.c).
+	 * All endpoints of a job need the same string.  NULL: use
+	 * RCP_SESSION_KEY if set; "" : no key even if it is set. */
+	const char *key;
 };
 
 struct rcp_nic_info {
@@ -108,6 +113,8 @@ struct rcp_nic_stats {
 	uint64_t wakeups;    /* doorbells sent (shm) */
 	/* faults wrapper */
 	uint64_t f_dropped, f_duplicated, f_reordered, f_corrupted, f_delayed;
+	/* job key (auth wrapper): frames refused for a missing/wrong MAC */
+	uint64_t a_rejected;
 };
 
 /* A received frame.  Valid until rcp_nic_release(). */
