@@ -62,6 +62,13 @@ tests_test_rcp_sim_SOURCES = tests/test_rcp_sim.c tests/sim.c tests/sim.h tests/
 tests_test_rcp_sim_CFLAGS = $(TEST_CFLAGS)
 tests_test_rcp_sim_LDFLAGS = -static
 tests_test_rcp_sim_LDADD = $(TEST_LDADD)
+# The READY handshake when a promise and an RTS cross.
+check_PROGRAMS += tests/test_rcp_ready
+TESTS += tests/test_rcp_ready
+tests_test_rcp_ready_SOURCES = tests/test_rcp_ready.c tests/sim.c tests/sim.h tests/testutil.h
+tests_test_rcp_ready_CFLAGS = $(TEST_CFLAGS)
+tests_test_rcp_ready_LDFLAGS = -static
+tests_test_rcp_ready_LDADD = $(TEST_LDADD)
 endif
 
 # libFuzzer target for the frame parser and the core's input path.  Built
