@@ -1705,7 +1705,7 @@ static void t_cancel_queued_ids(void **state)
 		assert_int_equal(
 		    rcpc_isend(sim_chan(s, 0, 1), (uint64_t)i, sb[i], 8, sim_now(s), &sr[i]), 0);
 	for (size_t k = 0; k < sizeof cancel / sizeof cancel[0]; k++) {
-		struct rcp_status st;
+		struct rcp_status st = {0};
 		/* Still queued: a window of frames is out ahead of them. */
 		assert_int_equal(rcpc_req_done(sr[cancel[k]], NULL), 0);
 		assert_int_equal(rcpc_cancel(sr[cancel[k]], sim_now(s)), 0);
