@@ -1240,10 +1240,11 @@ static void chan_reset(rcp_chan *ch, int error)
 	ch->tx_msg_next = ch->tx_msg_start = ch->rx_msg_next = 1;
 	/* CREDITS: the peer assumes CREDITS_INIT until our first header; the
 	 * eager messages of the incarnation before stay held (receivable)
-	 * and count against the new grant. */
+	 * and count against the new grant, which the peer's assumption may
+	 * exceed by CREDITS_INIT at most (once per restart). */
 	ch->incarn++;
 	ch->credits_granted = CREDITS_INIT;
-	ch->credits_given = c->credits_eff > ch->unexp_count + CREDITS_INIT
+	ch->credits_given = c->credits_eff >= ch->unexp_count + CREDITS_INIT
 	                        ? c->credits_eff - ch->unexp_count
 	                        : CREDITS_INIT;
 	ch->credits_used = ch->credits_taken = 0;

@@ -199,6 +199,71 @@ static void t_unexp_bound_default(void **state)
 	unexp_bound(0, 0, 20000, 64, 4u << 20);
 }
 
+/* ---- a peer that ignores credits ---- */
+
+struct capture {
+	unsigned char frame[RCPW_HLEN + 64];
+	size_t len;
+};
+
+static void tap_first(void *arg, int from, int to, const void *frame, size_t len)
+{
+	struct capture *cap = arg;
+	if (from == 0 && to == 1 && !cap->len && len <= sizeof cap->frame) {
+		memcpy(cap->frame, frame, len);
+		cap->len = len;
+	}
+}
+
+/* A hostile peer sends RTS after RTS (a record each at the receiver)
+ * without waiting for credits: frames made from the first real frame of
+ * the channel (so epochs, session and whatever else the header carries
+ * are right), each the next sequence and message id.  The receiver holds
+ * no more than its grant, then fails the channel (RCP_EPROTO). */
+static void t_unexp_hostile(void **state)
+{
+	struct sim_opts o = opts(test_seed(0x4057), 0.0);
+	struct sim *s = sim_new(&o);
+	struct capture cap = {0};
+	struct rcp_ep_stats st;
+	struct rcpw_hdr h0;
+	rcp_req *r;
+	void *rr;
+	(void)state;
+
+	sim_chan(s, 0, 1);
+	sim_chan(s, 1, 0);
+	sim_set_tap(s, tap_first, &cap);
+	assert_int_equal(rcpc_isend(sim_chan(s, 0, 1), 1, "hostile!", 8, sim_now(s), &r), 0);
+	sim_run(s, never, NULL, SEC / 100);
+	sim_set_tap(s, NULL, NULL);
+	assert_true(cap.len >= RCPW_HLEN); /* little-endian host: wire order is ours */
+	memcpy(&h0, cap.frame, RCPW_HLEN);
+	assert_int_equal(h0.hlen, RCPW_HLEN);
+	for (uint32_t k = 1; k <= 1000; k++) {
+		struct rcpw_hdr h = h0;
+		h.type = RCPW_RTS;
+		h.flags = RCPW_F_CRC;
+		h.seq = h0.seq + k;
+		h.msg = h0.msg + k;
+		h.len = 0;
+		h.arg = 100000;
+		h.crc = 0;
+		h.crc = rcpw_crc32c(0, &h, RCPW_HLEN);
+		sim_inject(s, 0, 1, &h, RCPW_HLEN);
+	}
+	rcpc_core_stats(sim_core(s, 1), &st);
+	print_message("hostile RTS x1000: receiver held at most %llu messages, %llu bytes; "
+	              "%llu bad frames\n",
+	              (unsigned long long)st.unexp_count_peak,
+	              (unsigned long long)st.unexp_bytes_peak, (unsigned long long)st.bad_frames);
+	assert_true(st.unexp_count_peak <= 64);
+	assert_true(st.bad_frames > 0);
+	assert_int_equal(rcpc_irecv(sim_core(s, 1), sim_chan(s, 1, 0), 1, &rr, 8, sim_now(s), &r),
+	                 RCP_EPROTO);
+	sim_free(s);
+}
+
 /* ---- close ---- */
 
 struct closing {
@@ -294,6 +359,7 @@ int main(void)
 	    cmocka_unit_test(t_unexp_bound_count),
 	    cmocka_unit_test(t_unexp_bound_bytes),
 	    cmocka_unit_test(t_unexp_bound_default),
+	    cmocka_unit_test(t_unexp_hostile),
 	    cmocka_unit_test(t_close_linger),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
