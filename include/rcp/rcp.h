@@ -97,9 +97,11 @@ struct rcp_ep_stats {
 /* Opens an endpoint on a nic address ("shm:NAME", "udp:", ...).
  * Returns 0, RCP_EINVAL, RCP_ENOMEM, or any rcp_nic_open code. */
 int rcp_ep_open(const char *nic_addr, const struct rcp_ep_config *cfg, rcp_ep **out);
-/* Lingers until every frame sent is acknowledged (at most RCP_LINGER_MS,
- * default 2000), then fails every pending request with RCP_ECLOSED and
- * frees everything.  NULL accepted. */
+/* Lingers until every frame sent is acknowledged and, on nics that lose
+ * frames, until peers have been quiet for RCP_TIME_WAIT_MS (50: a peer
+ * whose last frame's ack was lost resends, and is answered), at most
+ * RCP_LINGER_MS (default 2000) and the peer timeout; then fails every
+ * pending request with RCP_ECLOSED and frees everything.  NULL accepted. */
 void rcp_ep_close(rcp_ep *ep);
 /* The endpoint's nic address as a string.  Returns 0, RCP_EINVAL, RCP_ERANGE. */
 int rcp_ep_addr(const rcp_ep *ep, char *buf, size_t len);
