@@ -50,7 +50,12 @@ static const struct rcpi_env_var vars[] = {
     {"RCP_CRC", "auto", "payload CRC32C: auto (where the nic does not check), 0, 1"},
     {"RCP_RTO_MIN_US", "250", "smallest retransmission timeout, us"},
     {"RCP_ACK_DELAY_US", "50", "how long an ack may wait for a piggyback, us"},
-    {"RCP_CREDITS", "64", "unexpected eager messages a channel may hold"},
+    {"RCP_CREDITS", "64",
+     "unexpected messages (eager or RTS) a channel may hold; a sender without a credit waits "
+     "(config.credits overrides)"},
+    {"RCP_UNEXP_BYTES", "4m",
+     "bytes a channel's unexpected messages may hold, a frame buffer and a record each: fewer "
+     "credits if it binds (config.unexp_bytes overrides)"},
     {"RCP_SEND_BUF", "1m",
      "bytes of copies that let one-frame sends above the inline size complete at once (0: off)"},
     {"RCP_RMA_MIN", "65536",
@@ -59,7 +64,12 @@ static const struct rcpi_env_var vars[] = {
     {"RCP_RMA_SPLIT", "65536",
      "READY-first RMA messages from this size are copied half by each side (0: off)"},
     {"RCP_WAIT", "", "spin or sleep: force the wait policy of every endpoint"},
-    {"RCP_LINGER_MS", "2000", "how long closing waits for frames to be acknowledged"},
+    {"RCP_LINGER_MS", "2000",
+     "most ms closing waits for frames to be acknowledged and answers a peer's resends (at "
+     "most RCP_PEER_TIMEOUT)"},
+    {"RCP_TIME_WAIT_MS", "50",
+     "closing answers a peer heard less than this ago, which may lack our last ack (0: off; "
+     "always 0 on nics that lose nothing, shm)"},
     {"RCP_BULK_RMA", "1", "bulk: use one-sided nic RMA where offered (0: emulate over messages)"},
     {"RCP_BULK_REGCACHE", "1", "bulk: handles over the same memory share one registration"},
     {"RCP_RPC_MSG_MAX", "16k", "rpc: largest eager call message (capped at one nic frame)"},

@@ -50,7 +50,7 @@
  *           copy and the send completes at once; larger, a pool buffer
  *           takes the copy while send_buf allows (also at once); else, and
  *           always for rcpc_issend, it completes on the ack (ACKREQ).
- *   RTS:    larger (or no credit): request-to-send with the total length
+ *   RTS:    larger (with a credit too): request-to-send with the total length
  *           (and, where the nic has RMA and the message is >= rma_min, a
  *           key to the send buffer).  The receiver, once matched, either
  *           pulls the data with one RMA get and answers FIN, or answers
@@ -71,10 +71,25 @@
  *           READY(SPLIT, key) and pulls the upper half while the sender
  *           puts the lower half and answers FIN(SPLIT).  The
  *           receive is then reserved: it cannot be canceled.
- * Unexpected eager messages are copied into buffers bounded by credits:
- * each channel grants the peer `credits` unexpected messages, cumulatively
- * returned in every header as they are consumed, so a sender can never
- * exhaust a receiver's memory.  Unexpected RTS cost a small record only.
+ * CREDITS.  Every message start that does not claim a READY promise
+ * (eager DATA, RTS) takes one of the receiver's credits, whatever its
+ * size: the receiver may have to hold it (an eager payload in a pool
+ * buffer, an RTS as a record) until a receive takes it.  Each channel
+ * grants the peer credits_eff of them (the smaller of `credits` and what
+ * fits `unexp_bytes` at one frame buffer and record each), returned
+ * cumulatively in every header as messages are consumed.  A sender with
+ * no credit left keeps its sends queued (S_QUEUED) until credits come
+ * back: back-pressure, never a drop.  So count and bytes held for a
+ * channel stay under both bounds whatever the peer sends; a start past
+ * the grant is a broken or hostile peer and fails the channel.  Until it
+ * hears the receiver's first header a sender assumes CREDITS_INIT, which
+ * every receiver grants at least (the two ends may be configured
+ * differently).  The price, as with MPI's eager limit: a receiver that
+ * leaves credits_eff messages of a channel unconsumed while it waits for
+ * a later one of the same channel (another tag) waits for ever unless it
+ * posts a channel-specific receive larger than a frame (READY needs no
+ * credit) or consumes them; before, small messages past the credits went
+ * by RTS, whose records no bound limited (10^6 of them cost 126 MB).
  *
  * TIMERS.  Per channel: RTO of the oldest frame out, the delayed ack, and
  * liveness: while a channel has work pending, a peer silent for
@@ -120,6 +135,8 @@
 #define INLINE_CAP   2048u  /* bytes a slot can hold inline */
 #define CWND_ONE     1024u  /* cwnd fixed point */
 #define TIMER_MIN_NS 20000u /* floor of the TLP and reordering timers */
+#define CREDITS_INIT 8u     /* credits a sender assumes, every receiver grants (CREDITS) */
+#define CREDITS_CAP  65536u /* largest grant (a sender takes grants <= 10^6 ahead) */
 #define RKEY_MAX     RCP_NIC_RKEY_MAX
 
 /* ---- lists --------------------------------------------------------------- */
@@ -238,6 +255,7 @@ struct unexp {
 	rcp_chan *ch;
 	uint32_t msg;
 	uint8_t is_rts, rma, rkeylen;
+	uint32_t incarn; /* ch->incarn when it came: later, its credit is void */
 	uint64_t tag;
 	size_t total;
 	unsigned char *data; /* eager payload (pool buffer) */
@@ -284,7 +302,12 @@ struct rcp_chan {
 	struct ooo *ooo[RXW];
 	uint32_t rx_msg_next;
 	uint32_t credits_given;
-	uint32_t unexp_eager; /* unexpected eager messages held for this channel */
+	uint32_t credits_taken; /* message starts that took a credit (CREDITS) */
+	uint32_t incarn;        /* chan_reset calls: which records' credits count */
+	uint32_t unexp_count;   /* unexpected messages held for this channel */
+	size_t unexp_bytes;     /* and their bytes (records and buffers) */
+	int credit_stalled;     /* the head of startq waits for a credit */
+	int nic_err;            /* what the nic said to our last frame (CLOSE) */
 	struct list rndv;     /* R_FILL receives */
 	rcp_req *reserved;
 	uint32_t posted_specific; /* posted receives naming this channel */
@@ -319,6 +342,7 @@ struct rcpc_core {
 	size_t sendbuf_used; /* bytes of pool buffers held by copied sends */
 	size_t reorder_used;
 	uint64_t unexp_held; /* eager unexpected messages buffered now */
+	uint32_t credits_eff; /* credits a channel grants (CREDITS) */
 	int completed;
 	int retry;            /* a frame or ack the nic refused is waiting */
 	uint64_t timer_floor; /* no timer is armed closer than this (TIMERS) */
@@ -342,11 +366,13 @@ void rcpc_params_default(struct rcpc_params *p)
 	p->rto_init = 10000000;  /* 10 ms before the first sample */
 	p->ack_delay = 50000;    /* 50 us */
 	p->credits = 64;
+	p->unexp_bytes = 4u << 20;
 	p->inline_max = 2048;
 	p->send_buf = 1u << 20;
 	p->rma_min = 65536; /* docs/protocol.md: where RMA starts to pay */
 	p->rma_split = 65536;
 	p->reorder_bytes = 8u << 20;
+	p->time_wait = 50000000; /* 50 ms: core.c, CLOSE */
 }
 
 /* ---- small helpers ---------------------------------------------------------- */
@@ -498,6 +524,45 @@ static void buf_put(rcpc_core *c, unsigned char *b)
 	c->free_bufs[c->nfree_bufs++] = b;
 }
 
+/* Bytes unexpected record U holds: the record and its pool buffer. */
+static size_t unexp_size(const rcpc_core *c, const struct unexp *u)
+{
+	return sizeof *u + (u->data ? c->payload_max : 0);
+}
+
+/* U (filled in, u->ch set) joins the unexpected queue: counted against
+ * its channel's bounds (CREDITS) and in the stats. */
+static void unexp_hold(rcpc_core *c, struct unexp *u)
+{
+	size_t n = unexp_size(c, u);
+	u->incarn = u->ch->incarn;
+	list_add_tail(&c->unexp, &u->link);
+	u->ch->unexp_count++;
+	u->ch->unexp_bytes += n;
+	if (++c->st.unexp_count > c->st.unexp_count_peak)
+		c->st.unexp_count_peak = c->st.unexp_count;
+	if ((c->st.unexp_bytes += n) > c->st.unexp_bytes_peak)
+		c->st.unexp_bytes_peak = c->st.unexp_bytes;
+	if (!u->is_rts && ++c->unexp_held > c->st.unexpected_held_peak)
+		c->st.unexpected_held_peak = c->unexp_held;
+}
+
+/* U leaves the unexpected queue (consumed or dropped); its buffer, if
+ * any, is still u->data.  Returns 1 if it took a credit of the channel's
+ * current incarnation (consumed, the credit goes back). */
+static int unexp_release(rcpc_core *c, struct unexp *u)
+{
+	size_t n = unexp_size(c, u);
+	list_del(&u->link);
+	u->ch->unexp_count--;
+	u->ch->unexp_bytes -= n;
+	c->st.unexp_count--;
+	c->st.unexp_bytes -= n;
+	if (!u->is_rts)
+		c->unexp_held--;
+	return u->incarn == u->ch->incarn;
+}
+
 /* Frees slot S of CH (acked, or the channel reset): a copied send gives
  * its buffer back to the pool. */
 static void slot_free(rcp_chan *ch, struct slot *s)
@@ -624,6 +689,7 @@ static int xmit(rcp_chan *ch, const void *hdr, uint32_t hlen, const void *payloa
 	int rc = c->io.send(c->io.ctx, ch->peer, iov, plen ? 2 : 1, more ? RCP_NIC_MORE : 0);
 	if (!rc)
 		c->st.frames_sent++;
+	ch->nic_err = rc;
 	return rc;
 }
 
@@ -832,7 +898,31 @@ static uint64_t ready_rma_min(const rcpc_core *c)
 	return c->p.rma_split > c->p.rma_min ? c->p.rma_split : c->p.rma_min;
 }
 
-/* Starts send request R: its first frame.  Returns 0 or RCP_EAGAIN. */
+/* Receiver first: the peer promised a buffer for exactly this message. */
+static int ready_fits(const rcp_chan *ch, const rcp_req *r)
+{
+	return ch->ready_valid && ch->ready.msg == r->msg && r->total > ch->core->payload_max &&
+	       ((ch->ready.flags & RCPW_F_ANYTAG) || ch->ready.tag == r->tag) &&
+	       r->total <= ch->ready.arg;
+}
+
+/* Send R may start now: a promise takes it, or a credit is left (CREDITS).
+ * Else it stays queued until the peer returns credits. */
+static int send_can_start(rcp_chan *ch, const rcp_req *r)
+{
+	if (ch->credits_used != ch->credits_granted || ready_fits(ch, r)) {
+		ch->credit_stalled = 0;
+		return 1;
+	}
+	if (!ch->credit_stalled) {
+		ch->credit_stalled = 1;
+		ch->core->st.credit_stalls++;
+	}
+	return 0;
+}
+
+/* Starts send request R: its first frame.  The caller checked
+ * send_can_start.  Returns 0 or RCP_EAGAIN. */
 static int send_start(rcp_chan *ch, rcp_req *r, uint64_t now)
 {
 	rcpc_core *c = ch->core;
@@ -841,10 +931,7 @@ static int send_start(rcp_chan *ch, rcp_req *r, uint64_t now)
 
 	list_del(&r->link);
 	ch->tx_msg_start++;
-	/* Receiver first: the peer promised a buffer for exactly this message. */
-	if (ch->ready_valid && ch->ready.msg == r->msg && r->total > c->payload_max &&
-	    ((ch->ready.flags & RCPW_F_ANYTAG) || ch->ready.tag == r->tag) &&
-	    r->total <= ch->ready.arg) {
+	if (ready_fits(ch, r)) {
 		ch->ready_valid = 0;
 		if ((ch->ready.flags & RCPW_F_RMA) && c->io.put && r->total >= ready_rma_min(c)) {
 			rc = send_split(ch, r, now);
@@ -877,8 +964,11 @@ static int send_start(rcp_chan *ch, rcp_req *r, uint64_t now)
 	if (ch->ready_valid && rcpw_seq_le(ch->ready.msg, r->msg))
 		ch->ready_valid = 0;
 
+	/* Every other start takes a credit (CREDITS). */
+	assert(ch->credits_used != ch->credits_granted);
+	ch->credits_used++;
 	/* Eager: sync and data in one frame. */
-	if (r->total <= c->payload_max && ch->credits_used != ch->credits_granted) {
+	if (r->total <= c->payload_max) {
 		int inl = !r->sync && r->total <= c->p.inline_max && r->total <= INLINE_CAP;
 		unsigned char *own = NULL;
 		int at_once;
@@ -893,7 +983,6 @@ static int send_start(rcp_chan *ch, rcp_req *r, uint64_t now)
 			c->sendbuf_used += c->payload_max;
 		}
 		at_once = inl || own;
-		ch->credits_used++;
 		s = slot_new(ch, at_once ? NULL : r, RCPW_DATA,
 		             RCPW_F_FIRST | RCPW_F_EAGER | (at_once ? 0 : RCPW_F_ACKREQ), r->msg,
 		             r->tag, r->total, own ? own : r->buf, (uint32_t)r->total, inl);
@@ -906,9 +995,6 @@ static int send_start(rcp_chan *ch, rcp_req *r, uint64_t now)
 		}
 		return slot_send(ch, s, now);
 	}
-	if (r->total <= c->payload_max)
-		c->st.credit_stalls++;
-
 	/* Rendezvous: request to send, with an RMA key when worth it. */
 	c->st.rndv_msgs++;
 	r->state = S_RTS;
@@ -1019,7 +1105,8 @@ static void chan_pump(rcp_chan *ch, uint64_t now)
 			ch->ctl_head = (ch->ctl_head + 1) % ch->ctl_cap;
 			ch->ctl_count--;
 			rc = slot_send(ch, s, now);
-		} else if (!list_empty(&ch->startq)) {
+		} else if (!list_empty(&ch->startq) &&
+		           send_can_start(ch, container_of(ch->startq.next, rcp_req, link))) {
 			rcp_req *r = container_of(ch->startq.next, rcp_req, link);
 			rc = send_start(ch, r, now);
 		} else if (!list_empty(&ch->streamq)) {
@@ -1131,7 +1218,7 @@ static void chan_reset(rcp_chan *ch, int error)
 	{
 		struct unexp *u = container_of(p, struct unexp, link);
 		if (u->ch == ch && u->is_rts) {
-			list_del(&u->link);
+			unexp_release(c, u);
 			unexp_put(c, u);
 		}
 	}
@@ -1151,9 +1238,17 @@ static void chan_reset(rcp_chan *ch, int error)
 	ch->tx_next = ch->tx_una = 1;
 	ch->rx_next = 1;
 	ch->tx_msg_next = ch->tx_msg_start = ch->rx_msg_next = 1;
-	ch->credits_granted = ch->credits_given = c->p.credits;
-	ch->credits_used = 0;
-	ch->unexp_eager = 0;
+	/* CREDITS: the peer assumes CREDITS_INIT until our first header; the
+	 * eager messages of the incarnation before stay held (receivable)
+	 * and count against the new grant, which the peer's assumption may
+	 * exceed by CREDITS_INIT at most (once per restart). */
+	ch->incarn++;
+	ch->credits_granted = CREDITS_INIT;
+	ch->credits_given = c->credits_eff >= ch->unexp_count + CREDITS_INIT
+	                        ? c->credits_eff - ch->unexp_count
+	                        : CREDITS_INIT;
+	ch->credits_used = ch->credits_taken = 0;
+	ch->credit_stalled = 0;
 	ch->unsent = 0;
 	ch->have_sack = 0;
 	ch->highest_sacked = 0;
@@ -1234,6 +1329,20 @@ static void credit_return(rcp_chan *ch)
 	chan_dirty(ch);
 	ch->credits_given++;
 	ch->ack_pending = 1;
+}
+
+/* A message start that needs a credit (eager DATA, RTS) came.  Past our
+ * grant the peer ignores credits: a broken or hostile peer, which must
+ * not make us hold more (CREDITS).  Returns 0, or -1 (channel failed). */
+static int credit_take(rcp_chan *ch)
+{
+	if (ch->credits_taken == ch->credits_given) {
+		ch->core->st.bad_frames++;
+		chan_fail(ch, RCP_EPROTO);
+		return -1;
+	}
+	ch->credits_taken++;
+	return 0;
 }
 
 /* The receiver's half of a split transfer of matched receive R: pull
@@ -1496,6 +1605,8 @@ static void process_inorder(rcp_chan *ch, const struct rcpw_hdr *h, const unsign
 			return;
 		}
 		/* Eager: the whole message is here. */
+		if (credit_take(ch))
+			return;
 		r = match_posted(c, ch, h->tag);
 		if (r) {
 			recv_matched(ch, r, h->msg, h->tag, h->len);
@@ -1521,25 +1632,17 @@ static void process_inorder(rcp_chan *ch, const struct rcpw_hdr *h, const unsign
 			u->tag = h->tag;
 			u->total = h->len;
 			u->data = b;
-			list_add_tail(&c->unexp, &u->link);
-			if (++c->unexp_held > c->st.unexpected_held_peak)
-				c->st.unexpected_held_peak = c->unexp_held;
-			if (++ch->unexp_eager > 2 * c->p.credits + 16) {
-				/* Far past the credits we granted: a broken
-				 * or hostile peer.  Stop taking its frames. */
-				bad(c);
-				chan_fail(ch, RCP_EPROTO);
-				return;
-			}
+			unexp_hold(c, u);
 			c->st.unexpected_msgs++;
 		}
 		ready_stale(ch);
 		return;
 	case RCPW_RTS:
-		if (msg_start(ch, h))
+		if (msg_start(ch, h) || credit_take(ch))
 			return;
 		r = match_posted(c, ch, h->tag);
 		if (r) {
+			credit_return(ch);
 			rts_matched(ch, r, h->msg, h->tag, h->arg, rts_rma(h->flags), pl, h->len);
 		} else {
 			struct unexp *u = unexp_get(c);
@@ -1555,7 +1658,7 @@ static void process_inorder(rcp_chan *ch, const struct rcpw_hdr *h, const unsign
 			u->rma = (uint8_t)rts_rma(h->flags);
 			u->rkeylen = (uint8_t)h->len;
 			memcpy(u->rkey, pl, h->len);
-			list_add_tail(&c->unexp, &u->link);
+			unexp_hold(c, u);
 			c->st.unexpected_msgs++;
 		}
 		ready_stale(ch);
@@ -2149,6 +2252,22 @@ int rcpc_core_new(const struct rcpc_params *p, const struct rcpc_io *io, void *o
 	list_init(&c->posted);
 	list_init(&c->unexp);
 	list_init(&c->free_unexp);
+	{
+		/* CREDITS: the grant fits both bounds, one frame buffer and
+		 * one record per message; never below what senders assume. */
+		size_t per = c->payload_max + sizeof(struct unexp);
+		size_t n;
+		if (!c->p.credits)
+			c->p.credits = 64;
+		if (!c->p.unexp_bytes)
+			c->p.unexp_bytes = 4u << 20;
+		n = c->p.unexp_bytes / per;
+		if (n > c->p.credits)
+			n = c->p.credits;
+		if (n > CREDITS_CAP)
+			n = CREDITS_CAP;
+		c->credits_eff = n < CREDITS_INIT ? CREDITS_INIT : (uint32_t)n;
+	}
 	*out = c;
 	return 0;
 }
@@ -2309,9 +2428,7 @@ void rcpc_chan_close(rcp_chan *ch, uint64_t now)
 	{
 		struct unexp *u = container_of(p, struct unexp, link);
 		if (u->ch == ch) {
-			list_del(&u->link);
-			if (!u->is_rts)
-				c->unexp_held--;
+			unexp_release(c, u);
 			if (u->data)
 				buf_put(c, u->data);
 			unexp_put(c, u);
@@ -2351,7 +2468,7 @@ static int isend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, int sy
 	 * control frames, earlier starts) and room in the window: straight to
 	 * send_start, not round chan_pump (a small message's common case). */
 	if (!chan_resend_due(ch) && !ch->ctl_count && list_empty(&ch->startq) &&
-	    ch->tx_next - ch->tx_una < window(ch)) {
+	    ch->tx_next - ch->tx_una < window(ch) && send_can_start(ch, r)) {
 		/* A message streamed on a READY has only its first frame out:
 		 * the pump sends the rest now, as far as the window allows,
 		 * not when the first ack comes back. */
@@ -2403,7 +2520,8 @@ int rcpc_irecv(rcpc_core *c, rcp_chan *ch, uint64_t tag, void *buf, size_t len, 
 		struct unexp *u = container_of(p, struct unexp, link);
 		if ((ch && u->ch != ch) || !tag_match(tag, u->tag))
 			continue;
-		list_del(&u->link);
+		if (unexp_release(c, u))
+			credit_return(u->ch);
 		r->src = u->ch;
 		r->msg = u->msg;
 		r->tag = u->tag;
@@ -2413,9 +2531,6 @@ int rcpc_irecv(rcpc_core *c, rcp_chan *ch, uint64_t tag, void *buf, size_t len, 
 				memcpy(r->buf, u->data, u->total < len ? u->total : len);
 			if (u->data)
 				buf_put(c, u->data);
-			u->ch->unexp_eager--;
-			c->unexp_held--;
-			credit_return(u->ch);
 			complete(r, u->total > len ? RCP_ETRUNC : 0);
 			unexp_put(c, u);
 			return 0;
@@ -2616,6 +2731,38 @@ int rcpc_core_busy(const rcpc_core *c)
 		if (ch->tx_una != ch->tx_next || !list_empty(&ch->startq) ||
 		    !list_empty(&ch->streamq) || !list_empty(&ch->busyq) || ch->ctl_count ||
 		    ch->ack_pending || ch->ack_now)
+			return 1;
+	}
+	return 0;
+}
+
+/* CLOSE.  A receiver that closes as soon as it has what it waited for
+ * leaves the sender without its last ack if that ack was lost: the
+ * sender resends into silence and its send fails with RCP_EPEER although
+ * the message arrived (issue 18).  As TCP's TIME_WAIT, closing keeps
+ * answering (duplicates are re-acked at once) until the peer has been
+ * quiet for time_wait: a sender still missing our ack resends within its
+ * RTO, which doubles per expiry from rto_min, so 50 ms covers about seven
+ * losses in a row at LAN round trips.  Not on a nic that loses nothing
+ * (time_wait 0), nor to a peer the nic refuses (gone: an ack owed to it
+ * can never go, and waiting for it held every close for the whole
+ * linger).  The endpoint bounds the linger (RCP_LINGER_MS, never past
+ * the peer timeout). */
+int rcpc_core_linger(const rcpc_core *c, uint64_t now)
+{
+	const struct list *p;
+	for (p = c->chans.next; p != &c->chans; p = p->next) {
+		const rcp_chan *ch = container_of(p, rcp_chan, link);
+		/* The nic refuses frames to a peer that is gone (shm: its
+		 * segment): acks owed to it and TIME_WAIT are moot. */
+		int gone = ch->nic_err && ch->nic_err != RCP_EAGAIN;
+		if (ch->failed)
+			continue;
+		if (ch->tx_una != ch->tx_next || !list_empty(&ch->startq) ||
+		    !list_empty(&ch->streamq) || !list_empty(&ch->busyq) || ch->ctl_count)
+			return 1;
+		if (!gone && (ch->ack_pending || ch->ack_now ||
+		              (ch->rx_next != 1 && now < ch->last_heard + c->p.time_wait)))
 			return 1;
 	}
 	return 0;

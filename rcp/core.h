@@ -56,13 +56,15 @@ struct rcpc_params {
 	uint64_t peer_timeout;               /* ns of silence before RCP_EPEER */
 	uint64_t rto_min, rto_max, rto_init; /* ns */
 	uint64_t ack_delay;                  /* ns an ack may wait for a piggyback */
-	uint32_t credits;                    /* unexpected eager messages per channel */
+	uint32_t credits;                    /* unexpected messages per channel (0: 64) */
+	size_t unexp_bytes;                  /* bytes they may hold per channel (0: 4 MiB) */
 	uint32_t inline_max;                 /* eager sends up to this size complete at once */
 	size_t send_buf;                     /* copies of larger eager sends (complete at once) */
 	uint32_t rma_min;                    /* messages from this size use RMA when offered */
 	uint64_t rma_split;                  /* READY-first RMA from this size: both copy (0 off) */
 	size_t reorder_bytes;                /* memory for out-of-order frames, per core */
 	int reliable;                        /* the nic never loses frames: no loss probing */
+	uint64_t time_wait;                  /* ns closing answers a peer heard that recently */
 };
 
 /* Fills P with the defaults (RCP_* environment is applied by the glue). */
@@ -133,8 +135,12 @@ int rcpc_cancel(rcp_req *req, uint64_t now);
 int rcpc_probe(rcpc_core *c, rcp_chan *ch, uint64_t tag, struct rcp_status *st);
 
 /* Nonzero while frames are unacknowledged, sends unfinished or acks owed
- * on a channel that has not failed (what closing waits for). */
+ * on a channel that has not failed. */
 int rcpc_core_busy(const rcpc_core *c);
+/* Nonzero while closing must go on progressing at NOW: the core is busy,
+ * or a live channel heard its peer less than time_wait ago (the peer may
+ * not have our last ack and may still resend: TIME_WAIT). */
+int rcpc_core_linger(const rcpc_core *c, uint64_t now);
 
 /* One line describing CH's state, for diagnostics.  Returns snprintf's. */
 int rcpc_chan_debug(const rcp_chan *ch, char *buf, size_t len);

@@ -259,7 +259,11 @@ int rcp_ep_open(const char *nic_addr, const struct rcp_ep_config *cfg, rcp_ep **
 	p.rto_min = (uint64_t)rcpi_env_int("RCP_RTO_MIN_US", (int64_t)(p.rto_min / 1000)) * 1000;
 	p.ack_delay =
 	    (uint64_t)rcpi_env_int("RCP_ACK_DELAY_US", (int64_t)(p.ack_delay / 1000)) * 1000;
-	p.credits = (uint32_t)rcpi_env_int("RCP_CREDITS", p.credits);
+	p.credits = cfg && cfg->credits ? cfg->credits
+	                                : (uint32_t)rcpi_env_int("RCP_CREDITS", p.credits);
+	p.unexp_bytes = cfg && cfg->unexp_bytes
+	                    ? cfg->unexp_bytes
+	                    : (size_t)rcpi_env_int("RCP_UNEXP_BYTES", (int64_t)p.unexp_bytes);
 	{
 		int64_t sb = rcpi_env_int("RCP_SEND_BUF", (int64_t)p.send_buf);
 		p.send_buf = sb > 0 ? (size_t)sb : 0;
@@ -273,7 +277,10 @@ int rcp_ep_open(const char *nic_addr, const struct rcp_ep_config *cfg, rcp_ep **
 		p.reliable = 1;
 		if (p.rto_min < 50000000)
 			p.rto_min = 50000000;
+		p.time_wait = 0; /* no ack is lost: closing need not wait for resends */
 	}
+	p.time_wait = (uint64_t)rcpi_env_int("RCP_TIME_WAIT_MS", (int64_t)(p.time_wait / 1000000)) *
+	              1000000ull;
 
 	io.ctx = ep;
 	io.send = io_send;
@@ -298,20 +305,39 @@ int rcp_ep_open(const char *nic_addr, const struct rcp_ep_config *cfg, rcp_ep **
 	return 0;
 }
 
+static int wait_until(rcp_ep *ep, int (*done)(void *), void *arg, int64_t timeout_ns);
+
+static int linger_done(void *arg)
+{
+	rcp_ep *ep = arg;
+	return !rcpc_core_linger(ep->core, now_ns());
+}
+
 void rcp_ep_close(rcp_ep *ep)
 {
 	if (!ep)
 		return;
 	/* Linger: a send that completed at once (inline) may still be in
-	 * flight, and peers may be owed acks.  Progress until nothing is
-	 * outstanding or RCP_LINGER_MS passes (peers that died make their
-	 * channels fail sooner through the peer timeout). */
+	 * flight, peers may be owed acks, and a peer that missed our last ack
+	 * may still resend (core.c, CLOSE).  Progress until none of that is
+	 * left, at most RCP_LINGER_MS and never past the peer timeout (a peer
+	 * silent that long has failed its channels anyway).  Waits sleep
+	 * between frames; slices of 5 ms notice the quiet end of TIME_WAIT,
+	 * which no protocol timer marks. */
 	{
-		uint64_t until =
-		    now_ns() + (uint64_t)rcpi_env_int("RCP_LINGER_MS", 2000) * 1000000ull;
-		while (rcpc_core_busy(ep->core) && now_ns() < until)
-			if (progress(ep) < 0)
+		uint64_t now = now_ns(), until;
+		int64_t ms = rcpi_env_int("RCP_LINGER_MS", 2000);
+		int64_t pt = rcpi_env_int("RCP_PEER_TIMEOUT", 5000);
+		if (ms > pt)
+			ms = pt;
+		until = now + (uint64_t)(ms > 0 ? ms : 0) * 1000000ull;
+		while (!linger_done(ep) && (now = now_ns()) < until) {
+			uint64_t left = until - now;
+			int rc = wait_until(ep, linger_done, ep,
+			                    (int64_t)(left < 5000000 ? left : 5000000));
+			if (rc < 0 && rc != RCP_ETIMEDOUT)
 				break;
+		}
 		rcpc_flush(ep->core, now_ns());
 	}
 	rcpc_core_free(ep->core);

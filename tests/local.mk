@@ -69,6 +69,14 @@ tests_test_rcp_ready_SOURCES = tests/test_rcp_ready.c tests/sim.c tests/sim.h te
 tests_test_rcp_ready_CFLAGS = $(TEST_CFLAGS)
 tests_test_rcp_ready_LDFLAGS = -static
 tests_test_rcp_ready_LDADD = $(TEST_LDADD)
+
+# Bounds on unexpected messages, linger on close (issue 18: 4, 11).
+check_PROGRAMS += tests/test_rcp_limits
+TESTS += tests/test_rcp_limits
+tests_test_rcp_limits_SOURCES = tests/test_rcp_limits.c tests/sim.c tests/sim.h tests/testutil.h
+tests_test_rcp_limits_CFLAGS = $(TEST_CFLAGS)
+tests_test_rcp_limits_LDFLAGS = -static
+tests_test_rcp_limits_LDADD = $(TEST_LDADD)
 endif
 
 # libFuzzer target for the frame parser and the core's input path.  Built

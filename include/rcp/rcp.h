@@ -66,6 +66,11 @@ struct rcp_ep_config {
 	int crc;
 	/* Passed to rcp_nic_open (faults, sizes); may be NULL. */
 	const struct rcp_nic_config *nic;
+	/* Bounds on what a peer's unexpected messages hold per channel: how
+	 * many (eager or RTS) and how many bytes; a sender past them waits.
+	 * 0: RCP_CREDITS (64), RCP_UNEXP_BYTES (4 MiB). */
+	uint32_t credits;
+	size_t unexp_bytes;
 };
 
 struct rcp_status {
@@ -81,6 +86,10 @@ struct rcp_ep_stats {
 	uint64_t dup_frames, bad_frames, stale_frames, ooo_frames;
 	uint64_t acks_sent, unexpected_msgs, rndv_msgs, rma_msgs, credit_stalls;
 	uint64_t unexpected_held_peak; /* most eager messages buffered at once */
+	/* Unexpected messages (eager and RTS) held now, the bytes they hold
+	 * (records and buffers), and the most of each at once.  Per channel
+	 * they stay under the credits (docs/protocol.md, Messages). */
+	uint64_t unexp_count, unexp_bytes, unexp_count_peak, unexp_bytes_peak;
 };
 
 /* ---- endpoints ---- */
@@ -88,9 +97,11 @@ struct rcp_ep_stats {
 /* Opens an endpoint on a nic address ("shm:NAME", "udp:", ...).
  * Returns 0, RCP_EINVAL, RCP_ENOMEM, or any rcp_nic_open code. */
 int rcp_ep_open(const char *nic_addr, const struct rcp_ep_config *cfg, rcp_ep **out);
-/* Lingers until every frame sent is acknowledged (at most RCP_LINGER_MS,
- * default 2000), then fails every pending request with RCP_ECLOSED and
- * frees everything.  NULL accepted. */
+/* Lingers until every frame sent is acknowledged and, on nics that lose
+ * frames, until peers have been quiet for RCP_TIME_WAIT_MS (50: a peer
+ * whose last frame's ack was lost resends, and is answered), at most
+ * RCP_LINGER_MS (default 2000) and the peer timeout; then fails every
+ * pending request with RCP_ECLOSED and frees everything.  NULL accepted. */
 void rcp_ep_close(rcp_ep *ep);
 /* The endpoint's nic address as a string.  Returns 0, RCP_EINVAL, RCP_ERANGE. */
 int rcp_ep_addr(const rcp_ep *ep, char *buf, size_t len);
