@@ -84,12 +84,22 @@
  * the grant is a broken or hostile peer and fails the channel.  Until it
  * hears the receiver's first header a sender assumes CREDITS_INIT, which
  * every receiver grants at least (the two ends may be configured
- * differently).  The price, as with MPI's eager limit: a receiver that
- * leaves credits_eff messages of a channel unconsumed while it waits for
- * a later one of the same channel (another tag) waits for ever unless it
- * posts a channel-specific receive larger than a frame (READY needs no
- * credit) or consumes them; before, small messages past the credits went
- * by RTS, whose records no bound limited (10^6 of them cost 126 MB).
+ * differently).  Before, small messages past the credits went by RTS,
+ * whose records no bound limited (10^6 of them cost 126 MB).
+ * DEMAND.  The bound must not turn into a hang: a receiver may leave
+ * credits_eff messages of a channel unconsumed while it waits for a later
+ * one of the same channel (another tag), which the peer cannot start
+ * without a credit.  So while a receive that could take the channel's
+ * messages (on that channel, or on any) is posted and the peer holds no
+ * credit, the receiver grants one more per message it holds (the peer
+ * starts its next message, which either is the one waited for or is held
+ * too and draws the next grant), up to DEMAND_MAX x credits_eff held for
+ * the channel.  Past that hard bound the waiting receives on that channel
+ * fail with RCP_ENOMEM (counted in demand_fails, warned once): a clean
+ * error naming the knob (RCP_CREDITS, RCP_UNEXP_BYTES) instead of an
+ * endless wait or unbounded memory.  Memory past the plain bound is spent
+ * only on what the application itself waits behind; a peer that floods
+ * messages nobody waits for still stops at credits_eff.
  *
  * TIMERS.  Per channel: RTO of the oldest frame out, the delayed ack, and
  * liveness: while a channel has work pending, a peer silent for
@@ -136,6 +146,7 @@
 #define CWND_ONE     1024u  /* cwnd fixed point */
 #define TIMER_MIN_NS 20000u /* floor of the TLP and reordering timers */
 #define CREDITS_INIT 8u     /* credits a sender assumes, every receiver grants (CREDITS) */
+#define DEMAND_MAX   4u     /* hard bound, x credits_eff, for grants on demand (DEMAND) */
 #define CREDITS_CAP  65536u /* largest grant (a sender takes grants <= 10^6 ahead) */
 #define RKEY_MAX     RCP_NIC_RKEY_MAX
 
@@ -349,6 +360,7 @@ struct rcpc_core {
 	uint64_t soon_at;     /* earliest reordering timer armed closer (0: none) */
 	uint64_t now;         /* of the entry point running (for deep callees) */
 	struct rcp_ep_stats st;
+	int demand_warned; /* credit_demand's warning was given */
 };
 
 /* ---- parameters --------------------------------------------------------- */
@@ -1331,6 +1343,52 @@ static void credit_return(rcp_chan *ch)
 	ch->ack_pending = 1;
 }
 
+/* Is a receive posted that could take a message of CH (on CH or on any
+ * channel)?  Walks the posted list: only on the DEMAND path. */
+static int chan_awaited(const rcp_chan *ch)
+{
+	const struct list *p;
+	for (p = ch->core->posted.next; p != &ch->core->posted; p = p->next) {
+		const rcp_req *r = container_of(p, rcp_req, link);
+		if (!r->chan || r->chan == ch)
+			return 1;
+	}
+	return 0;
+}
+
+/* A receive waits on CH and the peer holds no credit (DEMAND): grant one
+ * more, or past the hard bound fail CH's waiting receives. */
+static void credit_demand(rcp_chan *ch)
+{
+	rcpc_core *c = ch->core;
+	struct list *p, *t;
+	int failed = 0;
+
+	if (ch->failed || ch->credits_given != ch->credits_taken || !chan_awaited(ch))
+		return;
+	if (ch->unexp_count < (uint64_t)DEMAND_MAX * c->credits_eff) {
+		c->st.demand_credits++;
+		credit_return(ch);
+		return;
+	}
+	list_for_each_safe(p, t, &c->posted)
+	{
+		rcp_req *r = container_of(p, rcp_req, link);
+		if (r->chan == ch) {
+			recv_unpost(r);
+			complete(r, RCP_ENOMEM);
+			c->st.demand_fails++;
+			failed = 1;
+		}
+	}
+	if (failed && !c->demand_warned) {
+		c->demand_warned = 1;
+		rcpi_warn("a receive waited behind %u unconsumed messages of one channel "
+		          "(RCP_CREDITS/RCP_UNEXP_BYTES x %u): failed with RCP_ENOMEM",
+		          (unsigned)ch->unexp_count, DEMAND_MAX);
+	}
+}
+
 /* A message start that needs a credit (eager DATA, RTS) came.  Past our
  * grant the peer ignores credits: a broken or hostile peer, which must
  * not make us hold more (CREDITS).  Returns 0, or -1 (channel failed). */
@@ -1633,6 +1691,7 @@ static void process_inorder(rcp_chan *ch, const struct rcpw_hdr *h, const unsign
 			u->total = h->len;
 			u->data = b;
 			unexp_hold(c, u);
+			credit_demand(ch);
 			c->st.unexpected_msgs++;
 		}
 		ready_stale(ch);
@@ -1659,6 +1718,7 @@ static void process_inorder(rcp_chan *ch, const struct rcpw_hdr *h, const unsign
 			u->rkeylen = (uint8_t)h->len;
 			memcpy(u->rkey, pl, h->len);
 			unexp_hold(c, u);
+			credit_demand(ch);
 			c->st.unexpected_msgs++;
 		}
 		ready_stale(ch);
@@ -2569,11 +2629,18 @@ int rcpc_irecv(rcpc_core *c, rcp_chan *ch, uint64_t tag, void *buf, size_t len, 
 		 * skip the scan for the common small one. */
 		if (len > c->payload_max || ch->posted_specific > 1)
 			try_ready(ch);
+		/* Waiting behind messages it holds (DEMAND). */
+		if (ch->unexp_count && r->state == R_POSTED)
+			credit_demand(ch);
 		if (ch->ctl_count) {
 			chan_pump(ch, now);
 			if (c->io.flush)
 				c->io.flush(c->io.ctx);
 		}
+	} else if (c->st.unexp_count) {
+		/* Any channel may hold what keeps the awaited message back. */
+		for (p = c->unexp.next; p != &c->unexp; p = p->next)
+			credit_demand(container_of(p, struct unexp, link)->ch);
 	}
 	return 0;
 }

@@ -12,6 +12,9 @@
  *   in order, with its bytes.
  * - t_unexp_hostile: a peer that ignores credits makes the receiver hold no
  *   more than its grant, and the channel fails (RCP_EPROTO).
+ * - t_demand_*: a receive waits for a message behind more unconsumed ones
+ *   than the credits allow: granted on demand up to the hard bound, then
+ *   RCP_ENOMEM, never a hang (DEMAND in rcp/core.c).
  * - t_close_linger: under loss, the receiver of a sender's last message
  *   closes (lingers while rcpc_core_linger says so, then disappears); the
  *   sender's send completes with 0 in every seed.
@@ -355,6 +358,100 @@ static void t_close_linger(void **state)
 	assert_int_equal(failed, 0);
 }
 
+/* DEMAND: N small tag-1 messages, then one tag-2 message; the receiver
+ * waits for the tag-2 one first.  Returns the tag-2 receive's error and
+ * fills *RS with the receiver's stats at that point; then every tag-1
+ * message is received, in order, with its bytes (*ALL_OK). */
+static int wait_behind(int n, uint32_t credits, struct rcp_ep_stats *rs, int *all_ok)
+{
+	uint64_t seed = test_seed(0x44454d);
+	struct sim_opts o = opts(seed, 0.0);
+	struct sim *s;
+	unsigned char(*sb)[8] = calloc((size_t)n + 1, 8), (*rb)[8] = calloc((size_t)n + 1, 8);
+	rcp_req **sr = calloc((size_t)n + 1, sizeof *sr);
+	struct rcp_status st;
+	struct {
+		rcp_req *r;
+		struct rcp_status st;
+		int done;
+	} w = {0};
+	int err;
+
+	assert_non_null(sb);
+	assert_non_null(rb);
+	assert_non_null(sr);
+	o.params.credits = credits;
+	s = sim_new(&o);
+	sim_chan(s, 0, 1);
+	sim_chan(s, 1, 0);
+	for (int i = 0; i <= n; i++) {
+		test_fill(sb[i], 8, (uint64_t)i);
+		assert_int_equal(rcpc_isend(sim_chan(s, 0, 1), i < n ? 1 : 2, sb[i], 8, sim_now(s),
+		                            &sr[i]),
+		                 0);
+	}
+	assert_int_equal(
+	    rcpc_irecv(sim_core(s, 1), sim_chan(s, 1, 0), 2, rb[n], 8, sim_now(s), &w.r), 0);
+	(void)sim_run(s, never, NULL, 2 * SEC);
+	assert_int_equal(rcpc_req_done(w.r, &w.st), 1);
+	err = w.st.error;
+	if (!err && test_check(rb[n], 8, (uint64_t)n) >= 0)
+		fail_msg("tag-2 message: wrong bytes (seed %#llx)", (unsigned long long)seed);
+	rcpc_core_stats(sim_core(s, 1), rs);
+	*all_ok = 1;
+	for (int i = 0; i < n; i++) {
+		rcp_req *r;
+		assert_int_equal(
+		    rcpc_irecv(sim_core(s, 1), sim_chan(s, 1, 0), 1, rb[i], 8, sim_now(s), &r), 0);
+		while (!rcpc_req_done(r, &st))
+			assert_int_equal(sim_run(s, never, NULL, SEC / 100) == -1, 1);
+		if (st.error || test_check(rb[i], 8, (uint64_t)i) >= 0)
+			*all_ok = 0;
+	}
+	for (int i = 0; i < n; i++)
+		while (sr[i] && !rcpc_req_done(sr[i], &st))
+			(void)sim_run(s, never, NULL, SEC / 100);
+	if (!err)
+		assert_int_equal(rcpc_req_done(sr[n], &st), 1);
+	sim_free(s);
+	free(sb);
+	free(rb);
+	free(sr);
+	return err;
+}
+
+/* Behind 40 messages of a channel granted 16 credits (hard bound 64):
+ * the awaited message arrives, the receiver holding exactly the 40 it
+ * waited behind (16 on the grant, 24 on demand, one more for the awaited
+ * one), and the 40 are received afterwards in order. */
+static void t_demand_behind(void **state)
+{
+	struct rcp_ep_stats rs;
+	int ok;
+	(void)state;
+	assert_int_equal(wait_behind(40, 16, &rs, &ok), 0);
+	assert_true(ok);
+	/* 40 held: 16 on the plain grant, 24 granted on demand. */
+	assert_int_equal(rs.unexp_count, 40);
+	assert_int_equal(rs.demand_credits, 24 + 1);
+	assert_int_equal(rs.demand_fails, 0);
+}
+
+/* Behind more than the hard bound (4 x 16 = 64): the wait fails with
+ * RCP_ENOMEM once 64 are held, the memory stops there, and the channel
+ * still works: every held and queued message is received afterwards. */
+static void t_demand_hard(void **state)
+{
+	struct rcp_ep_stats rs;
+	int ok;
+	(void)state;
+	assert_int_equal(wait_behind(200, 16, &rs, &ok), RCP_ENOMEM);
+	assert_true(ok);
+	assert_int_equal(rs.unexp_count, 64);
+	assert_int_equal(rs.unexp_count_peak, 64);
+	assert_int_equal(rs.demand_fails, 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -363,6 +460,8 @@ int main(void)
 	    cmocka_unit_test(t_unexp_bound_default),
 	    cmocka_unit_test(t_unexp_hostile),
 	    cmocka_unit_test(t_close_linger),
+	    cmocka_unit_test(t_demand_behind),
+	    cmocka_unit_test(t_demand_hard),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

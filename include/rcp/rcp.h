@@ -90,6 +90,11 @@ struct rcp_ep_stats {
 	 * (records and buffers), and the most of each at once.  Per channel
 	 * they stay under the credits (docs/protocol.md, Messages). */
 	uint64_t unexp_count, unexp_bytes, unexp_count_peak, unexp_bytes_peak;
+	/* Credits granted past the bound because a receive waited on a
+	 * channel whose credits were all held (docs/protocol.md, Messages),
+	 * and receives failed with RCP_ENOMEM when that would pass the hard
+	 * bound. */
+	uint64_t demand_credits, demand_fails;
 };
 
 /* ---- endpoints ---- */
