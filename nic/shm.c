@@ -20,7 +20,9 @@
  *                   line 0  state word (kind|gen|pid), sender identity
  *                   line 1  prod: producer index   (sender writes)
  *                   line 2  cons: consumer index   (receiver writes)
- *   ...           nmrs x 8 B registration keys (RMA key check)
+ *   mrs_off       nmrs x 32 B registrations {key, base, len, access}
+ *                 (RMA), 64 KiB aligned at both ends: peers map it
+ *                 read-only
  *   rings_off     nslots rings, ring_cells x 64 B each, 64 KiB aligned
  *
  * Lines written by different sides never share a 128-byte pair, so the
@@ -113,6 +115,11 @@
  *   header load (acquire)  -->  payload reads  --release-->  cons store
  *   cons load (acquire, only when full)  -->  overwriting those cells
  *   slot state: CAS/stores release, loads acquire; events: release/acquire
+ *   registration entry (a seqlock whose "odd" value is key 0):
+ *     owner:  key = 0 (dereg) ... fence(release), base/len/access,
+ *             key = K (release)
+ *     peer:   key == K (acquire), base/len/access, fence(acquire),
+ *             key == K again
  *
  * ---- The doorbell (the wait fd) --------------------------------------------
  *
@@ -166,13 +173,27 @@
  *
  * ---- RMA -------------------------------------------------------------------
  *
- * An rkey is {pid, base, length, access, table index, random 64-bit key}.
- * The owner stores the key in its segment's registration table; get/put
- * check bounds and access against the rkey, the pid against the peer, and
- * the key against the table (a deregistered region gives RCP_EACCES), then
- * copy with process_vm_readv/writev, looping over partial transfers.  CMA
- * needs ptrace permission over the peer (same uid and Yama ptrace_scope 0,
- * or CAP_SYS_PTRACE): EPERM is reported as RCP_EPERM with a hint.
+ * As an HCA checks an rkey against its memory-region table, get/put check
+ * against the OWNER's record, never against what the peer sent.  The owner
+ * keeps one entry per registration in its segment: {key, base, len,
+ * access}, key a fresh random 64-bit value (the entry's generation: never
+ * reused, 0 while the entry is free).  An rkey is only {pid, table index,
+ * key}; offsets come with each call.  get/put check the pid against the
+ * peer, read the entry (a seqlock, see Memory ordering: an entry rewritten
+ * under us reads as a key mismatch), require the same key, the access bit,
+ * and [offset, offset+len) inside the entry's length (overflow-safe), then
+ * copy at base + offset with process_vm_readv/writev, looping over partial
+ * transfers.  So an edited key cannot reach past the region, into another
+ * one, or write a read-only one, and a deregistered region's key is dead
+ * (RCP_EACCES).  The table lies on pages of its own that peers map
+ * read-only: a stray store of a peer cannot grant access.  (A hostile
+ * process of the same uid could map it writable, but such a process may
+ * also ptrace the owner: the check is against forged or stale keys, as on
+ * the emulated paths, not against the owner's own user.)  What the check
+ * cannot cover: an owner that deregisters while a peer's copy is under way
+ * (the copy may still land, as on an HCA).  CMA needs ptrace permission
+ * over the peer (same uid and Yama ptrace_scope 0, or CAP_SYS_PTRACE):
+ * EPERM is reported as RCP_EPERM with a hint.
  *
  * ---- Limits ------------------------------------------------------------------
  *
@@ -208,7 +229,7 @@
 /* ---- constants ------------------------------------------------------------ */
 
 #define SHM_MAGIC   0x31304d4853504352ull /* "RCPSHM01" little-endian */
-#define SHM_VERSION 1u
+#define SHM_VERSION 2u /* 2: registration table entries hold the region */
 
 #define CELL       64u /* ring cell, one cache line */
 #define CELL_SHIFT 6
@@ -226,7 +247,8 @@
 #define RING_MIN      4096ull
 #define RING_MAX      (1ull << 30)
 #define SLOTS_MAX     4096u  /* fits the 12 slot bits of a frame token */
-#define NMRS          16384u /* registration table entries (8 B each) */
+#define NMRS          16384u /* registration table entries (32 B each) */
+#define MRENT_BYTES   32u
 
 /* Cells whose first word the producer keeps zeroed ahead of itself. */
 #define ZERO_AHEAD 32u
@@ -250,8 +272,8 @@
 /* Bound on waiting for a segment being created to become valid. */
 #define CONNECT_WAIT_NS 100000000ull
 
-#define RKEY_BYTES   40u
-#define RKEY_VERSION 1u
+#define RKEY_BYTES   24u
+#define RKEY_VERSION 2u /* 2: no base/length/access in the key (see RMA) */
 
 /* ---- shared structures (the on-memory ABI; bump SHM_VERSION on change) ---- */
 
@@ -294,7 +316,15 @@ struct shm_slot {
 	char pad_[120];
 };
 
+/* One registration in the owner's table (see RMA).  `key` is 0 while the
+ * entry is free or being rewritten: the seqlock's "odd" value. */
+struct shm_mrent {
+	_Atomic uint64_t key;
+	_Atomic uint64_t base, len, access;
+};
+
 _Static_assert(sizeof(struct shm_seg) <= SEG_HDR_BYTES, "segment header too large");
+_Static_assert(sizeof(struct shm_mrent) == MRENT_BYTES, "registration entry size");
 _Static_assert(sizeof(struct shm_slot) == SLOT_BYTES, "slot descriptor size");
 _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "64-bit atomics must be lock-free");
 _Static_assert(ATOMIC_INT_LOCK_FREE == 2, "32-bit atomics must be lock-free");
@@ -340,7 +370,7 @@ struct shm_peer {
 	uint64_t start;
 	uint32_t pidns;
 	uint32_t nmrs;
-	_Atomic uint64_t *mrs; /* the peer's registration table */
+	const struct shm_mrent *mrs; /* the peer's registration table (mapped read-only) */
 	uint64_t last_check_ns;
 	struct sockaddr_un db;
 	socklen_t dblen;
@@ -381,7 +411,7 @@ struct shm_nic {
 	uint64_t start;
 	uint32_t pidns;
 	uint64_t last_reap_ns;
-	_Atomic uint64_t *mrs; /* our registration table (in the segment) */
+	struct shm_mrent *mrs; /* our registration table (in the segment) */
 	uint64_t *mr_used;     /* bitmap of table entries in use */
 	uint32_t mr_hint;
 	struct shm_mr *mr_list;
@@ -442,12 +472,17 @@ static socklen_t db_addr(struct sockaddr_un *sa, const char *name, size_t n)
 	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)k);
 }
 
+static uint64_t align_up(uint64_t v)
+{
+	return (v + RINGS_ALIGN - 1) & ~(uint64_t)(RINGS_ALIGN - 1);
+}
+
 static void layout(uint32_t nslots, uint32_t ncells, uint32_t nmrs, struct shm_layout *l)
 {
 	l->slots_off = SEG_HDR_BYTES;
-	l->mrs_off = l->slots_off + (uint64_t)nslots * SLOT_BYTES;
-	l->rings_off =
-	    (l->mrs_off + (uint64_t)nmrs * 8 + RINGS_ALIGN - 1) & ~(uint64_t)(RINGS_ALIGN - 1);
+	/* The table has whole pages of its own: peers map it read-only. */
+	l->mrs_off = align_up(l->slots_off + (uint64_t)nslots * SLOT_BYTES);
+	l->rings_off = align_up(l->mrs_off + (uint64_t)nmrs * MRENT_BYTES);
 	l->ring_bytes = (uint64_t)ncells * CELL;
 	l->seg_bytes = l->rings_off + (uint64_t)nslots * l->ring_bytes;
 }
@@ -458,9 +493,9 @@ static inline struct shm_slot *seg_slot(struct shm_seg *seg, uint32_t i)
 	                                   (size_t)i * SLOT_BYTES);
 }
 
-static _Atomic uint64_t *seg_mrs(struct shm_seg *seg, const struct shm_layout *l)
+static struct shm_mrent *seg_mrs(struct shm_seg *seg, const struct shm_layout *l)
 {
-	return (_Atomic uint64_t *)(void *)((unsigned char *)seg + l->mrs_off);
+	return (struct shm_mrent *)(void *)((unsigned char *)seg + l->mrs_off);
 }
 
 static unsigned char *seg_ring(struct shm_seg *seg, const struct shm_layout *l, uint32_t i)
@@ -1187,6 +1222,10 @@ static int peer_connect(struct shm_nic *nic, struct shm_peer *p, const char *nam
 	}
 	p->seg = p->map;
 	p->mrs = seg_mrs(p->seg, &l);
+	/* We only ever read the owner's registrations: a stray store of ours
+	 * must not be able to grant access (see RMA). */
+	if (mprotect((unsigned char *)p->map + l.mrs_off, (size_t)(l.rings_off - l.mrs_off), PROT_READ) < 0)
+		rcpi_debug("shm %s: mprotect of %s's table: %s", nic->name, path, strerror(errno));
 	p->namelen = (uint8_t)n;
 	memcpy(p->name, name, n);
 	p->name[n] = 0;
@@ -1656,12 +1695,15 @@ busy:
 
 #ifdef HAVE_PROCESS_VM_READV
 
+/* What a peer gets: which entry of whose table, and the entry's random
+ * key (its generation).  No address, length or access: those are read from
+ * the owner's table on every access, so editing a key cannot widen it. */
 struct shm_rkey {
-	uint8_t id, version, access, pad;
+	uint8_t id, version, pad[2];
 	uint32_t index;
 	int32_t pid;
 	uint32_t pad2;
-	uint64_t base, len, key;
+	uint64_t key;
 };
 _Static_assert(sizeof(struct shm_rkey) == RKEY_BYTES, "rkey size");
 _Static_assert(RKEY_BYTES <= RCP_NIC_RKEY_MAX, "rkey too large");
@@ -1694,8 +1736,18 @@ static int shm_mr_reg(rcp_nic *base, void *addr, size_t len, unsigned access, rc
 	m->key = random64();
 	nic->mr_used[idx / 64] |= 1ull << (idx % 64);
 	nic->mr_hint = (idx + 1) % NMRS;
-	/* Peers check this key before every transfer. */
-	atomic_store_explicit(&nic->mrs[idx], m->key, memory_order_release);
+	/* The entry's key is 0 (free) while we write the region; the fence
+	 * orders these stores after the 0 stored when it was last freed (see
+	 * RMA: peers read the entry like a seqlock). */
+	{
+		struct shm_mrent *e = &nic->mrs[idx];
+		atomic_thread_fence(memory_order_release);
+		atomic_store_explicit(&e->base, (uint64_t)(uintptr_t)addr, memory_order_relaxed);
+		atomic_store_explicit(&e->len, (uint64_t)len, memory_order_relaxed);
+		atomic_store_explicit(&e->access, access, memory_order_relaxed);
+		/* Peers check the region under this key on every transfer. */
+		atomic_store_explicit(&e->key, m->key, memory_order_release);
+	}
 	m->next = nic->mr_list;
 	if (m->next)
 		m->next->prev = m;
@@ -1710,7 +1762,7 @@ static int shm_mr_dereg(rcp_nic_mr *base)
 	struct shm_nic *nic = (struct shm_nic *)base->nic;
 
 	/* From now on peers get RCP_EACCES for this key. */
-	atomic_store_explicit(&nic->mrs[m->index], 0, memory_order_release);
+	atomic_store_explicit(&nic->mrs[m->index].key, 0, memory_order_release);
 	nic->mr_used[m->index / 64] &= ~(1ull << (m->index % 64));
 	if (m->prev)
 		m->prev->next = m->next;
@@ -1733,22 +1785,24 @@ static int shm_mr_pack(const rcp_nic_mr *base, void *rkey, size_t *len)
 	memset(&k, 0, sizeof k);
 	k.id = RCPI_NIC_SHM;
 	k.version = RKEY_VERSION;
-	k.access = (uint8_t)m->access;
 	k.index = m->index;
 	k.pid = (int32_t)nic->pid;
-	k.base = (uint64_t)(uintptr_t)m->addr;
-	k.len = m->len;
 	k.key = m->key;
 	memcpy(rkey, &k, sizeof k);
 	*len = RKEY_BYTES;
 	return 0;
 }
 
-/* Validates an RMA request; fills *K and *P. */
+/* Validates an RMA request against the owner's table, as an HCA checks an
+ * rkey against its memory-region table; fills *ADDR (where the access
+ * starts in the owner) and *PP. */
 static int rma_check(struct shm_nic *nic, int peer, size_t len, const void *rkey, size_t rkeylen,
-                     uint64_t offset, unsigned need, struct shm_rkey *k, struct shm_peer **pp)
+                     uint64_t offset, unsigned need, uint64_t *addr, struct shm_peer **pp)
 {
+	const struct shm_mrent *e;
 	struct shm_peer *p;
+	struct shm_rkey k;
+	uint64_t base, rlen, access;
 
 	if ((uint32_t)peer >= nic->npeers || !nic->peers[peer].used)
 		return RCP_EINVAL;
@@ -1757,17 +1811,30 @@ static int rma_check(struct shm_nic *nic, int peer, size_t len, const void *rkey
 		return peer_check(nic, p);
 	if (rkeylen != RKEY_BYTES)
 		return RCP_EINVAL;
-	memcpy(k, rkey, sizeof *k);
-	if (k->id != RCPI_NIC_SHM || k->version != RKEY_VERSION)
+	memcpy(&k, rkey, sizeof k);
+	if (k.id != RCPI_NIC_SHM || k.version != RKEY_VERSION)
 		return RCP_EINVAL;
-	if (!(k->access & need))
+	/* A key of another process, or an entry that does not exist. */
+	if (k.pid != p->pid || k.index >= p->nmrs || !k.key)
 		return RCP_EACCES;
-	if (offset > k->len || len > k->len - offset)
+	/* The entry as a seqlock: key, region, fence, key again.  A region
+	 * read while the owner rewrote the entry (deregistered it, then
+	 * registered another region there) fails the second load, since the
+	 * owner zeroes the key before and stores a fresh one after. */
+	e = &p->mrs[k.index];
+	if (atomic_load_explicit(&e->key, memory_order_acquire) != k.key)
+		return RCP_EACCES; /* deregistered, or never this key */
+	base = atomic_load_explicit(&e->base, memory_order_relaxed);
+	rlen = atomic_load_explicit(&e->len, memory_order_relaxed);
+	access = atomic_load_explicit(&e->access, memory_order_relaxed);
+	atomic_thread_fence(memory_order_acquire);
+	if (atomic_load_explicit(&e->key, memory_order_relaxed) != k.key)
 		return RCP_EACCES;
-	/* A key of another process, or one that was deregistered. */
-	if (k->pid != p->pid || k->index >= p->nmrs || !k->key ||
-	    atomic_load_explicit(&p->mrs[k->index], memory_order_acquire) != k->key)
+	if (!(access & need))
 		return RCP_EACCES;
+	if (offset > rlen || len > rlen - offset)
+		return RCP_EACCES;
+	*addr = base + offset;
 	*pp = p;
 	return 0;
 }
@@ -1776,17 +1843,17 @@ static int rma(struct shm_nic *nic, int peer, void *local, size_t len, const voi
                size_t rkeylen, uint64_t offset, int write)
 {
 	struct shm_peer *p = NULL;
-	struct shm_rkey k;
+	uint64_t addr = 0;
 	size_t done = 0;
 	int rc;
 
 	rc = rma_check(nic, peer, len, rkey, rkeylen, offset,
-	               write ? RCP_NIC_ACCESS_WRITE : RCP_NIC_ACCESS_READ, &k, &p);
+	               write ? RCP_NIC_ACCESS_WRITE : RCP_NIC_ACCESS_READ, &addr, &p);
 	if (rc)
 		return rc;
 	while (done < len) {
 		struct iovec l = {(char *)local + done, len - done};
-		struct iovec r = {(void *)(uintptr_t)(k.base + offset + done), len - done};
+		struct iovec r = {(void *)(uintptr_t)(addr + done), len - done};
 		ssize_t n = write ? process_vm_writev(p->pid, &l, 1, &r, 1, 0)
 		                  : process_vm_readv(p->pid, &l, 1, &r, 1, 0);
 		if (n > 0) {
@@ -1813,7 +1880,7 @@ static int rma(struct shm_nic *nic, int peer, void *local, size_t len, const voi
 			/* The key said yes but the memory is not mapped (freed
 			 * without deregistering?), or LOCAL is bad. */
 			rcpi_warn("shm %s: RMA %s at %#llx+%zu faulted", nic->name,
-			          write ? "put" : "get", (unsigned long long)(k.base + offset),
+			          write ? "put" : "get", (unsigned long long)addr,
 			          len);
 			return RCP_EACCES;
 		case ENOMEM: return RCP_ENOMEM;

@@ -1171,6 +1171,39 @@ static void rma_child(rcp_nic *inherited, const char *paddr)
 	child_exit(0);
 }
 
+/* Whatever the key's layout: no edit of any byte of a read-only key may
+ * write, read outside its 4096 bytes, or read other bytes than the
+ * region's (base, length and access come from the owner's table, not from
+ * the key).  The child checks afterwards that its regions are intact. */
+static void rma_forgeries(rcp_nic *p, int c, const struct rkeys *k)
+{
+	static const unsigned char masks[] = {0x01, 0x10, 0x80, 0xff};
+	unsigned char forged[RCP_NIC_RKEY_MAX], got[4096 + 64], one = 0x77;
+
+	for (uint32_t i = 0; i < k->len; i++) {
+		for (size_t m = 0; m < sizeof masks; m++) {
+			int rc;
+			memcpy(forged, k->ro, k->len);
+			forged[i] ^= masks[m];
+			rc = rcp_nic_put(p, c, &one, 1, forged, k->len, 0);
+			if (rc == 0)
+				fail_msg("put through a read-only key with byte %u ^ %#x", i,
+				         masks[m]);
+			memset(got, 0, sizeof got);
+			rc = rcp_nic_get(p, c, got, 4096, forged, k->len, 0);
+			if (rc == 0 && test_check(got, 4096, 101) != -1)
+				fail_msg("key byte %u ^ %#x read other memory (byte %ld)", i,
+				         masks[m], test_check(got, 4096, 101));
+			rc = rcp_nic_get(p, c, got, 1, forged, k->len, 4096);
+			if (rc == 0)
+				fail_msg("key byte %u ^ %#x read past the region", i, masks[m]);
+			rc = rcp_nic_get(p, c, got, 4096 + 64, forged, k->len, 0);
+			if (rc == 0)
+				fail_msg("key byte %u ^ %#x read a longer region", i, masks[m]);
+		}
+	}
+}
+
 static void t_rma(void **state)
 {
 	unsigned char *buf, small[4096];
@@ -1241,6 +1274,7 @@ static void t_rma(void **state)
 		forged[k.len - 1] ^= 0x5a;         /* ...and a wrong key */
 		assert_int_equal(rcp_nic_put(p, c, small, 1, forged, k.len, 0), RCP_EACCES);
 	}
+	rma_forgeries(p, c, &k);
 	assert_int_equal(send_buf(p, c, "1", 1), 0);
 	assert_int_equal(recv_wait(p, &fr, 1, -1), 1);
 	assert_int_equal(fr.len, 2);
