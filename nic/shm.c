@@ -150,11 +150,31 @@
  *
  * The abstract socket name is the ownership lock: the kernel frees it when
  * its owner dies.  open() binds it first (EADDRINUSE: a live owner); then
- * creates the segment with O_EXCL; if one exists, its recorded owner must
- * be dead (pid gone, zombie, or pid reused: start time differs) and the
- * stale segment is flagged closed (for senders still mapping it) and
- * replaced.  A live owner in another network namespace gives
- * RCP_EADDRINUSE with a hint.
+ * creates the segment with O_EXCL (shm_open adds O_NOFOLLOW) and sets mode
+ * 0600 whatever the umask; if one exists, its recorded owner must be dead
+ * (pid gone, zombie, or pid reused: start time differs) and the stale
+ * segment is flagged closed (for senders still mapping it) and replaced.
+ * A live owner in another network namespace gives RCP_EADDRINUSE with a
+ * hint.
+ *
+ * Names are shared by all users (abstract sockets have no permissions,
+ * /dev/shm is world-writable), so another user can take ours first.  We
+ * never trust what we did not create: open() refuses (RCP_EPERM, naming
+ * the other uid) a segment at its name that is not a regular file of our
+ * effective uid, leaving it untouched, and a doorbell name held by another
+ * uid (asked of the kernel's socket table, sock_diag; without it the
+ * result is the usual RCP_EADDRINUSE); a stale segment of ours whose mode
+ * lets others write it is replaced without reading it.  A sender attaches
+ * only to a regular file of its own euid with mode 0600 (else RCP_EPERM):
+ * a segment another user planted would receive its frames and rkeys.  So
+ * shm endpoints talk within one uid, as cross-memory attach needs anyway.
+ * Squatted names fail cleanly; they cannot be recovered from (the name is
+ * the address peers know): pick another.
+ *
+ * Segments of killed endpoints stay until their name is opened again,
+ * and names carrying a pid never are: the first open in each process
+ * sweeps segments of our uid whose owner (per the header) is dead, taking
+ * each one's doorbell name as the lock while it checks (sweep_stale).
  *
  * Liveness checks (kill(pid,0) plus /proc/PID/stat state and start time)
  * cost system calls, so they run only on slow paths: a sender checks its
@@ -202,13 +222,21 @@
  * only unmaps it, and the child must not use it.  While a forked child
  * lives it also holds the doorbell socket, so the name stays taken after
  * the parent dies.  Segments are created mode 0600 (same user only).
+ * The sweep reads RCP_SHM_DIR (default /dev/shm), which must be where
+ * shm_open puts segments.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
 #endif
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <linux/sock_diag.h>
+#include <linux/unix_diag.h>
 #include <signal.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -475,6 +503,87 @@ static socklen_t db_addr(struct sockaddr_un *sa, const char *name, size_t n)
 static uint64_t align_up(uint64_t v)
 {
 	return (v + RINGS_ALIGN - 1) & ~(uint64_t)(RINGS_ALIGN - 1);
+}
+
+static const char *shm_dir(void)
+{
+	const char *dir = rcpi_env_str("RCP_SHM_DIR");
+	return dir && *dir ? dir : "/dev/shm";
+}
+
+/* A segment is ours to trust only if it is a regular file of our
+ * effective uid that nobody else may open (mode 0600 or stricter): a name
+ * can be created first by another user (squatting), and such a file could
+ * say anything.  Returns 0 or RCP_EPERM, logging why with WHO. */
+static int seg_trusted(const struct stat *st, const char *who, const char *path)
+{
+	if (S_ISREG(st->st_mode) && st->st_uid == geteuid() && !(st->st_mode & 077))
+		return 0;
+	rcpi_err("shm:%s: %s%s is %s owned by uid %u, mode %04o; refusing it (expected a file of "
+	         "uid %u, mode 0600: another user may have created the name first)",
+	         who, shm_dir(), path, S_ISREG(st->st_mode) ? "a file" : "not a file",
+	         (unsigned)st->st_uid, (unsigned)(st->st_mode & 0777), (unsigned)geteuid());
+	return RCP_EPERM;
+}
+
+/* The uid of the process holding abstract unix name SA, from the kernel's
+ * socket table (sock_diag, Linux >= 5.3); -1 if it cannot tell.  Slow path:
+ * only when binding the doorbell failed. */
+static long db_holder_uid(const struct sockaddr_un *sa, socklen_t salen)
+{
+	struct {
+		struct nlmsghdr nlh;
+		struct unix_diag_req r;
+	} req;
+	struct sockaddr_nl nl = {.nl_family = AF_NETLINK};
+	size_t plen = (size_t)salen - offsetof(struct sockaddr_un, sun_path);
+	long uid = -1;
+	union {
+		char b[16384];
+		struct nlmsghdr align;
+	} buf;
+	int fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+
+	if (fd < 0)
+		return -1;
+	memset(&req, 0, sizeof req);
+	req.nlh.nlmsg_len = sizeof req;
+	req.nlh.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+	req.nlh.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+	req.r.sdiag_family = AF_UNIX;
+	req.r.udiag_states = ~0u;
+	req.r.udiag_show = UDIAG_SHOW_NAME | UDIAG_SHOW_UID;
+	if (sendto(fd, &req, sizeof req, 0, (struct sockaddr *)&nl, sizeof nl) < 0)
+		goto out;
+	for (;;) {
+		ssize_t n = recv(fd, buf.b, sizeof buf.b, 0);
+		struct nlmsghdr *h = &buf.align;
+		int len = (int)n;
+		if (n <= 0)
+			goto out;
+		for (; NLMSG_OK(h, len); h = NLMSG_NEXT(h, len)) {
+			struct unix_diag_msg *m = NLMSG_DATA(h);
+			struct rtattr *a = (struct rtattr *)(m + 1);
+			int alen = (int)(h->nlmsg_len - NLMSG_LENGTH(sizeof *m)), named = 0;
+			long u = -1;
+			if (h->nlmsg_type == NLMSG_DONE || h->nlmsg_type == NLMSG_ERROR)
+				goto out;
+			for (; RTA_OK(a, alen); a = RTA_NEXT(a, alen)) {
+				if (a->rta_type == UNIX_DIAG_NAME && RTA_PAYLOAD(a) == plen &&
+				    !memcmp(RTA_DATA(a), sa->sun_path, plen))
+					named = 1;
+				else if (a->rta_type == UNIX_DIAG_UID && RTA_PAYLOAD(a) >= sizeof(uid_t))
+					u = (long)*(const uid_t *)RTA_DATA(a);
+			}
+			if (named && u >= 0) {
+				uid = u;
+				goto out;
+			}
+		}
+	}
+out:
+	close(fd);
+	return uid;
 }
 
 static void layout(uint32_t nslots, uint32_t ncells, uint32_t nmrs, struct shm_layout *l)
@@ -758,32 +867,66 @@ static int seg_create(struct shm_nic *nic, const char *path)
 	for (int attempt = 0; attempt < 2; attempt++) {
 		struct shm_seg *old;
 		struct stat st;
-		int fd = shm_open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
-		if (fd >= 0)
+		/* shm_open adds O_NOFOLLOW: a symlink planted at the name
+		 * fails rather than being followed. */
+		int fd = shm_open(path, O_RDWR | O_CREAT | O_EXCL, 0600), rc;
+		if (fd >= 0) {
+			/* 0600 whatever the umask: peers check it. */
+			if (fchmod(fd, 0600) < 0) {
+				rc = errno_rc(errno);
+				close(fd);
+				shm_unlink(path);
+				return rc;
+			}
 			return fd;
+		}
 		if (errno != EEXIST)
 			return errno_rc(errno);
 		/* We hold the doorbell name, so the owner of this segment is
-		 * dead, or alive in another network namespace. */
+		 * dead, alive in another network namespace, or another user
+		 * who created the name first. */
 		fd = shm_open(path, O_RDWR, 0);
 		if (fd < 0) {
 			if (errno == ENOENT)
 				continue;
+			if (errno == EACCES || errno == EPERM || errno == ELOOP) {
+				/* Another user's file, or a symlink: say whose. */
+				char full[PATH_MAX];
+				int e = errno;
+				snprintf(full, sizeof full, "%s%s", shm_dir(), path);
+				if (lstat(full, &st) == 0 && seg_trusted(&st, nic->name, path))
+					return RCP_EPERM;
+				errno = e;
+			}
 			return errno_rc(errno);
 		}
-		if (fstat(fd, &st) == 0 && (uint64_t)st.st_size >= SEG_HDR_BYTES) {
+		if (fstat(fd, &st) < 0) {
+			close(fd);
+			return RCP_ESYS;
+		}
+		if (st.st_uid != geteuid() || !S_ISREG(st.st_mode)) {
+			/* Not ours: never read, flag or remove it. */
+			seg_trusted(&st, nic->name, path);
+			close(fd);
+			return RCP_EPERM;
+		}
+		if (st.st_mode & 077) {
+			/* Ours, but others may have written it: its header
+			 * proves nothing.  No live owner holds the doorbell
+			 * name, so replace it. */
+			rcpi_warn("shm:%s: %s%s had mode %03o; replacing it", nic->name, shm_dir(),
+			          path, (unsigned)(st.st_mode & 0777));
+		} else if ((uint64_t)st.st_size >= SEG_HDR_BYTES) {
 			old = mmap(NULL, SEG_HDR_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 			if (old != MAP_FAILED) {
 				int live = atomic_load(&old->magic) == SHM_MAGIC &&
 				           rcpi_proc_alive(old->owner_pid, old->owner_start,
 				                           old->owner_pidns, nic->pidns);
 				if (live) {
-					const char *dir = rcpi_env_str("RCP_SHM_DIR");
 					rcpi_warn(
 					    "shm:%s: %s%s is owned by live pid %d (in another "
 					    "network namespace?); remove it if it is stale",
-					    nic->name, dir ? dir : "/dev/shm", path,
-					    (int)old->owner_pid);
+					    nic->name, shm_dir(), path, (int)old->owner_pid);
 					munmap(old, SEG_HDR_BYTES);
 					close(fd);
 					return RCP_EADDRINUSE;
@@ -799,6 +942,77 @@ static int seg_create(struct shm_nic *nic, const char *path)
 			return errno_rc(errno);
 	}
 	return RCP_EADDRINUSE;
+}
+
+/* 1 if DIR/FILE is a segment of ours (regular, our uid, mode 0600) whose
+ * header names a dead owner of our pid namespace. */
+static int seg_dead(int dfd, const char *file, uint32_t pidns, pid_t *owner)
+{
+	int fd = openat(dfd, file, O_RDONLY | O_NOFOLLOW | O_CLOEXEC), dead = 0;
+	struct shm_seg *h;
+	struct stat st;
+
+	if (fd < 0)
+		return 0;
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
+	    !(st.st_mode & 077) && (uint64_t)st.st_size >= SEG_HDR_BYTES) {
+		h = mmap(NULL, SEG_HDR_BYTES, PROT_READ, MAP_SHARED, fd, 0);
+		if (h != MAP_FAILED) {
+			dead = atomic_load_explicit(&h->magic, memory_order_acquire) == SHM_MAGIC &&
+			       h->owner_pidns == pidns &&
+			       !rcpi_proc_alive(h->owner_pid, h->owner_start, h->owner_pidns, pidns);
+			*owner = h->owner_pid;
+			munmap(h, SEG_HDR_BYTES);
+		}
+	}
+	close(fd);
+	return dead;
+}
+
+/* Removes segments that killed endpoints of our uid left behind: a name
+ * is reclaimed when it is opened again, but names that carry a pid (most
+ * do) never are.  A segment goes if it is a regular file of ours, mode
+ * 0600, whose header names a dead owner of our pid namespace, and it still
+ * is once we hold its doorbell name (the name is the lock, see Ownership:
+ * no live endpoint of this network namespace has it, and none can take it
+ * and re-create the segment while we look).  Only names that look stale
+ * are locked, for a few system calls: an open of such a name at that very
+ * moment fails with RCP_EADDRINUSE.  Runs at the first open in each
+ * process (a forked child sweeps again): a restarted job cleans up after
+ * the one that was killed.  Slow path: a directory scan. */
+static void sweep_stale(struct shm_nic *nic)
+{
+	static _Atomic pid_t swept;
+	pid_t me = getpid(), owner = 0;
+	struct dirent *e;
+	DIR *d;
+
+	if (atomic_exchange(&swept, me) == me || !nic->pidns)
+		return;
+	d = opendir(shm_dir());
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		const char *name = e->d_name + 4;
+		size_t n = strlen(e->d_name) >= 4 ? strlen(name) : 0;
+		struct sockaddr_un sa;
+		int lock;
+
+		if (strncmp(e->d_name, "rcp-", 4) || !name_ok(name, n) ||
+		    (n == nic->namelen && !memcmp(name, nic->name, n)) ||
+		    !seg_dead(dirfd(d), e->d_name, nic->pidns, &owner))
+			continue;
+		lock = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+		if (lock < 0)
+			break;
+		if (bind(lock, (struct sockaddr *)&sa, db_addr(&sa, name, n)) == 0 &&
+		    seg_dead(dirfd(d), e->d_name, nic->pidns, &owner) &&
+		    unlinkat(dirfd(d), e->d_name, 0) == 0)
+			rcpi_info("shm:%s: removed %s/%s (its owner, pid %d, is gone)", nic->name,
+			          shm_dir(), e->d_name, (int)owner);
+		close(lock);
+	}
+	closedir(d);
 }
 
 static int shm_open_ep(const char *rest, const struct rcp_nic_config *cfg, rcp_nic **out)
@@ -882,7 +1096,17 @@ static int shm_open_ep(const char *rest, const struct rcp_nic_config *cfg, rcp_n
 	}
 	salen = db_addr(&sa, rest, n);
 	if (bind(nic->dbfd, (struct sockaddr *)&sa, salen) < 0) {
+		long uid;
 		rc = errno == EADDRINUSE ? RCP_EADDRINUSE : errno_rc(errno);
+		/* Abstract names have no permissions: another user may have
+		 * bound ours first.  Say so rather than "in use". */
+		if (rc == RCP_EADDRINUSE && (uid = db_holder_uid(&sa, salen)) >= 0 &&
+		    uid != (long)geteuid()) {
+			rcpi_err("shm:%s: the doorbell name @rcp-shm-%s is held by uid %ld, not "
+			         "us (uid %u): another user took the name first; pick another",
+			         rest, rest, uid, (unsigned)geteuid());
+			rc = RCP_EPERM;
+		}
 		goto fail;
 	}
 
@@ -936,6 +1160,7 @@ static int shm_open_ep(const char *rest, const struct rcp_nic_config *cfg, rcp_n
 
 	rcpi_debug("shm:%s: open, %u slots x %llu B rings, mtu %u", rest, nic->nslots,
 	           (unsigned long long)l.ring_bytes, nic->mtu);
+	sweep_stale(nic);
 	*out = &nic->base;
 	return 0;
 
@@ -1160,6 +1385,10 @@ static int peer_connect(struct shm_nic *nic, struct shm_peer *p, const char *nam
 			rc = RCP_ESYS;
 			goto out;
 		}
+		/* Only our own user's endpoints: a segment another user
+		 * created under this name would get our frames and keys. */
+		if ((rc = seg_trusted(&st, nic->name, path)))
+			goto out;
 		if ((uint64_t)st.st_size >= SEG_HDR_BYTES) {
 			h = mmap(NULL, SEG_HDR_BYTES, PROT_READ, MAP_SHARED, fd, 0);
 			if (h == MAP_FAILED) {
