@@ -1125,7 +1125,7 @@ static int shm_open_ep(const char *rest, const struct rcp_nic_config *cfg, rcp_n
 		rc = errno_rc(errno);
 		goto fail_unlink;
 	}
-	rc = fallocate(fd, 0, 0, (off_t)l.mrs_off);
+	rc = fallocate(fd, 0, 0, (off_t)(l.slots_off + (uint64_t)nic->nslots * SLOT_BYTES));
 	if (rc < 0 && errno != EOPNOTSUPP) {
 		rcpi_err("shm:%s: cannot allocate %s: %s", rest, path, strerror(errno));
 		rc = errno_rc(errno);
