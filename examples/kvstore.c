@@ -10,12 +10,17 @@
  * Forks the server; the client first puts every key, then runs N random
  * gets and puts with INFLIGHT calls outstanding, checks every value it
  * gets against what it last put, and prints the rate.  Exit 0 when every
- * call succeeded and every value matched.
+ * call succeeded and every value matched.  The server dies with the client
+ * (PR_SET_PDEATHSIG), and a client that fails kills and reaps it: no run
+ * leaves a process behind.
  */
+#include <errno.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -163,6 +168,85 @@ static void cb(rcp_rpc_req *req, int status, void *out, void *arg)
 	free(o);
 }
 
+/* The client: loads the server at ADDR from CADDR.  Returns the number of
+ * failed calls or wrong values, or -1 if it could not run. */
+static int client(const char *transport, const char *mode, long ops, int inflight,
+                  const char *addr, const char *caddr)
+{
+	uint64_t seed = 42;
+	rcp_ep *ep;
+	rcp_rpc *rpc;
+	rcp_chan *ch;
+	struct timespec t0, t1;
+	struct rcp_rpc_stats rs;
+	long started = 0;
+	int rc;
+	if ((rc = rcp_ep_open(caddr, NULL, &ep)) ||
+	    (rc = setup(ep, !strcmp(mode, "fetch") ? RCP_RPC_FETCH : 0, &rpc)) ||
+	    (rc = rcp_connect(ep, addr, &ch))) {
+		fprintf(stderr, "kvstore: setup: %s\n", rcp_strerror(rc));
+		return -1;
+	}
+	truth = calloc((size_t)nkeys, sizeof *truth);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	/* Put every key once, then a random mix (1 put in 4). */
+	for (long i = 0; i < nkeys + ops; i++) {
+		struct op *o = calloc(1, sizeof *o);
+		seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+		o->key = i < nkeys ? (int)i : (int)((seed >> 33) % (uint64_t)nkeys);
+		o->is_get = i >= nkeys && ((seed >> 20) & 3);
+		mk_key(o->key, &o->put.key);
+		if (!o->is_get) {
+			for (int b = 0; b < 32; b++)
+				o->put.val.v[b] = (unsigned char)(i * 7 + b);
+			/* Sequential per key: wait for in-flight calls on
+			 * this key to settle before changing the truth. */
+			while (outstanding)
+				if (rcp_rpc_loop(rpc, -1) < 0)
+					return -1;
+			truth[o->key] = o->put.val;
+		}
+		while (outstanding >= inflight)
+			if (rcp_rpc_loop(rpc, -1) < 0)
+				return -1;
+		rc = rcp_rpc_forward(rpc, ch, o->is_get ? id_get : id_put,
+		                     o->is_get ? (void *)&o->put.key : (void *)&o->put,
+		                     o->is_get ? &o->got : NULL, -1, cb, o, NULL);
+		if (rc) {
+			fprintf(stderr, "kvstore: forward: %s\n", rcp_strerror(rc));
+			return -1;
+		}
+		outstanding++;
+		started++;
+	}
+	while (outstanding)
+		if (rcp_rpc_loop(rpc, -1) < 0)
+			return -1;
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	rcp_rpc_get_stats(rpc, &rs);
+	{
+		double s =
+		    (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
+		printf("kvstore: %s %s: %ld ops (%d keys), %.0f ops/s, %d failures, "
+		       "%llu by remote fetch\n",
+		       transport, mode, done_ops, nkeys, (double)started / s, failures,
+		       (unsigned long long)rs.rfp_calls);
+	}
+	{
+		rcp_rpc_req *rq;
+		rc = rcp_rpc_forward(rpc, ch, id_quit, NULL, NULL, -1, NULL, NULL, &rq);
+		if (!rc)
+			rc = rcp_rpc_wait(rq, -1);
+		if (rc)
+			failures++;
+		else
+			rcp_rpc_req_free(rq);
+	}
+	rcp_rpc_destroy(rpc);
+	rcp_ep_close(ep);
+	return failures;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option lo[] = {{"transport", 1, 0, 't'}, {"mode", 1, 0, 'm'},
@@ -173,7 +257,6 @@ int main(int argc, char **argv)
 	int inflight = 16, c, fd[2], st;
 	char saddr[64], caddr[64], addr[RCP_NIC_ADDRSTR_MAX];
 	pid_t pid;
-	uint64_t seed = 42;
 
 	nkeys = 1000;
 	while ((c = getopt_long(argc, argv, "t:m:n:k:i:", lo, NULL)) != -1) {
@@ -197,7 +280,17 @@ int main(int argc, char **argv)
 	}
 	if (pipe(fd))
 		return 1;
-	pid = fork();
+	{
+		pid_t parent = getpid();
+		pid = fork();
+		if (pid < 0)
+			return 1;
+		/* The server must not outlive the client, however that ends
+		 * (the parent may die before prctl: check it afterwards). */
+		if (pid == 0 &&
+		    (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent))
+			_exit(5);
+	}
 	if (pid == 0) {
 		rcp_ep *ep;
 		rcp_rpc *rpc;
@@ -225,79 +318,13 @@ int main(int argc, char **argv)
 	}
 	close(fd[1]);
 	if (read(fd[0], addr, sizeof addr) != (ssize_t)sizeof addr)
-		return 1;
-	{
-		rcp_ep *ep;
-		rcp_rpc *rpc;
-		rcp_chan *ch;
-		struct timespec t0, t1;
-		struct rcp_rpc_stats rs;
-		long started = 0;
-		int rc;
-		if ((rc = rcp_ep_open(caddr, NULL, &ep)) ||
-		    (rc = setup(ep, !strcmp(mode, "fetch") ? RCP_RPC_FETCH : 0, &rpc)) ||
-		    (rc = rcp_connect(ep, addr, &ch))) {
-			fprintf(stderr, "kvstore: setup: %s\n", rcp_strerror(rc));
-			return 1;
-		}
-		truth = calloc((size_t)nkeys, sizeof *truth);
-		clock_gettime(CLOCK_MONOTONIC, &t0);
-		/* Put every key once, then a random mix (1 put in 4). */
-		for (long i = 0; i < nkeys + ops; i++) {
-			struct op *o = calloc(1, sizeof *o);
-			seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-			o->key = i < nkeys ? (int)i : (int)((seed >> 33) % (uint64_t)nkeys);
-			o->is_get = i >= nkeys && ((seed >> 20) & 3);
-			mk_key(o->key, &o->put.key);
-			if (!o->is_get) {
-				for (int b = 0; b < 32; b++)
-					o->put.val.v[b] = (unsigned char)(i * 7 + b);
-				/* Sequential per key: wait for in-flight calls on
-				 * this key to settle before changing the truth. */
-				while (outstanding)
-					rcp_rpc_loop(rpc, -1);
-				truth[o->key] = o->put.val;
-			}
-			while (outstanding >= inflight)
-				if (rcp_rpc_loop(rpc, -1) < 0)
-					return 1;
-			rc = rcp_rpc_forward(rpc, ch, o->is_get ? id_get : id_put,
-			                     o->is_get ? (void *)&o->put.key : (void *)&o->put,
-			                     o->is_get ? &o->got : NULL, -1, cb, o, NULL);
-			if (rc) {
-				fprintf(stderr, "kvstore: forward: %s\n", rcp_strerror(rc));
-				return 1;
-			}
-			outstanding++;
-			started++;
-		}
-		while (outstanding)
-			if (rcp_rpc_loop(rpc, -1) < 0)
-				return 1;
-		clock_gettime(CLOCK_MONOTONIC, &t1);
-		rcp_rpc_get_stats(rpc, &rs);
-		{
-			double s =
-			    (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
-			printf("kvstore: %s %s: %ld ops (%d keys), %.0f ops/s, %d failures, "
-			       "%llu by remote fetch\n",
-			       transport, mode, done_ops, nkeys, (double)started / s, failures,
-			       (unsigned long long)rs.rfp_calls);
-		}
-		{
-			rcp_rpc_req *rq;
-			rc = rcp_rpc_forward(rpc, ch, id_quit, NULL, NULL, -1, NULL, NULL, &rq);
-			if (!rc)
-				rc = rcp_rpc_wait(rq, -1);
-			if (rc)
-				failures++;
-			else
-				rcp_rpc_req_free(rq);
-		}
-		rcp_rpc_destroy(rpc);
-		rcp_ep_close(ep);
-	}
+		failures = -1; /* the server failed to start; reap it */
+	else
+		failures = client(transport, mode, ops, inflight, addr, caddr);
+	if (failures)
+		kill(pid, SIGKILL);
 	while (waitpid(pid, &st, 0) < 0)
-		;
+		if (errno != EINTR)
+			return 1;
 	return !failures && WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 1;
 }

@@ -20,7 +20,9 @@
  *                   line 0  state word (kind|gen|pid), sender identity
  *                   line 1  prod: producer index   (sender writes)
  *                   line 2  cons: consumer index   (receiver writes)
- *   ...           nmrs x 8 B registration keys (RMA key check)
+ *   mrs_off       nmrs x 32 B registrations {key, base, len, access}
+ *                 (RMA), 64 KiB aligned at both ends: peers map it
+ *                 read-only
  *   rings_off     nslots rings, ring_cells x 64 B each, 64 KiB aligned
  *
  * Lines written by different sides never share a 128-byte pair, so the
@@ -113,6 +115,11 @@
  *   header load (acquire)  -->  payload reads  --release-->  cons store
  *   cons load (acquire, only when full)  -->  overwriting those cells
  *   slot state: CAS/stores release, loads acquire; events: release/acquire
+ *   registration entry (a seqlock whose "odd" value is key 0):
+ *     owner:  key = 0 (dereg) ... fence(release), base/len/access,
+ *             key = K (release)
+ *     peer:   key == K (acquire), base/len/access, fence(acquire),
+ *             key == K again
  *
  * ---- The doorbell (the wait fd) --------------------------------------------
  *
@@ -143,11 +150,31 @@
  *
  * The abstract socket name is the ownership lock: the kernel frees it when
  * its owner dies.  open() binds it first (EADDRINUSE: a live owner); then
- * creates the segment with O_EXCL; if one exists, its recorded owner must
- * be dead (pid gone, zombie, or pid reused: start time differs) and the
- * stale segment is flagged closed (for senders still mapping it) and
- * replaced.  A live owner in another network namespace gives
- * RCP_EADDRINUSE with a hint.
+ * creates the segment with O_EXCL (shm_open adds O_NOFOLLOW) and sets mode
+ * 0600 whatever the umask; if one exists, its recorded owner must be dead
+ * (pid gone, zombie, or pid reused: start time differs) and the stale
+ * segment is flagged closed (for senders still mapping it) and replaced.
+ * A live owner in another network namespace gives RCP_EADDRINUSE with a
+ * hint.
+ *
+ * Names are shared by all users (abstract sockets have no permissions,
+ * /dev/shm is world-writable), so another user can take ours first.  We
+ * never trust what we did not create: open() refuses (RCP_EPERM, naming
+ * the other uid) a segment at its name that is not a regular file of our
+ * effective uid, leaving it untouched, and a doorbell name held by another
+ * uid (asked of the kernel's socket table, sock_diag; without it the
+ * result is the usual RCP_EADDRINUSE); a stale segment of ours whose mode
+ * lets others write it is replaced without reading it.  A sender attaches
+ * only to a regular file of its own euid with mode 0600 (else RCP_EPERM):
+ * a segment another user planted would receive its frames and rkeys.  So
+ * shm endpoints talk within one uid, as cross-memory attach needs anyway.
+ * Squatted names fail cleanly; they cannot be recovered from (the name is
+ * the address peers know): pick another.
+ *
+ * Segments of killed endpoints stay until their name is opened again,
+ * and names carrying a pid never are: the first open in each process
+ * sweeps segments of our uid whose owner (per the header) is dead, taking
+ * each one's doorbell name as the lock while it checks (sweep_stale).
  *
  * Liveness checks (kill(pid,0) plus /proc/PID/stat state and start time)
  * cost system calls, so they run only on slow paths: a sender checks its
@@ -166,13 +193,27 @@
  *
  * ---- RMA -------------------------------------------------------------------
  *
- * An rkey is {pid, base, length, access, table index, random 64-bit key}.
- * The owner stores the key in its segment's registration table; get/put
- * check bounds and access against the rkey, the pid against the peer, and
- * the key against the table (a deregistered region gives RCP_EACCES), then
- * copy with process_vm_readv/writev, looping over partial transfers.  CMA
- * needs ptrace permission over the peer (same uid and Yama ptrace_scope 0,
- * or CAP_SYS_PTRACE): EPERM is reported as RCP_EPERM with a hint.
+ * As an HCA checks an rkey against its memory-region table, get/put check
+ * against the OWNER's record, never against what the peer sent.  The owner
+ * keeps one entry per registration in its segment: {key, base, len,
+ * access}, key a fresh random 64-bit value (the entry's generation: never
+ * reused, 0 while the entry is free).  An rkey is only {pid, table index,
+ * key}; offsets come with each call.  get/put check the pid against the
+ * peer, read the entry (a seqlock, see Memory ordering: an entry rewritten
+ * under us reads as a key mismatch), require the same key, the access bit,
+ * and [offset, offset+len) inside the entry's length (overflow-safe), then
+ * copy at base + offset with process_vm_readv/writev, looping over partial
+ * transfers.  So an edited key cannot reach past the region, into another
+ * one, or write a read-only one, and a deregistered region's key is dead
+ * (RCP_EACCES).  The table lies on pages of its own that peers map
+ * read-only: a stray store of a peer cannot grant access.  (A hostile
+ * process of the same uid could map it writable, but such a process may
+ * also ptrace the owner: the check is against forged or stale keys, as on
+ * the emulated paths, not against the owner's own user.)  What the check
+ * cannot cover: an owner that deregisters while a peer's copy is under way
+ * (the copy may still land, as on an HCA).  CMA needs ptrace permission
+ * over the peer (same uid and Yama ptrace_scope 0, or CAP_SYS_PTRACE):
+ * EPERM is reported as RCP_EPERM with a hint.
  *
  * ---- Limits ------------------------------------------------------------------
  *
@@ -181,13 +222,21 @@
  * only unmaps it, and the child must not use it.  While a forked child
  * lives it also holds the doorbell socket, so the name stays taken after
  * the parent dies.  Segments are created mode 0600 (same user only).
+ * The sweep reads RCP_SHM_DIR (default /dev/shm), which must be where
+ * shm_open puts segments.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
 #endif
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <linux/sock_diag.h>
+#include <linux/unix_diag.h>
 #include <signal.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -208,7 +257,7 @@
 /* ---- constants ------------------------------------------------------------ */
 
 #define SHM_MAGIC   0x31304d4853504352ull /* "RCPSHM01" little-endian */
-#define SHM_VERSION 1u
+#define SHM_VERSION 2u /* 2: registration table entries hold the region */
 
 #define CELL       64u /* ring cell, one cache line */
 #define CELL_SHIFT 6
@@ -226,7 +275,8 @@
 #define RING_MIN      4096ull
 #define RING_MAX      (1ull << 30)
 #define SLOTS_MAX     4096u  /* fits the 12 slot bits of a frame token */
-#define NMRS          16384u /* registration table entries (8 B each) */
+#define NMRS          16384u /* registration table entries (32 B each) */
+#define MRENT_BYTES   32u
 
 /* Cells whose first word the producer keeps zeroed ahead of itself. */
 #define ZERO_AHEAD 32u
@@ -250,8 +300,8 @@
 /* Bound on waiting for a segment being created to become valid. */
 #define CONNECT_WAIT_NS 100000000ull
 
-#define RKEY_BYTES   40u
-#define RKEY_VERSION 1u
+#define RKEY_BYTES   24u
+#define RKEY_VERSION 2u /* 2: no base/length/access in the key (see RMA) */
 
 /* ---- shared structures (the on-memory ABI; bump SHM_VERSION on change) ---- */
 
@@ -294,7 +344,15 @@ struct shm_slot {
 	char pad_[120];
 };
 
+/* One registration in the owner's table (see RMA).  `key` is 0 while the
+ * entry is free or being rewritten: the seqlock's "odd" value. */
+struct shm_mrent {
+	_Atomic uint64_t key;
+	_Atomic uint64_t base, len, access;
+};
+
 _Static_assert(sizeof(struct shm_seg) <= SEG_HDR_BYTES, "segment header too large");
+_Static_assert(sizeof(struct shm_mrent) == MRENT_BYTES, "registration entry size");
 _Static_assert(sizeof(struct shm_slot) == SLOT_BYTES, "slot descriptor size");
 _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "64-bit atomics must be lock-free");
 _Static_assert(ATOMIC_INT_LOCK_FREE == 2, "32-bit atomics must be lock-free");
@@ -340,7 +398,7 @@ struct shm_peer {
 	uint64_t start;
 	uint32_t pidns;
 	uint32_t nmrs;
-	_Atomic uint64_t *mrs; /* the peer's registration table */
+	const struct shm_mrent *mrs; /* the peer's registration table (mapped read-only) */
 	uint64_t last_check_ns;
 	struct sockaddr_un db;
 	socklen_t dblen;
@@ -381,7 +439,7 @@ struct shm_nic {
 	uint64_t start;
 	uint32_t pidns;
 	uint64_t last_reap_ns;
-	_Atomic uint64_t *mrs; /* our registration table (in the segment) */
+	struct shm_mrent *mrs; /* our registration table (in the segment) */
 	uint64_t *mr_used;     /* bitmap of table entries in use */
 	uint32_t mr_hint;
 	struct shm_mr *mr_list;
@@ -442,12 +500,98 @@ static socklen_t db_addr(struct sockaddr_un *sa, const char *name, size_t n)
 	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)k);
 }
 
+static uint64_t align_up(uint64_t v)
+{
+	return (v + RINGS_ALIGN - 1) & ~(uint64_t)(RINGS_ALIGN - 1);
+}
+
+static const char *shm_dir(void)
+{
+	const char *dir = rcpi_env_str("RCP_SHM_DIR");
+	return dir && *dir ? dir : "/dev/shm";
+}
+
+/* A segment is ours to trust only if it is a regular file of our
+ * effective uid that nobody else may open (mode 0600 or stricter): a name
+ * can be created first by another user (squatting), and such a file could
+ * say anything.  Returns 0 or RCP_EPERM, logging why with WHO. */
+static int seg_trusted(const struct stat *st, const char *who, const char *path)
+{
+	if (S_ISREG(st->st_mode) && st->st_uid == geteuid() && !(st->st_mode & 077))
+		return 0;
+	rcpi_err("shm:%s: %s%s is %s owned by uid %u, mode %04o; refusing it (expected a file of "
+	         "uid %u, mode 0600: another user may have created the name first)",
+	         who, shm_dir(), path, S_ISREG(st->st_mode) ? "a file" : "not a file",
+	         (unsigned)st->st_uid, (unsigned)(st->st_mode & 0777), (unsigned)geteuid());
+	return RCP_EPERM;
+}
+
+/* The uid of the process holding abstract unix name SA, from the kernel's
+ * socket table (sock_diag, Linux >= 5.3); -1 if it cannot tell.  Slow path:
+ * only when binding the doorbell failed. */
+static long db_holder_uid(const struct sockaddr_un *sa, socklen_t salen)
+{
+	struct {
+		struct nlmsghdr nlh;
+		struct unix_diag_req r;
+	} req;
+	struct sockaddr_nl nl = {.nl_family = AF_NETLINK};
+	size_t plen = (size_t)salen - offsetof(struct sockaddr_un, sun_path);
+	long uid = -1;
+	union {
+		char b[16384];
+		struct nlmsghdr align;
+	} buf;
+	int fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+
+	if (fd < 0)
+		return -1;
+	memset(&req, 0, sizeof req);
+	req.nlh.nlmsg_len = sizeof req;
+	req.nlh.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+	req.nlh.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+	req.r.sdiag_family = AF_UNIX;
+	req.r.udiag_states = ~0u;
+	req.r.udiag_show = UDIAG_SHOW_NAME | UDIAG_SHOW_UID;
+	if (sendto(fd, &req, sizeof req, 0, (struct sockaddr *)&nl, sizeof nl) < 0)
+		goto out;
+	for (;;) {
+		ssize_t n = recv(fd, buf.b, sizeof buf.b, 0);
+		struct nlmsghdr *h = &buf.align;
+		int len = (int)n;
+		if (n <= 0)
+			goto out;
+		for (; NLMSG_OK(h, len); h = NLMSG_NEXT(h, len)) {
+			struct unix_diag_msg *m = NLMSG_DATA(h);
+			struct rtattr *a = (struct rtattr *)(m + 1);
+			int alen = (int)(h->nlmsg_len - NLMSG_LENGTH(sizeof *m)), named = 0;
+			long u = -1;
+			if (h->nlmsg_type == NLMSG_DONE || h->nlmsg_type == NLMSG_ERROR)
+				goto out;
+			for (; RTA_OK(a, alen); a = RTA_NEXT(a, alen)) {
+				if (a->rta_type == UNIX_DIAG_NAME && RTA_PAYLOAD(a) == plen &&
+				    !memcmp(RTA_DATA(a), sa->sun_path, plen))
+					named = 1;
+				else if (a->rta_type == UNIX_DIAG_UID && RTA_PAYLOAD(a) >= sizeof(uid_t))
+					u = (long)*(const uid_t *)RTA_DATA(a);
+			}
+			if (named && u >= 0) {
+				uid = u;
+				goto out;
+			}
+		}
+	}
+out:
+	close(fd);
+	return uid;
+}
+
 static void layout(uint32_t nslots, uint32_t ncells, uint32_t nmrs, struct shm_layout *l)
 {
 	l->slots_off = SEG_HDR_BYTES;
-	l->mrs_off = l->slots_off + (uint64_t)nslots * SLOT_BYTES;
-	l->rings_off =
-	    (l->mrs_off + (uint64_t)nmrs * 8 + RINGS_ALIGN - 1) & ~(uint64_t)(RINGS_ALIGN - 1);
+	/* The table has whole pages of its own: peers map it read-only. */
+	l->mrs_off = align_up(l->slots_off + (uint64_t)nslots * SLOT_BYTES);
+	l->rings_off = align_up(l->mrs_off + (uint64_t)nmrs * MRENT_BYTES);
 	l->ring_bytes = (uint64_t)ncells * CELL;
 	l->seg_bytes = l->rings_off + (uint64_t)nslots * l->ring_bytes;
 }
@@ -458,9 +602,9 @@ static inline struct shm_slot *seg_slot(struct shm_seg *seg, uint32_t i)
 	                                   (size_t)i * SLOT_BYTES);
 }
 
-static _Atomic uint64_t *seg_mrs(struct shm_seg *seg, const struct shm_layout *l)
+static struct shm_mrent *seg_mrs(struct shm_seg *seg, const struct shm_layout *l)
 {
-	return (_Atomic uint64_t *)(void *)((unsigned char *)seg + l->mrs_off);
+	return (struct shm_mrent *)(void *)((unsigned char *)seg + l->mrs_off);
 }
 
 static unsigned char *seg_ring(struct shm_seg *seg, const struct shm_layout *l, uint32_t i)
@@ -723,32 +867,66 @@ static int seg_create(struct shm_nic *nic, const char *path)
 	for (int attempt = 0; attempt < 2; attempt++) {
 		struct shm_seg *old;
 		struct stat st;
-		int fd = shm_open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
-		if (fd >= 0)
+		/* shm_open adds O_NOFOLLOW: a symlink planted at the name
+		 * fails rather than being followed. */
+		int fd = shm_open(path, O_RDWR | O_CREAT | O_EXCL, 0600), rc;
+		if (fd >= 0) {
+			/* 0600 whatever the umask: peers check it. */
+			if (fchmod(fd, 0600) < 0) {
+				rc = errno_rc(errno);
+				close(fd);
+				shm_unlink(path);
+				return rc;
+			}
 			return fd;
+		}
 		if (errno != EEXIST)
 			return errno_rc(errno);
 		/* We hold the doorbell name, so the owner of this segment is
-		 * dead, or alive in another network namespace. */
+		 * dead, alive in another network namespace, or another user
+		 * who created the name first. */
 		fd = shm_open(path, O_RDWR, 0);
 		if (fd < 0) {
 			if (errno == ENOENT)
 				continue;
+			if (errno == EACCES || errno == EPERM || errno == ELOOP) {
+				/* Another user's file, or a symlink: say whose. */
+				char full[PATH_MAX];
+				int e = errno;
+				snprintf(full, sizeof full, "%s%s", shm_dir(), path);
+				if (lstat(full, &st) == 0 && seg_trusted(&st, nic->name, path))
+					return RCP_EPERM;
+				errno = e;
+			}
 			return errno_rc(errno);
 		}
-		if (fstat(fd, &st) == 0 && (uint64_t)st.st_size >= SEG_HDR_BYTES) {
+		if (fstat(fd, &st) < 0) {
+			close(fd);
+			return RCP_ESYS;
+		}
+		if (st.st_uid != geteuid() || !S_ISREG(st.st_mode)) {
+			/* Not ours: never read, flag or remove it. */
+			seg_trusted(&st, nic->name, path);
+			close(fd);
+			return RCP_EPERM;
+		}
+		if (st.st_mode & 077) {
+			/* Ours, but others may have written it: its header
+			 * proves nothing.  No live owner holds the doorbell
+			 * name, so replace it. */
+			rcpi_warn("shm:%s: %s%s had mode %03o; replacing it", nic->name, shm_dir(),
+			          path, (unsigned)(st.st_mode & 0777));
+		} else if ((uint64_t)st.st_size >= SEG_HDR_BYTES) {
 			old = mmap(NULL, SEG_HDR_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 			if (old != MAP_FAILED) {
 				int live = atomic_load(&old->magic) == SHM_MAGIC &&
 				           rcpi_proc_alive(old->owner_pid, old->owner_start,
 				                           old->owner_pidns, nic->pidns);
 				if (live) {
-					const char *dir = rcpi_env_str("RCP_SHM_DIR");
 					rcpi_warn(
 					    "shm:%s: %s%s is owned by live pid %d (in another "
 					    "network namespace?); remove it if it is stale",
-					    nic->name, dir ? dir : "/dev/shm", path,
-					    (int)old->owner_pid);
+					    nic->name, shm_dir(), path, (int)old->owner_pid);
 					munmap(old, SEG_HDR_BYTES);
 					close(fd);
 					return RCP_EADDRINUSE;
@@ -764,6 +942,77 @@ static int seg_create(struct shm_nic *nic, const char *path)
 			return errno_rc(errno);
 	}
 	return RCP_EADDRINUSE;
+}
+
+/* 1 if DIR/FILE is a segment of ours (regular, our uid, mode 0600) whose
+ * header names a dead owner of our pid namespace. */
+static int seg_dead(int dfd, const char *file, uint32_t pidns, pid_t *owner)
+{
+	int fd = openat(dfd, file, O_RDONLY | O_NOFOLLOW | O_CLOEXEC), dead = 0;
+	struct shm_seg *h;
+	struct stat st;
+
+	if (fd < 0)
+		return 0;
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
+	    !(st.st_mode & 077) && (uint64_t)st.st_size >= SEG_HDR_BYTES) {
+		h = mmap(NULL, SEG_HDR_BYTES, PROT_READ, MAP_SHARED, fd, 0);
+		if (h != MAP_FAILED) {
+			dead = atomic_load_explicit(&h->magic, memory_order_acquire) == SHM_MAGIC &&
+			       h->owner_pidns == pidns &&
+			       !rcpi_proc_alive(h->owner_pid, h->owner_start, h->owner_pidns, pidns);
+			*owner = h->owner_pid;
+			munmap(h, SEG_HDR_BYTES);
+		}
+	}
+	close(fd);
+	return dead;
+}
+
+/* Removes segments that killed endpoints of our uid left behind: a name
+ * is reclaimed when it is opened again, but names that carry a pid (most
+ * do) never are.  A segment goes if it is a regular file of ours, mode
+ * 0600, whose header names a dead owner of our pid namespace, and it still
+ * is once we hold its doorbell name (the name is the lock, see Ownership:
+ * no live endpoint of this network namespace has it, and none can take it
+ * and re-create the segment while we look).  Only names that look stale
+ * are locked, for a few system calls: an open of such a name at that very
+ * moment fails with RCP_EADDRINUSE.  Runs at the first open in each
+ * process (a forked child sweeps again): a restarted job cleans up after
+ * the one that was killed.  Slow path: a directory scan. */
+static void sweep_stale(struct shm_nic *nic)
+{
+	static _Atomic pid_t swept;
+	pid_t me = getpid(), owner = 0;
+	struct dirent *e;
+	DIR *d;
+
+	if (atomic_exchange(&swept, me) == me || !nic->pidns)
+		return;
+	d = opendir(shm_dir());
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		const char *name = e->d_name + 4;
+		size_t n = strlen(e->d_name) >= 4 ? strlen(name) : 0;
+		struct sockaddr_un sa;
+		int lock;
+
+		if (strncmp(e->d_name, "rcp-", 4) || !name_ok(name, n) ||
+		    (n == nic->namelen && !memcmp(name, nic->name, n)) ||
+		    !seg_dead(dirfd(d), e->d_name, nic->pidns, &owner))
+			continue;
+		lock = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+		if (lock < 0)
+			break;
+		if (bind(lock, (struct sockaddr *)&sa, db_addr(&sa, name, n)) == 0 &&
+		    seg_dead(dirfd(d), e->d_name, nic->pidns, &owner) &&
+		    unlinkat(dirfd(d), e->d_name, 0) == 0)
+			rcpi_info("shm:%s: removed %s/%s (its owner, pid %d, is gone)", nic->name,
+			          shm_dir(), e->d_name, (int)owner);
+		close(lock);
+	}
+	closedir(d);
 }
 
 static int shm_open_ep(const char *rest, const struct rcp_nic_config *cfg, rcp_nic **out)
@@ -847,7 +1096,17 @@ static int shm_open_ep(const char *rest, const struct rcp_nic_config *cfg, rcp_n
 	}
 	salen = db_addr(&sa, rest, n);
 	if (bind(nic->dbfd, (struct sockaddr *)&sa, salen) < 0) {
+		long uid;
 		rc = errno == EADDRINUSE ? RCP_EADDRINUSE : errno_rc(errno);
+		/* Abstract names have no permissions: another user may have
+		 * bound ours first.  Say so rather than "in use". */
+		if (rc == RCP_EADDRINUSE && (uid = db_holder_uid(&sa, salen)) >= 0 &&
+		    uid != (long)geteuid()) {
+			rcpi_err("shm:%s: the doorbell name @rcp-shm-%s is held by uid %ld, not "
+			         "us (uid %u): another user took the name first; pick another",
+			         rest, rest, uid, (unsigned)geteuid());
+			rc = RCP_EPERM;
+		}
 		goto fail;
 	}
 
@@ -866,7 +1125,7 @@ static int shm_open_ep(const char *rest, const struct rcp_nic_config *cfg, rcp_n
 		rc = errno_rc(errno);
 		goto fail_unlink;
 	}
-	rc = fallocate(fd, 0, 0, (off_t)l.mrs_off);
+	rc = fallocate(fd, 0, 0, (off_t)(l.slots_off + (uint64_t)nic->nslots * SLOT_BYTES));
 	if (rc < 0 && errno != EOPNOTSUPP) {
 		rcpi_err("shm:%s: cannot allocate %s: %s", rest, path, strerror(errno));
 		rc = errno_rc(errno);
@@ -901,6 +1160,7 @@ static int shm_open_ep(const char *rest, const struct rcp_nic_config *cfg, rcp_n
 
 	rcpi_debug("shm:%s: open, %u slots x %llu B rings, mtu %u", rest, nic->nslots,
 	           (unsigned long long)l.ring_bytes, nic->mtu);
+	sweep_stale(nic);
 	*out = &nic->base;
 	return 0;
 
@@ -1125,6 +1385,10 @@ static int peer_connect(struct shm_nic *nic, struct shm_peer *p, const char *nam
 			rc = RCP_ESYS;
 			goto out;
 		}
+		/* Only our own user's endpoints: a segment another user
+		 * created under this name would get our frames and keys. */
+		if ((rc = seg_trusted(&st, nic->name, path)))
+			goto out;
 		if ((uint64_t)st.st_size >= SEG_HDR_BYTES) {
 			h = mmap(NULL, SEG_HDR_BYTES, PROT_READ, MAP_SHARED, fd, 0);
 			if (h == MAP_FAILED) {
@@ -1187,6 +1451,10 @@ static int peer_connect(struct shm_nic *nic, struct shm_peer *p, const char *nam
 	}
 	p->seg = p->map;
 	p->mrs = seg_mrs(p->seg, &l);
+	/* We only ever read the owner's registrations: a stray store of ours
+	 * must not be able to grant access (see RMA). */
+	if (mprotect((unsigned char *)p->map + l.mrs_off, (size_t)(l.rings_off - l.mrs_off), PROT_READ) < 0)
+		rcpi_debug("shm %s: mprotect of %s's table: %s", nic->name, path, strerror(errno));
 	p->namelen = (uint8_t)n;
 	memcpy(p->name, name, n);
 	p->name[n] = 0;
@@ -1656,12 +1924,15 @@ busy:
 
 #ifdef HAVE_PROCESS_VM_READV
 
+/* What a peer gets: which entry of whose table, and the entry's random
+ * key (its generation).  No address, length or access: those are read from
+ * the owner's table on every access, so editing a key cannot widen it. */
 struct shm_rkey {
-	uint8_t id, version, access, pad;
+	uint8_t id, version, pad[2];
 	uint32_t index;
 	int32_t pid;
 	uint32_t pad2;
-	uint64_t base, len, key;
+	uint64_t key;
 };
 _Static_assert(sizeof(struct shm_rkey) == RKEY_BYTES, "rkey size");
 _Static_assert(RKEY_BYTES <= RCP_NIC_RKEY_MAX, "rkey too large");
@@ -1694,8 +1965,18 @@ static int shm_mr_reg(rcp_nic *base, void *addr, size_t len, unsigned access, rc
 	m->key = random64();
 	nic->mr_used[idx / 64] |= 1ull << (idx % 64);
 	nic->mr_hint = (idx + 1) % NMRS;
-	/* Peers check this key before every transfer. */
-	atomic_store_explicit(&nic->mrs[idx], m->key, memory_order_release);
+	/* The entry's key is 0 (free) while we write the region; the fence
+	 * orders these stores after the 0 stored when it was last freed (see
+	 * RMA: peers read the entry like a seqlock). */
+	{
+		struct shm_mrent *e = &nic->mrs[idx];
+		atomic_thread_fence(memory_order_release);
+		atomic_store_explicit(&e->base, (uint64_t)(uintptr_t)addr, memory_order_relaxed);
+		atomic_store_explicit(&e->len, (uint64_t)len, memory_order_relaxed);
+		atomic_store_explicit(&e->access, access, memory_order_relaxed);
+		/* Peers check the region under this key on every transfer. */
+		atomic_store_explicit(&e->key, m->key, memory_order_release);
+	}
 	m->next = nic->mr_list;
 	if (m->next)
 		m->next->prev = m;
@@ -1710,7 +1991,7 @@ static int shm_mr_dereg(rcp_nic_mr *base)
 	struct shm_nic *nic = (struct shm_nic *)base->nic;
 
 	/* From now on peers get RCP_EACCES for this key. */
-	atomic_store_explicit(&nic->mrs[m->index], 0, memory_order_release);
+	atomic_store_explicit(&nic->mrs[m->index].key, 0, memory_order_release);
 	nic->mr_used[m->index / 64] &= ~(1ull << (m->index % 64));
 	if (m->prev)
 		m->prev->next = m->next;
@@ -1733,22 +2014,24 @@ static int shm_mr_pack(const rcp_nic_mr *base, void *rkey, size_t *len)
 	memset(&k, 0, sizeof k);
 	k.id = RCPI_NIC_SHM;
 	k.version = RKEY_VERSION;
-	k.access = (uint8_t)m->access;
 	k.index = m->index;
 	k.pid = (int32_t)nic->pid;
-	k.base = (uint64_t)(uintptr_t)m->addr;
-	k.len = m->len;
 	k.key = m->key;
 	memcpy(rkey, &k, sizeof k);
 	*len = RKEY_BYTES;
 	return 0;
 }
 
-/* Validates an RMA request; fills *K and *P. */
+/* Validates an RMA request against the owner's table, as an HCA checks an
+ * rkey against its memory-region table; fills *ADDR (where the access
+ * starts in the owner) and *PP. */
 static int rma_check(struct shm_nic *nic, int peer, size_t len, const void *rkey, size_t rkeylen,
-                     uint64_t offset, unsigned need, struct shm_rkey *k, struct shm_peer **pp)
+                     uint64_t offset, unsigned need, uint64_t *addr, struct shm_peer **pp)
 {
+	const struct shm_mrent *e;
 	struct shm_peer *p;
+	struct shm_rkey k;
+	uint64_t base, rlen, access;
 
 	if ((uint32_t)peer >= nic->npeers || !nic->peers[peer].used)
 		return RCP_EINVAL;
@@ -1757,17 +2040,30 @@ static int rma_check(struct shm_nic *nic, int peer, size_t len, const void *rkey
 		return peer_check(nic, p);
 	if (rkeylen != RKEY_BYTES)
 		return RCP_EINVAL;
-	memcpy(k, rkey, sizeof *k);
-	if (k->id != RCPI_NIC_SHM || k->version != RKEY_VERSION)
+	memcpy(&k, rkey, sizeof k);
+	if (k.id != RCPI_NIC_SHM || k.version != RKEY_VERSION)
 		return RCP_EINVAL;
-	if (!(k->access & need))
+	/* A key of another process, or an entry that does not exist. */
+	if (k.pid != p->pid || k.index >= p->nmrs || !k.key)
 		return RCP_EACCES;
-	if (offset > k->len || len > k->len - offset)
+	/* The entry as a seqlock: key, region, fence, key again.  A region
+	 * read while the owner rewrote the entry (deregistered it, then
+	 * registered another region there) fails the second load, since the
+	 * owner zeroes the key before and stores a fresh one after. */
+	e = &p->mrs[k.index];
+	if (atomic_load_explicit(&e->key, memory_order_acquire) != k.key)
+		return RCP_EACCES; /* deregistered, or never this key */
+	base = atomic_load_explicit(&e->base, memory_order_relaxed);
+	rlen = atomic_load_explicit(&e->len, memory_order_relaxed);
+	access = atomic_load_explicit(&e->access, memory_order_relaxed);
+	atomic_thread_fence(memory_order_acquire);
+	if (atomic_load_explicit(&e->key, memory_order_relaxed) != k.key)
 		return RCP_EACCES;
-	/* A key of another process, or one that was deregistered. */
-	if (k->pid != p->pid || k->index >= p->nmrs || !k->key ||
-	    atomic_load_explicit(&p->mrs[k->index], memory_order_acquire) != k->key)
+	if (!(access & need))
 		return RCP_EACCES;
+	if (offset > rlen || len > rlen - offset)
+		return RCP_EACCES;
+	*addr = base + offset;
 	*pp = p;
 	return 0;
 }
@@ -1776,17 +2072,17 @@ static int rma(struct shm_nic *nic, int peer, void *local, size_t len, const voi
                size_t rkeylen, uint64_t offset, int write)
 {
 	struct shm_peer *p = NULL;
-	struct shm_rkey k;
+	uint64_t addr = 0;
 	size_t done = 0;
 	int rc;
 
 	rc = rma_check(nic, peer, len, rkey, rkeylen, offset,
-	               write ? RCP_NIC_ACCESS_WRITE : RCP_NIC_ACCESS_READ, &k, &p);
+	               write ? RCP_NIC_ACCESS_WRITE : RCP_NIC_ACCESS_READ, &addr, &p);
 	if (rc)
 		return rc;
 	while (done < len) {
 		struct iovec l = {(char *)local + done, len - done};
-		struct iovec r = {(void *)(uintptr_t)(k.base + offset + done), len - done};
+		struct iovec r = {(void *)(uintptr_t)(addr + done), len - done};
 		ssize_t n = write ? process_vm_writev(p->pid, &l, 1, &r, 1, 0)
 		                  : process_vm_readv(p->pid, &l, 1, &r, 1, 0);
 		if (n > 0) {
@@ -1813,7 +2109,7 @@ static int rma(struct shm_nic *nic, int peer, void *local, size_t len, const voi
 			/* The key said yes but the memory is not mapped (freed
 			 * without deregistering?), or LOCAL is bad. */
 			rcpi_warn("shm %s: RMA %s at %#llx+%zu faulted", nic->name,
-			          write ? "put" : "get", (unsigned long long)(k.base + offset),
+			          write ? "put" : "get", (unsigned long long)addr,
 			          len);
 			return RCP_EACCES;
 		case ENOMEM: return RCP_ENOMEM;

@@ -249,12 +249,16 @@ int rcp_ep_open(const char *nic_addr, const struct rcp_ep_config *cfg, rcp_ep **
 		if (sess)
 			p.session = sess; /* else the built-in default */
 	}
-	crc = cfg ? cfg->crc : -1;
-	if (crc < 0) {
+	/* Zero is the default, as for every config field: a zeroed config
+	 * must not turn the CRC off (RCP_CRC_OFF does that). */
+	crc = cfg ? cfg->crc : RCP_CRC_DEFAULT;
+	if (crc == RCP_CRC_DEFAULT) {
 		const char *e = rcpi_env_str("RCP_CRC");
-		crc = e && strcmp(e, "auto") ? atoi(e) != 0 : -1;
+		crc = !e || !strcmp(e, "auto") ? RCP_CRC_AUTO
+		      : atoi(e)               ? RCP_CRC_ON
+		                              : RCP_CRC_OFF;
 	}
-	p.crc = crc < 0 ? !(ep->info.caps & RCP_NIC_CAP_CHECKED) : crc;
+	p.crc = crc < 0 ? !(ep->info.caps & RCP_NIC_CAP_CHECKED) : crc != RCP_CRC_OFF;
 	p.peer_timeout = (uint64_t)rcpi_env_int("RCP_PEER_TIMEOUT", 5000) * 1000000ull;
 	p.rto_min = (uint64_t)rcpi_env_int("RCP_RTO_MIN_US", (int64_t)(p.rto_min / 1000)) * 1000;
 	p.ack_delay =
@@ -270,10 +274,13 @@ int rcp_ep_open(const char *nic_addr, const struct rcp_ep_config *cfg, rcp_ep **
 	}
 	p.rma_min = (uint32_t)rcpi_env_int("RCP_RMA_MIN", p.rma_min);
 	p.rma_split = (uint64_t)rcpi_env_int("RCP_RMA_SPLIT", (int64_t)p.rma_split);
-	if (ep->info.caps & RCP_NIC_CAP_RELIABLE) {
+	if ((ep->info.caps & RCP_NIC_CAP_RELIABLE) &&
+	    ((ep->info.caps & RCP_NIC_CAP_CHECKED) || !p.crc)) {
 		/* Nothing is lost below us (shm): a "loss" could only be a peer
 		 * that stalled, which resending does not help.  Keep the RTO as
-		 * a safety net only, and no tail-loss probes. */
+		 * a safety net only, and no tail-loss probes.  A nic that
+		 * delivers corrupted frames (the faults wrapper) loses them
+		 * after all once our CRC drops them: not reliable then. */
 		p.reliable = 1;
 		if (p.rto_min < 50000000)
 			p.rto_min = 50000000;

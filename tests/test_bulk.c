@@ -349,6 +349,70 @@ static void forge_bounds(unsigned char *b, size_t len)
 	(void)len;
 }
 
+/* Byte FORGE_AT of every segment's rkey ^= FORGE_MASK, the permission
+ * READWRITE and the bounds 64 bytes longer: an edited key must not widen
+ * what the owner registered, whatever the key's layout. */
+static uint32_t forge_at;
+static unsigned char forge_mask;
+static void forge_rkeys(unsigned char *b, size_t len)
+{
+	uint32_t nseg, rkeylen;
+	memcpy(&nseg, b + 8, 4);
+	memcpy(&rkeylen, b + 12, 4);
+	for (uint32_t i = 0; forge_at < rkeylen && i < nseg; i++)
+		b[32 + 8 * nseg + i * rkeylen + forge_at] ^= forge_mask;
+	forge_perm(b, len);
+	forge_bounds(b, len);
+}
+
+static uint32_t rkeylen_of(rcp_bulk *h)
+{
+	unsigned char buf[4096];
+	size_t len = sizeof buf;
+	uint32_t rkeylen;
+	assert_int_equal(rcp_bulk_serialize(h, buf, &len), 0);
+	memcpy(&rkeylen, buf + 12, 4);
+	return rkeylen;
+}
+
+/* RO is A's read-only handle over OWNER's three segments (holes between
+ * them and after them are guards, GUARD_COPY their bytes), LH B's local
+ * handle.  Every forgery of every rkey byte: a pull gives the real bytes
+ * or fails, nothing past the real end is read, no push lands. */
+static void rkey_forgeries(struct pair *p, rcp_bulk *ro, rcp_bulk *lh, const char *owner,
+                           const char *guard_copy, char *local, const char *name)
+{
+	static const unsigned char masks[] = {0x01, 0x10, 0x80, 0xff};
+	uint32_t rkeylen = rkeylen_of(ro);
+	for (forge_at = 0; forge_at < rkeylen; forge_at++) {
+		for (size_t m = 0; m < sizeof masks; m++) {
+			rcp_bulk *r;
+			int rc;
+			forge_mask = masks[m];
+			r = to_remote(p, ro, forge_rkeys);
+			memset(local, 0, 1800);
+			rc = xfer(p, RCP_BULK_PULL, r, 0, lh, 0, 1800);
+			if (rc == 0 && (memcmp(local, owner, 500) || memcmp(local + 500, owner + 700, 600) ||
+			                memcmp(local + 1100, owner + 1500, 700)))
+				fail_msg("%s: rkey byte %u ^ %#x pulled other bytes", name, forge_at,
+				         forge_mask);
+			rc = xfer(p, RCP_BULK_PULL, r, 1800, lh, 0, 1);
+			if (rc != RCP_EACCES)
+				fail_msg("%s: rkey byte %u ^ %#x, pull past the end: %s", name,
+				         forge_at, forge_mask, rcp_strerror(rc));
+			test_fill(local, 1800, 9);
+			rc = xfer(p, RCP_BULK_PUSH, r, 0, lh, 0, 1800);
+			if (rc != RCP_EACCES)
+				fail_msg("%s: rkey byte %u ^ %#x, push into read-only: %s", name,
+				         forge_at, forge_mask, rcp_strerror(rc));
+			if (memcmp(owner, guard_copy, 3000))
+				fail_msg("%s: rkey byte %u ^ %#x changed the owner's memory", name,
+				         forge_at, forge_mask);
+			assert_int_equal(rcp_bulk_free(r), 0);
+		}
+	}
+}
+
 static void run_checks(const struct setup *su)
 {
 	struct pair p;
@@ -428,6 +492,7 @@ static void run_checks(const struct setup *su)
 		assert_memory_equal(owner + 2200, guard_copy + 2200, sizeof owner - 2200);
 	}
 	assert_int_equal(rcp_bulk_free(r), 0);
+	rkey_forgeries(&p, ro, lh, owner, guard_copy, local, su->name);
 	/* A legitimate push lands exactly in the segments. */
 	r = to_remote(&p, wo, NULL);
 	test_fill(local, sizeof local, 3);

@@ -559,6 +559,83 @@ static void t_arm_acks_and_slack(void **state)
 	rcp_ep_close(a);
 }
 
+/* A zeroed rcp_ep_config means "defaults" (issue 18): over a nic that
+ * corrupts frames (RCP_FAULTS, so the nic no longer checks payloads) the
+ * CRC is on, every corrupted frame is dropped and counted, and every byte
+ * delivered is right.  Both endpoints are opened with `ec = {0}`, as the
+ * examples do; RCP_CRC is unset (auto). */
+static void t_zero_config_crc(void **state)
+{
+	static unsigned char out[20000], in[20000];
+	char an[64], bn[64], faults[96];
+	const char *crc_env = getenv("RCP_CRC");
+	char *crc_saved = crc_env ? strdup(crc_env) : NULL;
+	struct rcp_ep_config ec = {0};
+	struct rcp_ep_stats sa, sb;
+	struct rcp_nic_stats na, nb;
+	uint64_t seed = test_seed(0x5eed18), r;
+	rcp_ep *a, *b;
+	rcp_chan *ab, *ba;
+	(void)state;
+
+	r = seed;
+	snprintf(an, sizeof an, "shm:tzc-%d-a", (int)getpid());
+	snprintf(bn, sizeof bn, "shm:tzc-%d-b", (int)getpid());
+	snprintf(faults, sizeof faults, "corrupt=0.05,seed=%llu", (unsigned long long)(seed & 0xffff));
+	setenv("RCP_FAULTS", faults, 1);
+	unsetenv("RCP_CRC");
+	assert_int_equal(rcp_ep_open(an, &ec, &a), 0);
+	assert_int_equal(rcp_ep_open(bn, &ec, &b), 0);
+	unsetenv("RCP_FAULTS");
+	if (crc_saved)
+		setenv("RCP_CRC", crc_saved, 1);
+	free(crc_saved);
+	assert_int_equal(rcp_connect(a, bn, &ab), 0);
+	assert_int_equal(rcp_connect(b, an, &ba), 0);
+	for (int i = 0; i < 300; i++) {
+		size_t len = (size_t)(test_rand(&r) % sizeof out);
+		struct rcp_status st, ss;
+		rcp_req *rq, *sq;
+		int rc = RCP_EAGAIN, sc = RCP_EAGAIN;
+		test_fill(out, len, (uint64_t)i);
+		memset(in, 0, len);
+		assert_int_equal(rcp_irecv(b, ba, (uint64_t)i, in, sizeof in, &rq), 0);
+		assert_int_equal(rcp_isend(ab, (uint64_t)i, out, len, &sq), 0);
+		/* One thread drives both ends: a send may complete at once
+		 * from a copy, and a must still resend what b dropped. */
+		while (rc == RCP_EAGAIN || sc == RCP_EAGAIN) {
+			rcp_progress(a);
+			rcp_progress(b);
+			if (rc == RCP_EAGAIN)
+				rc = rcp_test_noprogress(rq, &st);
+			if (sc == RCP_EAGAIN)
+				sc = rcp_test_noprogress(sq, &ss);
+		}
+		if (rc || sc || st.len != len || test_check(in, len, (uint64_t)i) != -1) {
+			dump(a, "a");
+			dump(b, "b");
+			fail_msg("message %d (%zu B): %s/%s, byte %ld wrong (seed %#llx)", i, len,
+			         rcp_strerror(rc), rcp_strerror(sc),
+			         test_check(in, len, (uint64_t)i), (unsigned long long)seed);
+		}
+	}
+	rcp_ep_get_stats(a, &sa);
+	rcp_ep_get_stats(b, &sb);
+	rcp_nic_get_stats(rcp_ep_nic(a), &na);
+	rcp_nic_get_stats(rcp_ep_nic(b), &nb);
+	/* Frames were corrupted, and the receivers threw them away. */
+	if (na.f_corrupted + nb.f_corrupted == 0 || sa.bad_frames + sb.bad_frames == 0)
+		fail_msg("corrupted %llu+%llu frames, bad %llu+%llu (seed %#llx)",
+		         (unsigned long long)na.f_corrupted, (unsigned long long)nb.f_corrupted,
+		         (unsigned long long)sa.bad_frames, (unsigned long long)sb.bad_frames,
+		         (unsigned long long)seed);
+	/* One thread cannot progress one endpoint while the other lingers. */
+	setenv("RCP_LINGER_MS", "0", 1);
+	rcp_ep_close(b);
+	rcp_ep_close(a);
+	unsetenv("RCP_LINGER_MS");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -572,6 +649,7 @@ int main(void)
 	    cmocka_unit_test(t_api),
 	    cmocka_unit_test(t_arm_acks_and_slack),
 	    cmocka_unit_test(t_address_reuse),
+	    cmocka_unit_test(t_zero_config_crc),
 	};
 	return cmocka_run_group_tests_name("rcp channels between processes", tests, NULL, NULL);
 }

@@ -157,8 +157,8 @@ int rcp_nic_addr_blob(const rcp_nic *nic, void *buf, size_t *len);
 /* Turns a peer's address (blob or string) into a destination index >= 0,
  * stored in *PEER.  Adding the same address twice returns the same index.
  * Returns 0, RCP_EINVAL, RCP_EADDR (malformed, or another backend's),
- * RCP_EPEER (shm: no such endpoint), RCP_ENOMEM, RCP_EAGAIN (peer table
- * full). */
+ * RCP_EPEER (shm: no such endpoint), RCP_EPERM (shm: the segment is not
+ * our user's, mode 0600), RCP_ENOMEM, RCP_EAGAIN (peer table full). */
 int rcp_nic_peer_add(rcp_nic *nic, const void *blob, size_t len, int *peer);
 int rcp_nic_peer_add_str(rcp_nic *nic, const char *addr, int *peer);
 

@@ -56,13 +56,23 @@ enum {
 	RCP_EP_SLEEP = 1u << 2,  /* waits sleep at once (no spinning) */
 };
 
+/* rcp_ep_config.crc */
+enum {
+	RCP_CRC_DEFAULT = 0, /* RCP_CRC, else auto */
+	RCP_CRC_ON = 1,
+	RCP_CRC_OFF = 2,
+	RCP_CRC_AUTO = -1, /* on where the nic does not check payloads */
+};
+
+/* Every field's zero means "the default", so `struct rcp_ep_config ec =
+ * {0}` (or a NULL config) gives the same endpoint as the environment. */
 struct rcp_ep_config {
 	unsigned flags;
 	/* Per-job session cookie; frames with another cookie are dropped.
 	 * 0: RCP_SESSION, else a built-in default. */
 	uint32_t session;
-	/* Payload CRC32C: -1 auto (on where the nic does not check payloads),
-	 * 0 off, 1 on.  Default from RCP_CRC (auto). */
+	/* Payload CRC32C: RCP_CRC_* (0: RCP_CRC, else auto).  Any other
+	 * negative value means auto, any other positive one on. */
 	int crc;
 	/* Passed to rcp_nic_open (faults, sizes); may be NULL. */
 	const struct rcp_nic_config *nic;
