@@ -890,8 +890,10 @@ static void t_hostile_header(void **state)
 
 	for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
 		uint32_t nslots = (uint32_t)seg_u32(m, 12), nmrs = (uint32_t)seg_u32(m, 24), si;
-		uint64_t rings_off = (512 + (uint64_t)nslots * 256 + (uint64_t)nmrs * 8 + 65535) &
-		                     ~(uint64_t)65535;
+		/* nic/shm.c's layout(): the slot table, then the registration
+		 * table (32 B entries) and the rings, each 64 KiB aligned. */
+		uint64_t mrs_off = (512 + (uint64_t)nslots * 256 + 65535) & ~(uint64_t)65535;
+		uint64_t rings_off = (mrs_off + (uint64_t)nmrs * 32 + 65535) & ~(uint64_t)65535;
 		uint64_t pos = cases[k].pre, h;
 		rcp_nic *a = open_ep(cases[k].tag);
 		int peer = add_ep(a, b), n;
