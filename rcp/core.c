@@ -202,6 +202,8 @@ struct rcp_req {
 	int children;        /* mcast: children not yet done */
 	rcp_chan *src;       /* recv: channel the message came from */
 	rcp_req *pool_next;
+	void (*notify)(void *arg, rcp_req *r); /* rcpc_req_notify */
+	void *notify_arg;
 };
 
 struct slot {
@@ -388,6 +390,8 @@ static void complete(rcp_req *r, int error)
 	r->state = Q_DONE;
 	r->error = error;
 	c->completed++;
+	if (r->notify)
+		r->notify(r->notify_arg, r);
 	if (r->kind == REQ_SEND && !error) {
 		c->st.msgs_sent++;
 		c->st.bytes_sent += r->total;
@@ -446,6 +450,7 @@ static rcp_req *req_alloc(rcpc_core *c)
 	r->mr = NULL;
 	r->parent = NULL;
 	r->children = 0;
+	r->notify = NULL;
 	return r;
 }
 
@@ -2484,6 +2489,14 @@ int rcpc_req_done(rcp_req *r, struct rcp_status *st)
 	}
 	req_free(r);
 	return 1;
+}
+
+void rcpc_req_notify(rcp_req *r, void (*fn)(void *arg, rcp_req *r), void *arg)
+{
+	r->notify = fn;
+	r->notify_arg = arg;
+	if (fn && r->state == Q_DONE)
+		fn(arg, r);
 }
 
 rcpc_core *rcpc_req_core(const rcp_req *r)
