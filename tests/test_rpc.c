@@ -631,13 +631,27 @@ static void test_rfp(void **state)
  * never timed.  Each call costs each side about 3 completion tests (its
  * receive; its send, at once and when it completes); any rescan of the
  * outstanding calls costs thousands per round and shows at once. */
-enum { MANY_INFLIGHT = 20000, MANY_CALLS = 60000, POLLS_PER_CALL = 8 };
+enum { MANY_INFLIGHT = 20000, MANY_CALLS = 60000, POLLS_PER_CALL = 8, HOLD_EVERY = 300 };
 
 struct many {
 	rcp_rpc *rpc;
 	rcp_chan *ch;
-	int started, ok, failed;
+	int started, ok, failed, held, timedout;
+	uint32_t hold_in, hold_out;
 };
+
+/* Every HOLD_EVERY calls, one the server holds, with a 1 ms deadline: 200
+ * timeouts at different times, each of which must cost the timers O(1). */
+static void cb_hold(rcp_rpc_req *req, int status, void *out, void *arg)
+{
+	struct many *m = arg;
+	(void)req;
+	(void)out;
+	if (status == RCP_ETIMEDOUT)
+		m->timedout++;
+	else
+		m->failed++;
+}
 
 static void cb_many(rcp_rpc_req *req, int status, void *out, void *arg);
 
@@ -666,6 +680,13 @@ static void cb_many(rcp_rpc_req *req, int status, void *out, void *arg)
 	m->ok++;
 	if (m->started < MANY_CALLS)
 		many_start(m);
+	if (m->ok % HOLD_EVERY == 0) {
+		if (rcp_rpc_forward(m->rpc, m->ch, id_hold, &m->hold_in, &m->hold_out, 1000000,
+		                    cb_hold, m, NULL))
+			m->failed++;
+		else
+			m->held++;
+	}
 }
 
 static void test_udp_inflight(void **state)
@@ -689,13 +710,14 @@ static void test_udp_inflight(void **state)
 	m.ch = ch;
 	while (m.started < MANY_INFLIGHT && !m.failed)
 		many_start(&m);
-	while (m.ok + m.failed < MANY_CALLS)
+	while (m.ok + m.failed < MANY_CALLS || m.timedout < m.held)
 		if (rcp_rpc_loop(m.rpc, WAIT_NS) < 0) {
 			print_error("no event: %d of %d calls done\n", m.ok, MANY_CALLS);
 			fail();
 		}
 	assert_int_equal(m.failed, 0);
 	assert_int_equal(m.ok, MANY_CALLS);
+	assert_int_equal(m.timedout, MANY_CALLS / HOLD_EVERY);
 	{
 		rcp_rpc_req *rq;
 		assert_int_equal(
