@@ -230,6 +230,10 @@ struct rcp_req {
 	int children;        /* mcast: children not yet done */
 	rcp_chan *src;       /* recv: channel the message came from */
 	rcp_req *pool_next;
+	void (*notify)(void *arg, rcp_req *r); /* rcpc_req_notify */
+	void *notify_arg;
+	struct list clink; /* posted recv: in chan->posted or core->posted_any */
+	uint64_t pseq;     /* posted recv: posting order across both */
 };
 
 struct slot {
@@ -283,6 +287,7 @@ struct rcp_chan {
 	unsigned restarts;   /* new peer incarnations seen (rcp_chan_restarts) */
 	uint32_t gone_epoch; /* the incarnation before: its stragglers are stale */
 	int failed;          /* error every new operation gets, or 0 */
+	struct list posted;  /* receives posted for this channel (rcpc_core.posted_any) */
 
 	/* send side */
 	uint32_t tx_next, tx_una, nslots;
@@ -341,6 +346,11 @@ struct rcpc_core {
 	struct list chans;
 	struct list dirty;  /* channels chan_flush() must look at (FLUSH) */
 	struct list posted; /* R_POSTED / R_READY receives, in post order */
+	/* The same receives by channel (rcp_chan.posted) and those for any
+	 * channel, with a posting number: matching a message looks at two list
+	 * heads, never past the receives other channels wait on. */
+	struct list posted_any;
+	uint64_t post_seq;
 	struct list unexp;  /* unexpected messages, in arrival order */
 	rcp_chan **by_peer;
 	int npeers;
@@ -426,6 +436,8 @@ static void complete(rcp_req *r, int error)
 	r->state = Q_DONE;
 	r->error = error;
 	c->completed++;
+	if (r->notify)
+		r->notify(r->notify_arg, r);
 	if (r->kind == REQ_SEND && !error) {
 		c->st.msgs_sent++;
 		c->st.bytes_sent += r->total;
@@ -473,6 +485,7 @@ static rcp_req *req_alloc(rcpc_core *c)
 	/* Field by field: a memset of the whole request compiles to `rep
 	 * stos`, a measurable part of a small message's cost. */
 	list_init(&r->link);
+	list_init(&r->clink);
 	r->core = c;
 	r->chan = r->src = NULL;
 	r->kind = r->state = r->internal = r->reserved_rma = r->sync = 0;
@@ -484,6 +497,7 @@ static rcp_req *req_alloc(rcpc_core *c)
 	r->mr = NULL;
 	r->parent = NULL;
 	r->children = 0;
+	r->notify = NULL;
 	return r;
 }
 
@@ -1223,6 +1237,7 @@ static void chan_reset(rcp_chan *ch, int error)
 		rcp_req *r = container_of(p, rcp_req, link);
 		if (r->chan == ch) {
 			list_del(&r->link);
+			list_del(&r->clink);
 			complete(r, error);
 		}
 	}
@@ -1278,20 +1293,29 @@ static void chan_fail(rcp_chan *ch, int error)
 
 /* ---- receiving ----------------------------------------------------------------- */
 
-static rcp_req *match_posted(rcpc_core *c, rcp_chan *ch, uint64_t tag)
+static rcp_req *first_match(struct list *l, uint64_t tag)
 {
 	struct list *p;
-	for (p = c->posted.next; p != &c->posted; p = p->next) {
-		rcp_req *r = container_of(p, rcp_req, link);
-		if ((!r->chan || r->chan == ch) && tag_match(r->tag, tag))
+	for (p = l->next; p != l; p = p->next) {
+		rcp_req *r = container_of(p, rcp_req, clink);
+		if (tag_match(r->tag, tag))
 			return r;
 	}
 	return NULL;
 }
 
+/* The first posted receive for (CH, TAG): the earlier of CH's own and the
+ * any-channel ones (each list in posting order). */
+static rcp_req *match_posted(rcpc_core *c, rcp_chan *ch, uint64_t tag)
+{
+	rcp_req *r = first_match(&ch->posted, tag), *w = first_match(&c->posted_any, tag);
+	return !r || (w && w->pseq < r->pseq) ? w : r;
+}
+
 static void recv_unpost(rcp_req *r)
 {
 	list_del(&r->link);
+	list_del(&r->clink);
 	if (r->chan) {
 		r->chan->posted_specific--;
 		if (r->chan->reserved == r)
@@ -1509,22 +1533,16 @@ static void rts_matched(rcp_chan *ch, rcp_req *r, uint32_t msg, uint64_t tag, si
 static void try_ready(rcp_chan *ch)
 {
 	rcpc_core *c = ch->core;
-	struct list *p;
-	rcp_req *r = NULL;
+	rcp_req *r;
 	struct ctl k = {0};
 
-	if (ch->reserved || ch->failed || !ch->posted_specific)
+	if (ch->reserved || ch->failed || !ch->posted_specific || list_empty(&ch->posted))
 		return;
-	for (p = c->posted.next; p != &c->posted; p = p->next) {
-		rcp_req *q = container_of(p, rcp_req, link);
-		if (!q->chan)
-			return; /* a wildcard receive comes first: promise nothing */
-		if (q->chan == ch) {
-			r = q;
-			break;
-		}
-	}
-	if (!r || r->len <= c->payload_max)
+	r = container_of(ch->posted.next, rcp_req, clink);
+	if (!list_empty(&c->posted_any) &&
+	    container_of(c->posted_any.next, rcp_req, clink)->pseq < r->pseq)
+		return; /* a wildcard receive comes first: promise nothing */
+	if (r->len <= c->payload_max)
 		return;
 	k.type = RCPW_READY;
 	k.msg = ch->rx_msg_next;
@@ -2310,6 +2328,7 @@ int rcpc_core_new(const struct rcpc_params *p, const struct rcpc_io *io, void *o
 	list_init(&c->chans);
 	list_init(&c->dirty);
 	list_init(&c->posted);
+	list_init(&c->posted_any);
 	list_init(&c->unexp);
 	list_init(&c->free_unexp);
 	{
@@ -2419,6 +2438,7 @@ int rcpc_chan_open(rcpc_core *c, int peer, uint64_t now, rcp_chan **out)
 	ch->core = c;
 	ch->peer = peer;
 	list_init(&ch->dlink);
+	list_init(&ch->posted);
 	list_init(&ch->startq);
 	list_init(&ch->streamq);
 	list_init(&ch->busyq);
@@ -2623,6 +2643,8 @@ int rcpc_irecv(rcpc_core *c, rcp_chan *ch, uint64_t tag, void *buf, size_t len, 
 		chan_touch(ch, now);
 	r->state = R_POSTED;
 	list_add_tail(&c->posted, &r->link);
+	r->pseq = ++c->post_seq;
+	list_add_tail(ch ? &ch->posted : &c->posted_any, &r->clink);
 	if (ch) {
 		ch->posted_specific++;
 		/* Only a receive larger than a frame can be promised by READY;
@@ -2707,6 +2729,14 @@ int rcpc_req_done(rcp_req *r, struct rcp_status *st)
 	}
 	req_free(r);
 	return 1;
+}
+
+void rcpc_req_notify(rcp_req *r, void (*fn)(void *arg, rcp_req *r), void *arg)
+{
+	r->notify = fn;
+	r->notify_arg = arg;
+	if (fn && r->state == Q_DONE)
+		fn(arg, r);
 }
 
 rcpc_core *rcpc_req_core(const rcp_req *r)

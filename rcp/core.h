@@ -9,7 +9,8 @@
  * virtual time (tests/sim.c), which makes every run reproducible.
  *
  * Every entry point takes `now` (ns, any monotonic origin).  The core
- * never calls back into the user except through rcpc_io.
+ * never calls back into the user except through rcpc_io (and the hooks of
+ * rcpc_req_notify, which only record).
  */
 #ifndef RCP_CORE_H
 #define RCP_CORE_H
@@ -131,6 +132,11 @@ int rcpc_mcast(rcp_chan **chans, int n, uint64_t tag, const void *buf, size_t le
 /* 1 if REQ is complete (ST filled, REQ freed), 0 if not. */
 int rcpc_req_done(rcp_req *req, struct rcp_status *st);
 rcpc_core *rcpc_req_core(const rcp_req *req);
+/* Internal completion hook (rpc/rpc.c; until issue 19's request callbacks):
+ * FN(ARG, REQ) runs once when REQ completes (at once if it has), from
+ * inside the core, so it may only record the fact, never call rcp.  FN
+ * NULL removes it; REQ must not have been reaped by rcpc_req_done. */
+void rcpc_req_notify(rcp_req *req, void (*fn)(void *arg, rcp_req *req), void *arg);
 int rcpc_cancel(rcp_req *req, uint64_t now);
 int rcpc_probe(rcpc_core *c, rcp_chan *ch, uint64_t tag, struct rcp_status *st);
 

@@ -54,17 +54,30 @@ struct call {
 
 enum { Q_FREE, Q_PENDING, Q_OVF_WAIT, Q_DONE };
 
+/* A completion notice (rpc.c, NOTICES): rcp queues it on its context when
+ * the rcp request it watches completes. */
+enum { N_RECV = 1, N_SREQ, N_SEND, N_AUX };
+struct note {
+	struct note *next;
+	rcp_rpc *rpc;
+	uint8_t kind, queued;
+};
+
 /* A receive buffer posted to rcp. */
 struct rbuf {
 	unsigned char *data;
 	rcp_req *rq;
-	struct rbuf *next; /* free list */
+	struct rbuf *next;          /* free list */
+	struct rbuf *lprev, *lnext; /* posted list */
+	struct peer *peer;          /* posted on: a peer, NULL the server's */
+	int posted;
+	struct note note;
 };
 
-/* A ring of receives with the same (channel, tag). */
-struct ring {
-	struct rbuf **b;
-	uint32_t head, tail, cap; /* posted: [head, tail) */
+/* The receives posted with the same (channel, tag), in posting order. */
+struct blist {
+	struct rbuf *head, *tail;
+	uint32_t n;
 };
 
 /* Secondary rcp requests: overflow sends and receives. */
@@ -75,12 +88,13 @@ struct aux {
 	void *buf;
 	void *owner;
 	uint64_t gen;
-	struct aux *next;
+	struct aux *next, *prev;
+	struct note note;
 };
 
 struct peer {
 	rcp_chan *ch;
-	struct ring posted;       /* response receives */
+	struct blist posted;      /* response receives */
 	uint32_t expect;          /* responses that may still come */
 	struct rcp_rpc_req *live; /* pending requests (list) */
 	int failed;
@@ -106,8 +120,10 @@ struct rcp_rpc_req {
 	unsigned char *ovf_resp; /* overflowed response payload */
 	struct aux *ovf_aux;
 	uint32_t rfp_slot;                 /* RFP slot + 1, 0: reply mode */
+	uint32_t hidx;                     /* deadline heap index + 1, 0: none */
 	struct rcp_rpc_req *pnext, *pprev; /* peer's live list */
 	struct rcp_rpc_req *dnext;         /* done queue / free list */
+	struct note snote;                 /* sreq */
 };
 
 struct rcp_rpc_handle {
@@ -124,7 +140,8 @@ struct rcp_rpc_handle {
 	rcp_req *sreq;
 	int responded;
 	uint32_t rfp_cli, rfp_slot; /* RFP slot + 1, 0: message */
-	struct rcp_rpc_handle *next;
+	struct rcp_rpc_handle *next, *sprev; /* free list / sending list */
+	struct note note;                    /* sreq */
 };
 
 struct rcp_rpc {
@@ -144,15 +161,18 @@ struct rcp_rpc {
 	struct rcp_rpc_req **reqs;
 	uint32_t nreqs, reqcap;
 	struct rcp_rpc_req *freereqs, *doneq, **donetail;
-	uint32_t ntimed;
-	uint64_t next_deadline;
+	/* pending requests with a deadline: a binary min-heap */
+	struct rcp_rpc_req **heap;
+	uint32_t ntimed, heapcap;
+	/* completion notices, in completion order */
+	struct note *notes, **notetail;
+	int closing; /* destroy: request receives are no longer handled */
 	/* server */
 	int serving;
-	struct ring srv;
+	struct blist srv;
 	struct rcp_rpc_handle *freeh, *sending; /* handles whose response is in flight */
 	struct rbuf *freerb;
 	struct aux *aux, *freeaux;
-	unsigned rounds, inline_sends;
 	uint64_t events; /* handlers run + requests completed */
 	struct rcp_rpc_stats st;
 	struct rfp_srv *rfps;

@@ -309,6 +309,54 @@ static void t_peer_killed(void **state)
 /* The public calls not exercised above, in one process with two shm
  * endpoints progressed in turn: probe, test, waitany, cancel, mcast,
  * the timeout hint, and argument errors. */
+/* First posted, first matched, between receives for one channel and
+ * receives for any channel (the core keeps them on separate lists). */
+static void t_post_order(void **state)
+{
+	rcp_ep *a, *b, *c;
+	rcp_chan *ab, *ba, *ac, *ca;
+	char an[64], bn[64], cn[64], buf[4][8] = {{0}};
+	rcp_req *r[4];
+	struct rcp_status st;
+	int idx;
+	/* W1 (any), S_b (b), S_c (c), W2 (any): c1 -> W1, b1 -> S_b, b2 -> W2,
+	 * c2 -> S_c. */
+	static const struct {
+		int from_c;
+		const char *msg;
+		int want;
+	} steps[] = {{1, "c1", 0}, {0, "b1", 1}, {0, "b2", 3}, {1, "c2", 2}};
+	(void)state;
+
+	snprintf(an, sizeof an, "shm:tpo-%d-a", (int)getpid());
+	snprintf(bn, sizeof bn, "shm:tpo-%d-b", (int)getpid());
+	snprintf(cn, sizeof cn, "shm:tpo-%d-c", (int)getpid());
+	assert_int_equal(rcp_ep_open(an, NULL, &a), 0);
+	assert_int_equal(rcp_ep_open(bn, NULL, &b), 0);
+	assert_int_equal(rcp_ep_open(cn, NULL, &c), 0);
+	assert_int_equal(rcp_connect(a, bn, &ab), 0);
+	assert_int_equal(rcp_connect(b, an, &ba), 0);
+	assert_int_equal(rcp_connect(a, cn, &ac), 0);
+	assert_int_equal(rcp_connect(c, an, &ca), 0);
+	assert_int_equal(rcp_irecv(a, RCP_ANY_CHAN, 7, buf[0], 8, &r[0]), 0);
+	assert_int_equal(rcp_irecv(a, ab, 7, buf[1], 8, &r[1]), 0);
+	assert_int_equal(rcp_irecv(a, ac, 7, buf[2], 8, &r[2]), 0);
+	assert_int_equal(rcp_irecv(a, RCP_ANY_CHAN, 7, buf[3], 8, &r[3]), 0);
+	for (int i = 0; i < 4; i++) {
+		assert_int_equal(rcp_send(steps[i].from_c ? ca : ba, 7, steps[i].msg, 3), 0);
+		assert_int_equal(rcp_waitany(r, 4, &idx, &st, WAIT_NS), 0);
+		if (idx != steps[i].want)
+			print_error("%s went to receive %d, not %d\n", steps[i].msg, idx,
+			            steps[i].want);
+		assert_int_equal(idx, steps[i].want);
+		assert_string_equal(buf[idx], steps[i].msg);
+		assert_ptr_equal(st.chan, steps[i].from_c ? ac : ab);
+	}
+	rcp_ep_close(b);
+	rcp_ep_close(c);
+	rcp_ep_close(a);
+}
+
 static void t_api(void **state)
 {
 	rcp_ep *a, *b, *c;
@@ -647,6 +695,7 @@ int main(void)
 	    TEST_ROW("t_shm_faults_sleep", t_setup, &setups[5]),
 	    cmocka_unit_test(t_peer_killed),
 	    cmocka_unit_test(t_api),
+	    cmocka_unit_test(t_post_order),
 	    cmocka_unit_test(t_arm_acks_and_slack),
 	    cmocka_unit_test(t_address_reuse),
 	    cmocka_unit_test(t_zero_config_crc),

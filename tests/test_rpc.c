@@ -11,7 +11,9 @@
  * objects, timeouts and cancels (each completion counted: exactly one per
  * call), a call the server does not know, and remote fetch where offered.
  * Separate tests: a server killed mid-call (RCP_EPEER) while a second
- * server keeps answering, and calls to an address with no server.
+ * server keeps answering, calls to an address with no server, and 20,000
+ * calls in flight over udp whose bookkeeping (stats.polls) must stay a
+ * constant per call on both sides (issue 18: it once rescanned them all).
  * Pipes carry addresses and verdicts only; nothing waits on time.
  */
 #include <dirent.h>
@@ -42,9 +44,14 @@ struct echo {
 };
 RCP_PROC_DEFINE(proc_echo, struct echo, rcp_proc_u32(p, &v->seq); rcp_proc_bytes(p, &v->data))
 RCP_PROC_DEFINE(proc_u32, uint32_t, rcp_proc_u32(p, v))
+struct work {
+	uint64_t polls, handled;
+};
+RCP_PROC_DEFINE(proc_work, struct work, rcp_proc_u64(p, &v->polls);
+                rcp_proc_u64(p, &v->handled))
 
 static pid_t g_pid;
-static uint64_t id_echo, id_hold, id_spin, id_quit, id_unknown;
+static uint64_t id_echo, id_hold, id_spin, id_quit, id_unknown, id_empty, id_work;
 
 static void reg(rcp_rpc *rpc)
 {
@@ -52,6 +59,8 @@ static void reg(rcp_rpc *rpc)
 	assert_int_equal(rcp_rpc_register(rpc, "test.hold", proc_u32, proc_u32, &id_hold), 0);
 	assert_int_equal(rcp_rpc_register(rpc, "test.spin", proc_u32, proc_u32, &id_spin), 0);
 	assert_int_equal(rcp_rpc_register(rpc, "test.quit", NULL, NULL, &id_quit), 0);
+	assert_int_equal(rcp_rpc_register(rpc, "test.empty", NULL, NULL, &id_empty), 0);
+	assert_int_equal(rcp_rpc_register(rpc, "test.work", NULL, proc_work, &id_work), 0);
 }
 
 static int open_ep(const struct setup *su, const char *tag, unsigned flags, rcp_ep **ep)
@@ -129,6 +138,24 @@ static void h_quit(rcp_rpc_handle *h, void *arg)
 	s->quit = 1;
 }
 
+static void h_empty(rcp_rpc_handle *h, void *arg)
+{
+	(void)arg;
+	rcp_rpc_respond(h, NULL, 0);
+}
+
+/* The server's own bookkeeping so far. */
+static void h_work(rcp_rpc_handle *h, void *arg)
+{
+	struct server *s = arg;
+	struct rcp_rpc_stats st;
+	struct work w;
+	rcp_rpc_get_stats(s->rpc, &st);
+	w.polls = st.polls;
+	w.handled = st.handled;
+	rcp_rpc_respond(h, &w, 0);
+}
+
 static int server_main(const struct setup *su, const char *tag, int wfd)
 {
 	rcp_ep *ep;
@@ -141,6 +168,8 @@ static int server_main(const struct setup *su, const char *tag, int wfd)
 	rcp_rpc_set_handler(s.rpc, id_hold, h_hold, &s);
 	rcp_rpc_set_handler(s.rpc, id_spin, h_spin, &s);
 	rcp_rpc_set_handler(s.rpc, id_quit, h_quit, &s);
+	rcp_rpc_set_handler(s.rpc, id_empty, h_empty, &s);
+	rcp_rpc_set_handler(s.rpc, id_work, h_work, &s);
 	rcp_ep_addr(ep, me, sizeof me);
 	if (write(wfd, me, sizeof me) != (ssize_t)sizeof me)
 		return 11;
@@ -598,6 +627,121 @@ static void test_rfp(void **state)
 	unsetenv("RCP_RFP_RETRY");
 }
 
+/* Many calls in flight over udp: the work per completed call is counted,
+ * never timed.  Each call costs each side about 3 completion tests (its
+ * receive; its send, at once and when it completes); any rescan of the
+ * outstanding calls costs thousands per round and shows at once. */
+enum { MANY_INFLIGHT = 20000, MANY_CALLS = 60000, POLLS_PER_CALL = 8, HOLD_EVERY = 300 };
+
+struct many {
+	rcp_rpc *rpc;
+	rcp_chan *ch;
+	int started, ok, failed, held, timedout;
+	uint32_t hold_in, hold_out;
+};
+
+/* Every HOLD_EVERY calls, one the server holds, with a 1 ms deadline: 200
+ * timeouts at different times, each of which must cost the timers O(1). */
+static void cb_hold(rcp_rpc_req *req, int status, void *out, void *arg)
+{
+	struct many *m = arg;
+	(void)req;
+	(void)out;
+	if (status == RCP_ETIMEDOUT)
+		m->timedout++;
+	else
+		m->failed++;
+}
+
+static void cb_many(rcp_rpc_req *req, int status, void *out, void *arg);
+
+static void many_start(struct many *m)
+{
+	/* A deadline on every call: the timers must not cost per call in
+	 * flight either (none fires). */
+	int rc = rcp_rpc_forward(m->rpc, m->ch, id_empty, NULL, NULL, WAIT_NS, cb_many, m, NULL);
+	if (rc) {
+		print_error("forward %d: %s\n", m->started, rcp_strerror(rc));
+		m->failed++;
+		return;
+	}
+	m->started++;
+}
+
+static void cb_many(rcp_rpc_req *req, int status, void *out, void *arg)
+{
+	struct many *m = arg;
+	(void)req;
+	(void)out;
+	if (status) {
+		m->failed++;
+		return;
+	}
+	m->ok++;
+	if (m->started < MANY_CALLS)
+		many_start(m);
+	if (m->ok % HOLD_EVERY == 0) {
+		if (rcp_rpc_forward(m->rpc, m->ch, id_hold, &m->hold_in, &m->hold_out, 1000000,
+		                    cb_hold, m, NULL))
+			m->failed++;
+		else
+			m->held++;
+	}
+}
+
+static void test_udp_inflight(void **state)
+{
+	char addr[RCP_NIC_ADDRSTR_MAX];
+	rcp_ep *ep;
+	rcp_chan *ch;
+	struct many m = {0};
+	struct rcp_rpc_stats st;
+	struct work w = {0};
+	pid_t srv;
+	(void)state;
+	/* Small receive buffers: 20,000 of them are posted at once. */
+	setenv("RCP_RPC_MSG_MAX", "512", 1);
+	srv = start_server(&setups[1], "many", addr);
+	assert_int_equal(open_ep(&setups[1], "many", 0, &ep), 0);
+	assert_int_equal(rcp_rpc_create(ep, NULL, &m.rpc), 0);
+	unsetenv("RCP_RPC_MSG_MAX");
+	reg(m.rpc);
+	assert_int_equal(rcp_connect(ep, addr, &ch), 0);
+	m.ch = ch;
+	while (m.started < MANY_INFLIGHT && !m.failed)
+		many_start(&m);
+	while (m.ok + m.failed < MANY_CALLS || m.timedout < m.held)
+		if (rcp_rpc_loop(m.rpc, WAIT_NS) < 0) {
+			print_error("no event: %d of %d calls done\n", m.ok, MANY_CALLS);
+			fail();
+		}
+	assert_int_equal(m.failed, 0);
+	assert_int_equal(m.ok, MANY_CALLS);
+	assert_int_equal(m.timedout, MANY_CALLS / HOLD_EVERY);
+	{
+		rcp_rpc_req *rq;
+		assert_int_equal(
+		    rcp_rpc_forward(m.rpc, ch, id_work, NULL, &w, -1, NULL, NULL, &rq), 0);
+		assert_int_equal(rcp_rpc_wait(rq, WAIT_NS), 0);
+		rcp_rpc_req_free(rq);
+		assert_int_equal(rcp_rpc_forward(m.rpc, ch, id_quit, NULL, NULL, -1, NULL, NULL, &rq),
+		                 0);
+		assert_int_equal(rcp_rpc_wait(rq, WAIT_NS), 0);
+		rcp_rpc_req_free(rq);
+	}
+	assert_int_equal(test_wait_child(srv), 0);
+	rcp_rpc_get_stats(m.rpc, &st);
+	print_message("udp, %d in flight, %d calls: %.2f polls per call at the client, %.2f at "
+	              "the server\n",
+	              MANY_INFLIGHT, MANY_CALLS, (double)st.polls / MANY_CALLS,
+	              (double)w.polls / MANY_CALLS);
+	assert_true(w.handled >= MANY_CALLS);
+	assert_true(st.polls <= (uint64_t)POLLS_PER_CALL * MANY_CALLS);
+	assert_true(w.polls <= (uint64_t)POLLS_PER_CALL * MANY_CALLS);
+	rcp_rpc_destroy(m.rpc);
+	rcp_ep_close(ep);
+}
+
 /* No server at the address: an error, never a silent success. */
 static void test_no_server(void **state)
 {
@@ -641,6 +785,7 @@ int main(void)
 	    cmocka_unit_test(test_killed_server),
 	    cmocka_unit_test(test_no_server),
 	    cmocka_unit_test(test_rfp),
+	    cmocka_unit_test(test_udp_inflight),
 	};
 	signal(SIGPIPE, SIG_IGN);
 	g_pid = getpid();

@@ -166,6 +166,10 @@ struct rcp_rpc_stats {
 	uint64_t handled, responded, bad_msgs, stale_responses, foreign_order;
 	uint64_t overflow_in, overflow_out; /* arguments moved by a second message */
 	uint64_t rfp_calls, rfp_fetch_hits, rfp_fetch_misses, rfp_to_reply, rfp_to_fetch;
+	/* Bookkeeping work: completion tests of the context's rcp requests
+	 * plus calls examined by its timers.  A small constant per call
+	 * (about 3 on each side) however many calls are in flight. */
+	uint64_t polls;
 };
 
 /* Creates a context on EP (which must outlive it; a server's EP is opened
