@@ -1368,16 +1368,10 @@ static void credit_return(rcp_chan *ch)
 }
 
 /* Is a receive posted that could take a message of CH (on CH or on any
- * channel)?  Walks the posted list: only on the DEMAND path. */
+ * channel)? */
 static int chan_awaited(const rcp_chan *ch)
 {
-	const struct list *p;
-	for (p = ch->core->posted.next; p != &ch->core->posted; p = p->next) {
-		const rcp_req *r = container_of(p, rcp_req, link);
-		if (!r->chan || r->chan == ch)
-			return 1;
-	}
-	return 0;
+	return !list_empty(&ch->posted) || !list_empty(&ch->core->posted_any);
 }
 
 /* A receive waits on CH and the peer holds no credit (DEMAND): grant one
@@ -1395,15 +1389,16 @@ static void credit_demand(rcp_chan *ch)
 		credit_return(ch);
 		return;
 	}
-	list_for_each_safe(p, t, &c->posted)
+	list_for_each_safe(p, t, &ch->posted)
 	{
-		rcp_req *r = container_of(p, rcp_req, link);
-		if (r->chan == ch) {
-			recv_unpost(r);
-			complete(r, RCP_ENOMEM);
-			c->st.demand_fails++;
-			failed = 1;
-		}
+		rcp_req *r = container_of(p, rcp_req, clink);
+		if (r == ch->reserved)
+			continue; /* promised by READY: needs no credit, and the
+			             peer may be filling it */
+		recv_unpost(r);
+		complete(r, RCP_ENOMEM);
+		c->st.demand_fails++;
+		failed = 1;
 	}
 	if (failed && !c->demand_warned) {
 		c->demand_warned = 1;
