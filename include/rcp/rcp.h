@@ -81,6 +81,11 @@ struct rcp_ep_stats {
 	uint64_t dup_frames, bad_frames, stale_frames, ooo_frames;
 	uint64_t acks_sent, unexpected_msgs, rndv_msgs, rma_msgs, credit_stalls;
 	uint64_t unexpected_held_peak; /* most eager messages buffered at once */
+	/* Handshake (docs/protocol.md, "Channels and epochs"): challenges
+	 * sent (accept cookies and restart checks), channels accepted after
+	 * a cookie echo, accepted channels reclaimed half-open, restarts
+	 * claimed but not (yet) proven. */
+	uint64_t challenges_sent, chans_accepted, chans_reclaimed, restart_claims;
 };
 
 /* ---- endpoints ---- */
