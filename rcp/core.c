@@ -3,14 +3,46 @@
  *
  * CHANNELS.  One channel per peer endpoint, keyed by the nic peer index.
  * Static, as in the paper: both sides record the peer locally and start at
- * sequence 1, message 1; nothing is exchanged to set a channel up.  Each
- * side has an epoch (random per endpoint open); frames carry the sender's
- * epoch and the epoch it believes the receiver has.  A frame addressed to
- * an old epoch of ours is stale and dropped; a frame with a new epoch of
- * the peer means the peer restarted: everything pending on the channel
- * fails with RCP_EPEER and the channel starts afresh, and frames of the
- * incarnation it left (gone_epoch; rcpc_chan_ban_epoch sets it for a
- * reconnected channel) are stale from then on, never another restart.
+ * sequence 1, message 1; nothing is exchanged to set a channel up between
+ * peers that both connect.  Each side has an epoch (random per endpoint
+ * open); frames carry the sender's epoch and the epoch it believes the
+ * receiver has (0: none yet).  A frame addressed to an old epoch of ours
+ * is stale and dropped; a proven new epoch of the peer (HANDSHAKE) means
+ * the peer restarted: everything pending on the channel fails with
+ * RCP_EPEER and the channel starts afresh, and frames of the incarnation
+ * it left (gone_epoch; rcpc_chan_ban_epoch sets it for a reconnected
+ * channel) are stale from then on, never another restart.
+ *
+ * HANDSHAKE.  The pair (src_epoch, dst_epoch) is the channel's
+ * verification tag, as SCTP's: both are random, and a sender that names
+ * our epoch has received from us at its address, which a blind spoofer
+ * cannot.  So a frame with dst_epoch 0 and an epoch other than the peer's
+ * is only a claim of a restart: it is dropped (stats.restart_claims) and
+ * answered with a challenge, a PING to the claimed incarnation with a
+ * nonzero arg; the new incarnation takes our epoch from it and answers at
+ * once with an ACK that names it (echoing the arg), and only that frame
+ * resets the channel.  A frame with dst_epoch 0 and the peer's own epoch
+ * is taken (a peer that has not heard us yet: its first frames were sealed
+ * before).  Before the first contact a connected channel takes the first
+ * epoch it hears, as before (residual: a spoofer racing the real peer's
+ * first frame).  Accepting endpoints (RCP_EP_ACCEPT) keep no state for an
+ * unknown sender, whose frames may come from forged addresses: when the
+ * glue offers io.send_to (udp), the frame is dropped and answered with a
+ * challenge whose arg is a cookie, SipHash-2-4 under a per-endpoint random
+ * key of the address, both epochs and a 8.6 s time slot; a peer index and
+ * a channel are made only for an ACK naming our epoch that echoes a cookie
+ * of this slot or the one before (stats.chans_accepted).  A channel that
+ * gets a challenge echoes it and resends at once what it has out (the
+ * challenger dropped it), so a client's first message costs one round trip
+ * more on a server, an established channel none.  A challenge is never
+ * answered with a challenge.  Accepted channels that carry no reliable
+ * frame either way (half-open: the user cannot hold them, and a fresh
+ * channel continues their numbering exactly) are closed once idle for
+ * the peer timeout (looked for every peer_timeout/4 while any exist;
+ * stats.chans_reclaimed).  RCP_EPEER from a send on a
+ * nic that may lose frames relays an ICMP error (forgeable; a peer not up
+ * yet draws one too): the frame counts as lost and only the peer timeout
+ * fails the channel.
  *
  * RELIABILITY.  Reliable frames (DATA, RTS, READY, FIN) take consecutive
  * 32-bit sequence numbers per direction.  The sender keeps each in a slot
