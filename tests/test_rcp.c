@@ -931,6 +931,51 @@ static void t_udp_client_first(void **state)
 	rcp_ep_close(srv);
 }
 
+/* A udp peer restarts at the same address and speaks first: the channel
+ * challenges the new incarnation, which answers with our epoch (proof),
+ * and only then is it taken as a restart; its first message, dropped
+ * meanwhile, is resent and arrives. */
+static void t_udp_restart_proven(void **state)
+{
+	char aa[RCP_NIC_ADDRSTR_MAX], ba[RCP_NIC_ADDRSTR_MAX], buf[16];
+	struct rcp_ep_stats es;
+	struct rcp_status st;
+	rcp_ep *a, *b1, *b2;
+	rcp_chan *ab, *ba1, *ba2;
+	int64_t end;
+	(void)state;
+
+	hs_env();
+	assert_int_equal(rcp_ep_open("udp:", NULL, &a), 0);
+	assert_int_equal(rcp_ep_open("udp:", NULL, &b1), 0);
+	assert_int_equal(rcp_ep_addr(a, aa, sizeof aa), 0);
+	assert_int_equal(rcp_ep_addr(b1, ba, sizeof ba), 0);
+	assert_int_equal(rcp_connect(a, ba, &ab), 0);
+	assert_int_equal(rcp_connect(b1, aa, &ba1), 0);
+	assert_int_equal(rcp_send(ab, 1, "a1", 2), 0);
+	assert_int_equal(rcp_recv(b1, ba1, 1, buf, sizeof buf, &st), 0);
+	assert_int_equal(rcp_send(ba1, 2, "b1", 2), 0);
+	assert_int_equal(rcp_recv(a, ab, 2, buf, sizeof buf, &st), 0);
+	setenv("RCP_LINGER_MS", "0", 1);
+	rcp_ep_close(b1);
+	unsetenv("RCP_LINGER_MS");
+	assert_int_equal(rcp_ep_open(ba, NULL, &b2), 0);
+	assert_int_equal(rcp_connect(b2, aa, &ba2), 0);
+	assert_int_equal(rcp_send(ba2, 9, "b2", 2), 0);
+	end = hs_now() + 10 * 1000000000ll;
+	while (rcp_chan_restarts(ab) == 0 && hs_now() < end) {
+		rcp_progress(a);
+		rcp_progress(b2);
+	}
+	assert_int_equal(rcp_chan_restarts(ab), 1);
+	rcp_ep_get_stats(a, &es);
+	assert_true(es.challenges_sent >= 1);
+	assert_int_equal(rcp_recv(a, ab, 9, buf, sizeof buf, &st), 0);
+	assert_memory_equal(buf, "b2", 2);
+	rcp_ep_close(b2);
+	rcp_ep_close(a);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -948,6 +993,7 @@ int main(void)
 	    cmocka_unit_test(t_udp_many_senders),
 	    cmocka_unit_test(t_udp_reclaim),
 	    cmocka_unit_test(t_udp_client_first),
+	    cmocka_unit_test(t_udp_restart_proven),
 	};
 	return cmocka_run_group_tests_name("rcp channels between processes", tests, NULL, NULL);
 }
