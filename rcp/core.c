@@ -2010,6 +2010,26 @@ static void chans_sweep(rcpc_core *c, uint64_t now)
 	}
 }
 
+/* The nic's peer table (or memory) is full: makes room by closing the
+ * half-open accepted channel heard from longest ago, idle or not.  Senders
+ * that echo cookies from many addresses they own then displace each other,
+ * never a channel that carried a message.  Returns 1 if one was closed. */
+static int chans_evict(rcpc_core *c, uint64_t now)
+{
+	struct list *p;
+	rcp_chan *old = NULL;
+	for (p = c->chans.next; p != &c->chans; p = p->next) {
+		rcp_chan *ch = container_of(p, rcp_chan, link);
+		if (ch->accepted && !ch->user && (!old || ch->last_heard < old->last_heard))
+			old = ch;
+	}
+	if (!old)
+		return 0;
+	c->st.chans_reclaimed++;
+	rcpc_chan_close(old, now);
+	return 1;
+}
+
 /* Resends at once every frame out on CH: the peer's challenge says it
  * dropped them (it had no channel, or took us for a stranger). */
 static void chan_resend_all(rcp_chan *ch, uint64_t now)
@@ -2069,8 +2089,10 @@ void rcpc_input(rcpc_core *c, int peer, const void *src, size_t srclen, const vo
 		}
 		if (c->naccepted && now >= c->sweep_at)
 			chans_sweep(c, now);
-		if (np < 0 && (!c->io.peer_add || c->io.peer_add(c->io.ctx, src, srclen, &np))) {
-			c->st.stale_frames++;
+		if (np < 0 && (!c->io.peer_add || (c->io.peer_add(c->io.ctx, src, srclen, &np) &&
+		                                   (!c->naccepted || !chans_evict(c, now) ||
+		                                    c->io.peer_add(c->io.ctx, src, srclen, &np))))) {
+			c->st.stale_frames++; /* no room even after an eviction */
 			return;
 		}
 		if (rcpc_chan_open(c, np, now, &ch)) {

@@ -592,7 +592,8 @@ static void hs_env(void)
 	unsetenv("RCP_CRC");
 }
 
-static void raw_open(struct raw *w, rcp_ep *ep)
+/* A socket at SRC (host order, any port) speaking to EP. */
+static void raw_open_from(struct raw *w, rcp_ep *ep, uint32_t src)
 {
 	char addr[RCP_NIC_ADDRSTR_MAX];
 	struct sockaddr_in me = {.sin_family = AF_INET};
@@ -606,8 +607,13 @@ static void raw_open(struct raw *w, rcp_ep *ep)
 	w->to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	w->fd = socket(AF_INET, SOCK_DGRAM, 0);
 	assert_true(w->fd >= 0);
-	me.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	me.sin_addr.s_addr = htonl(src);
 	assert_int_equal(bind(w->fd, (struct sockaddr *)&me, sizeof me), 0);
+}
+
+static void raw_open(struct raw *w, rcp_ep *ep)
+{
+	raw_open_from(w, ep, INADDR_LOOPBACK);
 }
 
 /* One frame from W (or from socket FD if >= 0) to the endpoint. */
@@ -972,8 +978,58 @@ static void t_udp_restart_proven(void **state)
 	assert_true(es.challenges_sent >= 1);
 	assert_int_equal(rcp_recv(a, ab, 9, buf, sizeof buf, &st), 0);
 	assert_memory_equal(buf, "b2", 2);
+	setenv("RCP_LINGER_MS", "0", 1);
 	rcp_ep_close(b2);
 	rcp_ep_close(a);
+	unsetenv("RCP_LINGER_MS");
+}
+
+/* Senders that own their addresses and echo the cookie fill the peer
+ * table (4,096 udp peers) with half-open channels; a real client then
+ * displaces the oldest of them instead of being refused. */
+static void t_udp_table_full(void **state)
+{
+	struct rcp_ep_config ec = {.flags = RCP_EP_ACCEPT};
+	struct rcp_ep_stats es;
+	struct rcp_status st;
+	char addr[RCP_NIC_ADDRSTR_MAX], buf[64];
+	struct raw w;
+	rcp_ep *ep, *cl;
+	rcp_chan *ch;
+	const int n = 4100;
+	(void)state;
+
+	hs_env();
+	setenv("RCP_PEER_TIMEOUT", "600000", 1); /* no idle reclaim here */
+	assert_int_equal(rcp_ep_open("udp:", &ec, &ep), 0);
+	unsetenv("RCP_PEER_TIMEOUT");
+	for (int i = 0; i < n; i++) {
+		uint32_t e = 0x30000000u + (uint32_t)i, es_epoch;
+		uint64_t cookie;
+		/* Distinct addresses: a port closed may come back at once. */
+		raw_open_from(&w, ep, 0x7f010000u + (uint32_t)i);
+		raw_send(&w, RCPW_PING, e, 0, 0, 0, 0, NULL);
+		cookie = raw_challenge(&w, ep, e, &es_epoch);
+		raw_send(&w, RCPW_ACK, e, es_epoch, 0, 0, cookie, NULL);
+		close(w.fd);
+	}
+	for (int k = 0; k < 64; k++)
+		rcp_progress(ep);
+	/* The udp table holds 4,096 peers: the last few displaced the oldest. */
+	rcp_ep_get_stats(ep, &es);
+	assert_int_equal(es.chans_accepted, n);
+	assert_int_equal(es.chans_reclaimed, n - 4096);
+
+	assert_int_equal(rcp_ep_open("udp:", NULL, &cl), 0);
+	assert_int_equal(rcp_ep_addr(ep, addr, sizeof addr), 0);
+	assert_int_equal(rcp_connect(cl, addr, &ch), 0);
+	assert_int_equal(rcp_send(ch, 7, "real", 4), 0);
+	hs_recv2(ep, cl, &st, buf, sizeof buf);
+	assert_string_equal(buf, "real");
+	rcp_ep_get_stats(ep, &es);
+	assert_int_equal(es.chans_reclaimed, n - 4096 + 1);
+	rcp_ep_close(cl);
+	rcp_ep_close(ep);
 }
 
 int main(void)
@@ -994,6 +1050,7 @@ int main(void)
 	    cmocka_unit_test(t_udp_reclaim),
 	    cmocka_unit_test(t_udp_client_first),
 	    cmocka_unit_test(t_udp_restart_proven),
+	    cmocka_unit_test(t_udp_table_full),
 	};
 	return cmocka_run_group_tests_name("rcp channels between processes", tests, NULL, NULL);
 }
