@@ -39,7 +39,8 @@
  * frame either way (half-open: the user cannot hold them, and a fresh
  * channel continues their numbering exactly) are closed once idle for
  * the peer timeout (looked for every peer_timeout/4 while any exist;
- * stats.chans_reclaimed).  RCP_EPEER from a send on a
+ * stats.chans_reclaimed), and the oldest of them makes room when the
+ * nic's peer table is full.  RCP_EPEER from a send on a
  * nic that may lose frames relays an ICMP error (forgeable; a peer not up
  * yet draws one too): the frame counts as lost and only the peer timeout
  * fails the channel.
