@@ -746,6 +746,7 @@ static struct slot *slot_new(rcp_chan *ch, rcp_req *req, uint8_t type, uint16_t 
 	struct slot *s = slot_of(ch, seq);
 	uint32_t inflight = ch->tx_next - ch->tx_una;
 
+	assert(ch->slots); /* an accepted channel is claimed before it sends */
 	assert(!s->in_use);
 	s->in_use = 1;
 	s->sacked = 0;
@@ -1983,13 +1984,20 @@ static void send_challenge(rcpc_core *c, int peer, const void *src, size_t srcle
 	}
 }
 
-/* The user has CH now (or it carried a message): never reclaimed. */
+static int chan_open(rcpc_core *c, int peer, uint64_t now, int lazy, rcp_chan **out);
+
+/* The user has CH now, or a reliable frame came on it: never reclaimed,
+ * and it gets its send ring (an accepted channel has none before: a
+ * half-open one sends nothing reliable, and thousands of rings cost
+ * ~280 KB each on udp). */
 static void chan_claim(rcp_chan *ch)
 {
-	if (ch->accepted) {
-		ch->accepted = 0;
-		ch->core->naccepted--;
-	}
+	if (!ch->accepted)
+		return;
+	ch->accepted = 0;
+	ch->core->naccepted--;
+	if (!ch->slots && !(ch->slots = calloc(ch->nslots, sizeof *ch->slots)))
+		chan_fail(ch, RCP_ENOMEM);
 }
 
 /* Closes accepted channels that are still half-open (no reliable frame
@@ -2096,7 +2104,7 @@ void rcpc_input(rcpc_core *c, int peer, const void *src, size_t srclen, const vo
 			c->st.stale_frames++; /* no room even after an eviction */
 			return;
 		}
-		if (rcpc_chan_open(c, np, now, &ch)) {
+		if (chan_open(c, np, now, 1, &ch)) {
 			c->st.stale_frames++;
 			return;
 		}
@@ -2151,10 +2159,12 @@ void rcpc_input(rcpc_core *c, int peer, const void *src, size_t srclen, const vo
 			ch->ack_now = 1;
 		}
 		break;
-	default: process_reliable(ch, &h, pl);
+	default:
+		if (RCPI_UNLIKELY(ch->accepted))
+			chan_claim(ch); /* a message may move: the user may get CH */
+		if (!ch->failed)
+			process_reliable(ch, &h, pl);
 	}
-	if (RCPI_UNLIKELY(ch->accepted) && (ch->rx_next != 1 || ch->tx_next != 1))
-		chan_claim(ch); /* a message moved: the user may hold CH */
 }
 
 /* ---- timers and flushing ----------------------------------------------------- */
@@ -2387,7 +2397,10 @@ void rcpc_core_stats(const rcpc_core *c, struct rcp_ep_stats *st)
 static void chan_free(rcp_chan *ch)
 {
 	rcpc_core *c = ch->core;
-	chan_claim(ch);
+	if (ch->accepted) {
+		ch->accepted = 0;
+		c->naccepted--;
+	}
 	list_del(&ch->link);
 	list_del(&ch->dlink);
 	if (ch->peer >= 0 && ch->peer < c->npeers)
@@ -2435,6 +2448,12 @@ void rcpc_core_free(rcpc_core *c)
 
 int rcpc_chan_open(rcpc_core *c, int peer, uint64_t now, rcp_chan **out)
 {
+	return chan_open(c, peer, now, 0, out);
+}
+
+/* LAZY: no send ring yet (an accepted channel: chan_claim makes it). */
+static int chan_open(rcpc_core *c, int peer, uint64_t now, int lazy, rcp_chan **out)
+{
 	rcp_chan *ch;
 	uint32_t n = 1;
 
@@ -2455,8 +2474,8 @@ int rcpc_chan_open(rcpc_core *c, int peer, uint64_t now, rcp_chan **out)
 	if (n < 8)
 		n = 8;
 	ch->nslots = n;
-	ch->slots = calloc(n, sizeof *ch->slots);
-	if (!ch->slots) {
+	ch->slots = lazy ? NULL : calloc(n, sizeof *ch->slots);
+	if (!lazy && !ch->slots) {
 		free(ch);
 		return RCP_ENOMEM;
 	}
