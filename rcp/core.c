@@ -2098,11 +2098,16 @@ void rcpc_input(rcpc_core *c, int peer, const void *src, size_t srclen, const vo
 		}
 		if (c->naccepted && now >= c->sweep_at)
 			chans_sweep(c, now);
-		if (np < 0 && (!c->io.peer_add || (c->io.peer_add(c->io.ctx, src, srclen, &np) &&
-		                                   (!c->naccepted || !chans_evict(c, now) ||
-		                                    c->io.peer_add(c->io.ctx, src, srclen, &np))))) {
-			c->st.stale_frames++; /* no room even after an eviction */
-			return;
+		if (np < 0) {
+			int rc = c->io.peer_add ? c->io.peer_add(c->io.ctx, src, srclen, &np)
+			                        : RCP_EINVAL;
+			/* A full peer table: a half-open channel makes room. */
+			if (rc && c->io.peer_add && c->naccepted && chans_evict(c, now))
+				rc = c->io.peer_add(c->io.ctx, src, srclen, &np);
+			if (rc) {
+				c->st.stale_frames++;
+				return;
+			}
 		}
 		if (chan_open(c, np, now, 1, &ch)) {
 			c->st.stale_frames++;
