@@ -289,6 +289,7 @@ struct rcp_chan {
 	int failed;          /* error every new operation gets, or 0 */
 	int accepted;        /* made for an unknown sender, unseen by the user (HANDSHAKE) */
 	uint64_t echo;       /* the peer's last challenge: our ACKs echo it (HANDSHAKE) */
+	int unreachable;     /* ICMP says so, and nothing heard since: close won't linger */
 
 	/* send side */
 	uint32_t tx_next, tx_una, nslots;
@@ -711,7 +712,8 @@ static int slot_send(rcp_chan *ch, struct slot *s, uint64_t now)
 		 * error: anyone can forge one, and a peer not started yet
 		 * draws one too.  A hint, not a verdict: the frame counts as
 		 * sent and lost, and only the peer timeout fails the channel
-		 * (HANDSHAKE). */
+		 * (HANDSHAKE).  Its one use: closing does not linger here. */
+		ch->unreachable = 1;
 		rc = 0;
 	}
 	if (rc) {
@@ -2149,6 +2151,7 @@ void rcpc_input(rcpc_core *c, int peer, const void *src, size_t srclen, const vo
 	if (ch->failed)
 		return;
 	ch->last_heard = now;
+	ch->unreachable = 0;
 	chan_dirty(ch);
 	process_ack_fields(ch, &h, now);
 	switch (h.type) {
@@ -2861,7 +2864,7 @@ int rcpc_core_busy(const rcpc_core *c)
 	const struct list *p;
 	for (p = c->chans.next; p != &c->chans; p = p->next) {
 		const rcp_chan *ch = container_of(p, rcp_chan, link);
-		if (ch->failed)
+		if (ch->failed || ch->unreachable)
 			continue;
 		if (ch->tx_una != ch->tx_next || !list_empty(&ch->startq) ||
 		    !list_empty(&ch->streamq) || !list_empty(&ch->busyq) || ch->ctl_count ||
