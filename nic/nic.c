@@ -160,6 +160,22 @@ int rcp_nic_peer_add_str(rcp_nic *nic, const char *addr, int *peer)
 	return nic->ops->peer_add_str(nic, addr, peer);
 }
 
+int rcpi_nic_send_to(rcp_nic *nic, const void *blob, size_t len, const void *frame, size_t flen)
+{
+	if (!nic || !blob || !frame || len < 2 || len > RCP_NIC_ADDR_MAX)
+		return RCP_EINVAL;
+	if (!nic->ops->send_to)
+		return RCP_ENOTSUP;
+	if (((const uint8_t *)blob)[0] != nic->ops->id)
+		return RCP_EADDR;
+	return nic->ops->send_to(nic, blob, len, frame, flen);
+}
+
+int rcpi_nic_has_send_to(const rcp_nic *nic)
+{
+	return nic && nic->ops->send_to != NULL;
+}
+
 int rcp_nic_peer_remove(rcp_nic *nic, int peer)
 {
 	if (!nic || peer < 0)

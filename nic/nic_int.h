@@ -61,6 +61,11 @@ struct rcpi_nic_ops {
 	           size_t rkeylen, uint64_t offset);
 	int (*put)(rcp_nic *nic, int peer, const void *local, size_t len, const void *rkey,
 	           size_t rkeylen, uint64_t offset);
+	/* Optional: sends one FRAME to the address BLOB (BLOB[0] == id
+	 * checked) without making a peer of it, at once, best effort: the
+	 * cookie challenge of an accepting endpoint (rcp/core.c HANDSHAKE),
+	 * which must keep no state for an unknown sender. */
+	int (*send_to)(rcp_nic *nic, const void *blob, size_t len, const void *frame, size_t flen);
 };
 
 /* The part of every endpoint the dispatcher owns. */
@@ -74,6 +79,11 @@ struct rcp_nic {
 struct rcp_nic_mr {
 	rcp_nic *nic;
 };
+
+/* NIC's send_to (above), for rcp/endpoint.c; RCP_ENOTSUP where the
+ * backend has none. */
+int rcpi_nic_send_to(rcp_nic *nic, const void *blob, size_t len, const void *frame, size_t flen);
+int rcpi_nic_has_send_to(const rcp_nic *nic);
 
 extern const struct rcpi_nic_ops rcpi_nic_shm_ops;
 extern const struct rcpi_nic_ops rcpi_nic_udp_ops;

@@ -103,7 +103,9 @@
  *   from a marked peer clears the mark (it is there after all: the ICMP
  *   was for an earlier holder of its port, racing the new bind), and the
  *   queue is drained before a new peer entry is made, so an error about
- *   an address's earlier holder is never blamed on its new one.
+ *   an address's earlier holder is never blamed on its new one.  The core
+ *   takes that RCP_EPEER as a hint (the frame is lost), never as a verdict:
+ *   anyone can forge an ICMP error (rcp/core.c, HANDSHAKE).
  *   The catch: with IP_RECVERR the kernel also sets the socket's pending
  *   error, which fails the NEXT sendmsg/recvmsg on the socket whatever its
  *   destination (checked: the datagram is then not sent).  So an
@@ -1899,6 +1901,35 @@ static int udp_peer_add(rcp_nic *nic, const void *blob, size_t len, int *peer)
 	return rc ? rc : peer_insert(udp_of(nic), &sa, peer);
 }
 
+/* A frame to an address that is not a peer (an accepting endpoint's cookie
+ * challenge to an unknown sender): one sendto from the main socket, no
+ * peer entry, no queue.  Best effort: a refusal is the sender's loss (it
+ * sends again).  An ICMP error about the address later finds no peer to
+ * mark. */
+static int udp_send_to(rcp_nic *nic, const void *blob, size_t len, const void *frame, size_t flen)
+{
+	struct udp_nic *u = udp_of(nic);
+	union udp_sa sa;
+	int rc = blob_to_sa(blob, len, &sa);
+
+	if (rc)
+		return rc;
+	if (sa.sa.sa_family != u->self.sa.sa_family)
+		return RCP_EADDR;
+	if (flen > u->mtu)
+		return RCP_EMSGSIZE;
+	for (int tries = 0; tries < 2; tries++) {
+		if (sendto(u->fd, frame, flen, MSG_DONTWAIT, &sa.sa, sa_len(&sa)) >= 0) {
+			tx_count(u, 1, flen);
+			return 0;
+		}
+		if (!is_async_err(errno))
+			break;
+		drain_errq(u); /* an earlier datagram's ICMP: drain, retry */
+	}
+	return errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS ? RCP_EAGAIN : RCP_ESYS;
+}
+
 static int udp_peer_add_str(rcp_nic *nic, const char *addr, int *peer)
 {
 	struct udp_nic *u = udp_of(nic);
@@ -1969,5 +2000,6 @@ const struct rcpi_nic_ops rcpi_nic_udp_ops = {
     .arm = udp_arm,
     .pending = udp_pending,
     .recv_wait = udp_recv_wait,
+    .send_to = udp_send_to,
     /* No RMA: the dispatcher answers RCP_ENOTSUP. */
 };

@@ -3,14 +3,47 @@
  *
  * CHANNELS.  One channel per peer endpoint, keyed by the nic peer index.
  * Static, as in the paper: both sides record the peer locally and start at
- * sequence 1, message 1; nothing is exchanged to set a channel up.  Each
- * side has an epoch (random per endpoint open); frames carry the sender's
- * epoch and the epoch it believes the receiver has.  A frame addressed to
- * an old epoch of ours is stale and dropped; a frame with a new epoch of
- * the peer means the peer restarted: everything pending on the channel
- * fails with RCP_EPEER and the channel starts afresh, and frames of the
- * incarnation it left (gone_epoch; rcpc_chan_ban_epoch sets it for a
- * reconnected channel) are stale from then on, never another restart.
+ * sequence 1, message 1; nothing is exchanged to set a channel up between
+ * peers that both connect.  Each side has an epoch (random per endpoint
+ * open); frames carry the sender's epoch and the epoch it believes the
+ * receiver has (0: none yet).  A frame addressed to an old epoch of ours
+ * is stale and dropped; a proven new epoch of the peer (HANDSHAKE) means
+ * the peer restarted: everything pending on the channel fails with
+ * RCP_EPEER and the channel starts afresh, and frames of the incarnation
+ * it left (gone_epoch; rcpc_chan_ban_epoch sets it for a reconnected
+ * channel) are stale from then on, never another restart.
+ *
+ * HANDSHAKE.  The pair (src_epoch, dst_epoch) is the channel's
+ * verification tag, as SCTP's: both are random, and a sender that names
+ * our epoch has received from us at its address, which a blind spoofer
+ * cannot.  So a frame with dst_epoch 0 and an epoch other than the peer's
+ * is only a claim of a restart: it is dropped (stats.restart_claims) and
+ * answered with a challenge, a PING to the claimed incarnation with a
+ * nonzero arg; the new incarnation takes our epoch from it and answers at
+ * once with an ACK that names it (echoing the arg), and only that frame
+ * resets the channel.  A frame with dst_epoch 0 and the peer's own epoch
+ * is taken (a peer that has not heard us yet: its first frames were sealed
+ * before).  Before the first contact a connected channel takes the first
+ * epoch it hears, as before (residual: a spoofer racing the real peer's
+ * first frame).  Accepting endpoints (RCP_EP_ACCEPT) keep no state for an
+ * unknown sender, whose frames may come from forged addresses: when the
+ * glue offers io.send_to (udp), the frame is dropped and answered with a
+ * challenge whose arg is a cookie, SipHash-2-4 under a per-endpoint random
+ * key of the address, both epochs and a 8.6 s time slot; a peer index and
+ * a channel are made only for an ACK naming our epoch that echoes a cookie
+ * of this slot or the one before (stats.chans_accepted).  A channel that
+ * gets a challenge echoes it and resends at once what it has out (the
+ * challenger dropped it), so a client's first message costs one round trip
+ * more on a server, an established channel none.  A challenge is never
+ * answered with a challenge.  Accepted channels that carry no reliable
+ * frame either way (half-open: the user cannot hold them, and a fresh
+ * channel continues their numbering exactly) are closed once idle for
+ * the peer timeout (looked for every peer_timeout/4 while any exist;
+ * stats.chans_reclaimed), and the oldest of them makes room when the
+ * nic's peer table is full.  RCP_EPEER from a send on a
+ * nic that may lose frames relays an ICMP error (forgeable; a peer not up
+ * yet draws one too): the frame counts as lost and only the peer timeout
+ * fails the channel.
  *
  * RELIABILITY.  Reliable frames (DATA, RTS, READY, FIN) take consecutive
  * 32-bit sequence numbers per direction.  The sender keeps each in a slot
@@ -288,6 +321,9 @@ struct rcp_chan {
 	uint32_t gone_epoch; /* the incarnation before: its stragglers are stale */
 	int failed;          /* error every new operation gets, or 0 */
 	struct list posted;  /* receives posted for this channel (rcpc_core.posted_any) */
+	int accepted;        /* made for an unknown sender, unseen by the user (HANDSHAKE) */
+	uint64_t echo;       /* the peer's last challenge: our ACKs echo it (HANDSHAKE) */
+	int unreachable;     /* ICMP says so, and nothing heard since: close won't linger */
 
 	/* send side */
 	uint32_t tx_next, tx_una, nslots;
@@ -369,6 +405,8 @@ struct rcpc_core {
 	uint64_t timer_floor; /* no timer is armed closer than this (TIMERS) */
 	uint64_t soon_at;     /* earliest reordering timer armed closer (0: none) */
 	uint64_t now;         /* of the entry point running (for deep callees) */
+	int naccepted;        /* channels with ch->accepted set */
+	uint64_t sweep_at;    /* next look for half-open channels to reclaim */
 	struct rcp_ep_stats st;
 	int demand_warned; /* credit_demand's warning was given */
 };
@@ -761,8 +799,17 @@ static int slot_send(rcp_chan *ch, struct slot *s, uint64_t now)
 		ch->core->retry = 1;
 		return rc;
 	}
+	if (rc == RCP_EPEER && !ch->core->p.reliable) {
+		/* On a nic that may lose frames, RCP_EPEER relays an ICMP
+		 * error: anyone can forge one, and a peer not started yet
+		 * draws one too.  A hint, not a verdict: the frame counts as
+		 * sent and lost, and only the peer timeout fails the channel
+		 * (HANDSHAKE).  Its one use: closing does not linger here. */
+		ch->unreachable = 1;
+		rc = 0;
+	}
 	if (rc) {
-		chan_fail(ch, rc == RCP_EPEER ? RCP_EPEER : rc);
+		chan_fail(ch, rc);
 		return rc;
 	}
 	if (!s->sent_at)
@@ -793,6 +840,7 @@ static struct slot *slot_new(rcp_chan *ch, rcp_req *req, uint8_t type, uint16_t 
 	struct slot *s = slot_of(ch, seq);
 	uint32_t inflight = ch->tx_next - ch->tx_una;
 
+	assert(ch->slots); /* an accepted channel is claimed before it sends */
 	assert(!s->in_use);
 	s->in_use = 1;
 	s->sacked = 0;
@@ -1181,7 +1229,7 @@ static void send_ack(rcp_chan *ch, uint64_t now)
 				words = w + 1;
 		}
 	}
-	hdr_fill(ch, &ch->ackbuf.hdr, RCPW_ACK, 0, 0, 0, 0, 0, words * 8);
+	hdr_fill(ch, &ch->ackbuf.hdr, RCPW_ACK, 0, 0, 0, 0, ch->echo, words * 8);
 #if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
 	for (uint32_t w = 0; w < words; w++)
 		ch->ackbuf.sack[w] = __builtin_bswap64(ch->ackbuf.sack[w]);
@@ -2041,6 +2089,183 @@ static void process_reliable(rcp_chan *ch, const struct rcpw_hdr *h, const unsig
 	ch->ack_pending = 1;
 }
 
+/* ---- handshake (HANDSHAKE) ---------------------------------------------------- */
+
+#define COOKIE_SLOT_SHIFT 33 /* time slots of 2^33 ns (8.6 s): a cookie lives 1-2 */
+#define COOKIE_SRC_MAX    64 /* address blob bytes a cookie covers */
+
+static inline uint64_t rotl64(uint64_t x, int b)
+{
+	return (x << b) | (x >> (64 - b));
+}
+
+/* SipHash-2-4 (Aumasson and Bernstein): a keyed MAC, fast on short input. */
+static uint64_t siphash24(const uint64_t k[2], const unsigned char *m, size_t n)
+{
+	uint64_t v0 = 0x736f6d6570736575ull ^ k[0], v1 = 0x646f72616e646f6dull ^ k[1];
+	uint64_t v2 = 0x6c7967656e657261ull ^ k[0], v3 = 0x7465646279746573ull ^ k[1];
+	uint64_t b = (uint64_t)n << 56, w;
+	size_t i;
+#define SIPROUND                                                                                   \
+	do {                                                                                       \
+		v0 += v1, v1 = rotl64(v1, 13), v1 ^= v0, v0 = rotl64(v0, 32);                      \
+		v2 += v3, v3 = rotl64(v3, 16), v3 ^= v2;                                           \
+		v0 += v3, v3 = rotl64(v3, 21), v3 ^= v0;                                           \
+		v2 += v1, v1 = rotl64(v1, 17), v1 ^= v2, v2 = rotl64(v2, 32);                      \
+	} while (0)
+	for (i = 0; i + 8 <= n; i += 8) {
+		memcpy(&w, m + i, 8);
+		v3 ^= w;
+		SIPROUND;
+		SIPROUND;
+		v0 ^= w;
+	}
+	for (size_t j = 0; i + j < n; j++)
+		b |= (uint64_t)m[i + j] << (8 * j);
+	v3 ^= b;
+	SIPROUND;
+	SIPROUND;
+	v0 ^= b;
+	v2 ^= 0xff;
+	SIPROUND;
+	SIPROUND;
+	SIPROUND;
+	SIPROUND;
+#undef SIPROUND
+	return v0 ^ v1 ^ v2 ^ v3;
+}
+
+/* The cookie for a sender at address SRC with incarnation EPOCH in time
+ * slot SLOT: a MAC under the endpoint's secret, so checking an echo needs
+ * no state.  Never 0 (0 means "no cookie"). */
+static uint64_t cookie_of(const rcpc_core *c, const void *src, size_t srclen, uint32_t epoch,
+                          uint64_t slot)
+{
+	unsigned char m[16 + COOKIE_SRC_MAX];
+	uint64_t v;
+	memcpy(m, &slot, 8);
+	memcpy(m + 8, &c->p.epoch, 4);
+	memcpy(m + 12, &epoch, 4);
+	memcpy(m + 16, src, srclen);
+	v = siphash24(c->p.cookie_key, m, 16 + srclen);
+	return v ? v : 1;
+}
+
+/* H (from an unknown sender at SRC) echoes a cookie we gave it in this
+ * time slot or the one before: the sender receives at its address. */
+static int cookie_echoed(const rcpc_core *c, const void *src, size_t srclen,
+                         const struct rcpw_hdr *h, uint64_t now)
+{
+	uint64_t slot = now >> COOKIE_SLOT_SHIFT;
+	if (h->type != RCPW_ACK || !h->arg || h->dst_epoch != c->p.epoch)
+		return 0;
+	return h->arg == cookie_of(c, src, srclen, h->src_epoch, slot) ||
+	       h->arg == cookie_of(c, src, srclen, h->src_epoch, slot - 1);
+}
+
+/* Sends a challenge: a PING to incarnation DST_EPOCH carrying COOKIE
+ * (nonzero), as a fresh channel of ours would send it.  To nic peer PEER,
+ * or, if PEER < 0, to the address SRC without making a peer of it.  The
+ * receiver echoes COOKIE in an ACK, which names our epoch: proof that it
+ * receives at that address (a blind sender never sees our epoch). */
+static void send_challenge(rcpc_core *c, int peer, const void *src, size_t srclen,
+                           uint32_t dst_epoch, uint64_t cookie)
+{
+	struct rcpw_hdr h;
+	int rc;
+
+	memset(&h, 0, sizeof h);
+	h.magic = RCPW_MAGIC;
+	h.version = RCPW_VERSION;
+	h.type = RCPW_PING;
+	h.flags = c->p.crc ? RCPW_F_CRC : 0;
+	h.hlen = RCPW_HLEN;
+	h.session = c->p.session;
+	h.src_epoch = c->p.epoch;
+	h.dst_epoch = dst_epoch;
+	h.ack = 1;
+	h.credits = c->p.credits;
+	h.wnd = c->p.rx_frames;
+	h.arg = cookie;
+	hdr_seal(c, &h, NULL, 0);
+	if (peer >= 0) {
+		struct iovec iov = {&h, RCPW_HLEN};
+		rc = c->io.send(c->io.ctx, peer, &iov, 1, 0);
+	} else {
+		rc = c->io.send_to(c->io.ctx, src, srclen, &h, RCPW_HLEN);
+	}
+	if (!rc) {
+		c->st.frames_sent++;
+		c->st.challenges_sent++;
+	}
+}
+
+static int chan_open(rcpc_core *c, int peer, uint64_t now, int lazy, rcp_chan **out);
+
+/* The user has CH now, or a reliable frame came on it: never reclaimed,
+ * and it gets its send ring (an accepted channel has none before: a
+ * half-open one sends nothing reliable, and thousands of rings cost
+ * ~280 KB each on udp). */
+static void chan_claim(rcp_chan *ch)
+{
+	if (!ch->accepted)
+		return;
+	ch->accepted = 0;
+	ch->core->naccepted--;
+	if (!ch->slots && !(ch->slots = calloc(ch->nslots, sizeof *ch->slots)))
+		chan_fail(ch, RCP_ENOMEM);
+}
+
+/* Closes accepted channels that are still half-open (no reliable frame
+ * either way, so neither side's sequence or message numbers moved and a
+ * fresh channel continues them exactly) and idle for the peer timeout: an
+ * address that once echoed a cookie holds no memory for good. */
+static void chans_sweep(rcpc_core *c, uint64_t now)
+{
+	struct list *p, *t;
+	c->sweep_at = now + (c->p.peer_timeout / 4 ? c->p.peer_timeout / 4 : 1);
+	list_for_each_safe(p, t, &c->chans)
+	{
+		rcp_chan *ch = container_of(p, rcp_chan, link);
+		if (ch->accepted && !ch->user && chan_idle(ch) &&
+		    now - ch->last_heard > c->p.peer_timeout) {
+			c->st.chans_reclaimed++;
+			rcpc_chan_close(ch, now);
+		}
+	}
+}
+
+/* The nic's peer table (or memory) is full: makes room by closing the
+ * half-open accepted channel heard from longest ago, idle or not.  Senders
+ * that echo cookies from many addresses they own then displace each other,
+ * never a channel that carried a message.  Returns 1 if one was closed. */
+static int chans_evict(rcpc_core *c, uint64_t now)
+{
+	struct list *p;
+	rcp_chan *old = NULL;
+	for (p = c->chans.next; p != &c->chans; p = p->next) {
+		rcp_chan *ch = container_of(p, rcp_chan, link);
+		if (ch->accepted && !ch->user && (!old || ch->last_heard < old->last_heard))
+			old = ch;
+	}
+	if (!old)
+		return 0;
+	c->st.chans_reclaimed++;
+	rcpc_chan_close(old, now);
+	return 1;
+}
+
+/* Resends at once every frame out on CH: the peer's challenge says it
+ * dropped them (it had no channel, or took us for a stranger). */
+static void chan_resend_all(rcp_chan *ch, uint64_t now)
+{
+	for (uint32_t seq = ch->tx_una; rcpw_seq_lt(seq, ch->tx_next); seq++) {
+		struct slot *s = slot_of(ch, seq);
+		if (!s->sacked && s->sent_at && slot_send(ch, s, now))
+			break;
+	}
+}
+
 void rcpc_input(rcpc_core *c, int peer, const void *src, size_t srclen, const void *frame,
                 size_t len, uint64_t now)
 {
@@ -2063,26 +2288,55 @@ void rcpc_input(rcpc_core *c, int peer, const void *src, size_t srclen, const vo
 		c->st.stale_frames++; /* meant for an earlier incarnation of us */
 		return;
 	}
-	ch = peer >= 0 ? rcpc_chan_by_peer(c, peer) : NULL;
+	if (RCPI_UNLIKELY(!h.src_epoch)) {
+		c->st.stale_frames++; /* every sender has an epoch */
+		return;
+	}
+	ch = peer >= 0 && peer < c->npeers ? c->by_peer[peer] : NULL;
 	if (!ch) {
-		/* Unknown sender: servers take it as a new channel. */
+		/* Unknown sender: servers take it as a new channel, once it
+		 * echoes a cookie (HANDSHAKE). */
 		int np = peer;
-		if (!(c->p.flags & RCP_EP_ACCEPT) || !h.src_epoch) {
+		if (!(c->p.flags & RCP_EP_ACCEPT)) {
 			c->st.stale_frames++;
 			return;
 		}
-		if (np < 0 && (!c->io.peer_add || c->io.peer_add(c->io.ctx, src, srclen, &np))) {
+		if (np < 0 && c->io.send_to &&
+		    !(src && srclen <= COOKIE_SRC_MAX && cookie_echoed(c, src, srclen, &h, now))) {
+			/* No state until the sender proves it receives at its
+			 * address; a challenge is never answered with one. */
+			if (src && srclen <= COOKIE_SRC_MAX && !(h.type == RCPW_PING && h.arg))
+				send_challenge(c, -1, src, srclen, h.src_epoch,
+				               cookie_of(c, src, srclen, h.src_epoch,
+				                         now >> COOKIE_SLOT_SHIFT));
 			c->st.stale_frames++;
 			return;
 		}
-		if (rcpc_chan_open(c, np, now, &ch)) {
+		if (c->naccepted && now >= c->sweep_at)
+			chans_sweep(c, now);
+		if (np < 0) {
+			int rc = c->io.peer_add ? c->io.peer_add(c->io.ctx, src, srclen, &np)
+			                        : RCP_EINVAL;
+			/* A full peer table: a half-open channel makes room. */
+			if (rc && c->io.peer_add && c->naccepted && chans_evict(c, now))
+				rc = c->io.peer_add(c->io.ctx, src, srclen, &np);
+			if (rc) {
+				c->st.stale_frames++;
+				return;
+			}
+		}
+		if (chan_open(c, np, now, 1, &ch)) {
 			c->st.stale_frames++;
 			return;
 		}
+		ch->accepted = 1;
+		if (!c->naccepted++)
+			c->sweep_at = now + (c->p.peer_timeout / 4 ? c->p.peer_timeout / 4 : 1);
+		c->st.chans_accepted++;
 	}
 	if (ch->failed == RCP_ECLOSED)
 		return;
-	if (RCPI_UNLIKELY(h.src_epoch == ch->gone_epoch) && h.src_epoch) {
+	if (RCPI_UNLIKELY(h.src_epoch == ch->gone_epoch)) {
 		/* A straggler of the incarnation this channel left: taking it
 		 * for a restart would reset the channel under the new one. */
 		c->st.stale_frames++;
@@ -2090,8 +2344,17 @@ void rcpc_input(rcpc_core *c, int peer, const void *src, size_t srclen, const vo
 	}
 	if (h.src_epoch != ch->peer_epoch) {
 		if (ch->peer_epoch) {
-			/* The peer restarted: what was pending with the old
-			 * incarnation is lost. */
+			if (h.dst_epoch != c->p.epoch) {
+				/* A new incarnation that does not know ours: a
+				 * claim anyone can forge, never a reset.  Challenge
+				 * it; its answer names our epoch (the proof). */
+				c->st.restart_claims++;
+				if (!(h.type == RCPW_PING && h.arg))
+					send_challenge(c, ch->peer, NULL, 0, h.src_epoch, 1);
+				return;
+			}
+			/* The peer restarted (proven): what was pending with
+			 * the old incarnation is lost. */
 			chan_reset(ch, RCP_EPEER);
 			ch->restarts++;
 			ch->gone_epoch = ch->peer_epoch;
@@ -2102,6 +2365,7 @@ void rcpc_input(rcpc_core *c, int peer, const void *src, size_t srclen, const vo
 	if (ch->failed)
 		return;
 	ch->last_heard = now;
+	ch->unreachable = 0;
 	chan_dirty(ch);
 	if (process_ack_fields(ch, &h, now)) {
 		bad(c); /* acks frames never sent: forged or broken */
@@ -2109,8 +2373,22 @@ void rcpc_input(rcpc_core *c, int peer, const void *src, size_t srclen, const vo
 	}
 	switch (h.type) {
 	case RCPW_ACK: process_sack(ch, &h, pl, now); break;
-	case RCPW_PING: ch->ack_now = 1; break;
-	default: process_reliable(ch, &h, pl);
+	case RCPW_PING:
+		if (h.arg) {
+			/* A challenge: echo it at once, then resend what the
+			 * peer dropped while it did not know us. */
+			ch->echo = h.arg;
+			send_ack(ch, now);
+			chan_resend_all(ch, now);
+		} else {
+			ch->ack_now = 1;
+		}
+		break;
+	default:
+		if (RCPI_UNLIKELY(ch->accepted))
+			chan_claim(ch); /* a message may move: the user may get CH */
+		if (!ch->failed)
+			process_reliable(ch, &h, pl);
 	}
 }
 
@@ -2164,6 +2442,8 @@ int rcpc_timers(rcpc_core *c, uint64_t now)
 
 	c->retry = 0;   /* what is still refused below sets it again */
 	c->soon_at = 0; /* chan_flush below arms what is left */
+	if (c->naccepted && now >= c->sweep_at)
+		chans_sweep(c, now);
 
 	list_for_each_safe(p, t, &c->chans)
 	{
@@ -2253,7 +2533,7 @@ int rcpc_ack_owed(rcpc_core *c, uint64_t now)
 
 uint64_t rcpc_deadline(const rcpc_core *c)
 {
-	uint64_t d = UINT64_MAX;
+	uint64_t d = c->naccepted ? c->sweep_at : UINT64_MAX;
 	const struct list *p;
 
 	for (p = c->chans.next; p != &c->chans; p = p->next) {
@@ -2359,6 +2639,10 @@ void rcpc_core_stats(const rcpc_core *c, struct rcp_ep_stats *st)
 static void chan_free(rcp_chan *ch)
 {
 	rcpc_core *c = ch->core;
+	if (ch->accepted) {
+		ch->accepted = 0;
+		c->naccepted--;
+	}
 	list_del(&ch->link);
 	list_del(&ch->dlink);
 	if (ch->peer >= 0 && ch->peer < c->npeers)
@@ -2406,6 +2690,12 @@ void rcpc_core_free(rcpc_core *c)
 
 int rcpc_chan_open(rcpc_core *c, int peer, uint64_t now, rcp_chan **out)
 {
+	return chan_open(c, peer, now, 0, out);
+}
+
+/* LAZY: no send ring yet (an accepted channel: chan_claim makes it). */
+static int chan_open(rcpc_core *c, int peer, uint64_t now, int lazy, rcp_chan **out)
+{
 	rcp_chan *ch;
 	uint32_t n = 1;
 
@@ -2413,6 +2703,7 @@ int rcpc_chan_open(rcpc_core *c, int peer, uint64_t now, rcp_chan **out)
 		return RCP_EINVAL;
 	if (peer < c->npeers && c->by_peer[peer]) {
 		*out = c->by_peer[peer];
+		chan_claim(*out); /* connected to by the user */
 		return 0;
 	}
 	if (rcpi_grow_zeroed((void **)&c->by_peer, &c->npeers, sizeof *c->by_peer, peer))
@@ -2425,8 +2716,8 @@ int rcpc_chan_open(rcpc_core *c, int peer, uint64_t now, rcp_chan **out)
 	if (n < 8)
 		n = 8;
 	ch->nslots = n;
-	ch->slots = calloc(n, sizeof *ch->slots);
-	if (!ch->slots) {
+	ch->slots = lazy ? NULL : calloc(n, sizeof *ch->slots);
+	if (!lazy && !ch->slots) {
 		free(ch);
 		return RCP_ENOMEM;
 	}
@@ -2463,7 +2754,10 @@ void *rcp_chan_get_user(const rcp_chan *ch)
 
 rcp_chan *rcpc_chan_by_peer(rcpc_core *c, int peer)
 {
-	return peer >= 0 && peer < c->npeers ? c->by_peer[peer] : NULL;
+	rcp_chan *ch = peer >= 0 && peer < c->npeers ? c->by_peer[peer] : NULL;
+	if (ch)
+		chan_claim(ch); /* the caller holds it now: never reclaimed */
+	return ch;
 }
 
 rcpc_core *rcpc_chan_core(const rcp_chan *ch)
@@ -2818,7 +3112,7 @@ int rcpc_core_busy(const rcpc_core *c)
 	const struct list *p;
 	for (p = c->chans.next; p != &c->chans; p = p->next) {
 		const rcp_chan *ch = container_of(p, rcp_chan, link);
-		if (ch->failed)
+		if (ch->failed || ch->unreachable)
 			continue;
 		if (ch->tx_una != ch->tx_next || !list_empty(&ch->startq) ||
 		    !list_empty(&ch->streamq) || !list_empty(&ch->busyq) || ch->ctl_count ||

@@ -45,6 +45,11 @@ struct rcpc_io {
 	int (*peer_add)(void *ctx, const void *src, size_t srclen, int *peer);
 	/* Channel closed: the glue may forget the nic peer. May be NULL. */
 	void (*peer_remove)(void *ctx, int peer);
+	/* Sends one frame to the address blob SRC of a sender that has no
+	 * peer index, without making one (the cookie challenge of
+	 * RCP_EP_ACCEPT, core.c HANDSHAKE).  May be NULL: then an unknown
+	 * sender gets a channel at once, as before the handshake existed. */
+	int (*send_to)(void *ctx, const void *src, size_t srclen, const void *frame, size_t len);
 };
 
 struct rcpc_params {
@@ -66,6 +71,7 @@ struct rcpc_params {
 	size_t reorder_bytes;                /* memory for out-of-order frames, per core */
 	int reliable;                        /* the nic never loses frames: no loss probing */
 	uint64_t time_wait;                  /* ns closing answers a peer heard that recently */
+	uint64_t cookie_key[2];              /* secret of the accept cookies, random per open */
 };
 
 /* Fills P with the defaults (RCP_* environment is applied by the glue). */

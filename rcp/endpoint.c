@@ -26,6 +26,7 @@
 #include <rcp/rcp.h>
 
 #include "common/rcp_common.h"
+#include "nic/nic_int.h"
 #include "rcp/core.h"
 #include "rcp/wire.h"
 
@@ -120,6 +121,12 @@ static int io_send(void *ctx, int peer, const struct iovec *iov, int iovcnt, uns
 {
 	rcp_ep *ep = ctx;
 	return rcp_nic_send(ep->nic, peer, iov, iovcnt, flags);
+}
+
+static int io_send_to(void *ctx, const void *src, size_t srclen, const void *frame, size_t len)
+{
+	rcp_ep *ep = ctx;
+	return rcpi_nic_send_to(ep->nic, src, srclen, frame, len);
 }
 
 static int io_flush(void *ctx)
@@ -243,6 +250,12 @@ int rcp_ep_open(const char *nic_addr, const struct rcp_ep_config *cfg, rcp_ep **
 	p.mtu = ep->info.mtu;
 	p.rx_frames = ep->info.rx_frames;
 	p.epoch = random_epoch();
+	if (getrandom(p.cookie_key, sizeof p.cookie_key, GRND_NONBLOCK) !=
+	    (ssize_t)sizeof p.cookie_key) {
+		/* No entropy yet (early boot): weaker, never fatal. */
+		p.cookie_key[0] = now_ns() ^ ((uint64_t)p.epoch << 32);
+		p.cookie_key[1] = (uint64_t)getpid() * 0x9e3779b97f4a7c15ull ^ (uintptr_t)ep;
+	}
 	p.flags = ep->flags;
 	{
 		uint32_t sess = cfg && cfg->session ? cfg->session : session_from_env();
@@ -294,6 +307,8 @@ int rcp_ep_open(const char *nic_addr, const struct rcp_ep_config *cfg, rcp_ep **
 	io.flush = io_flush;
 	io.peer_add = io_peer_add;
 	io.peer_remove = io_peer_remove;
+	if (rcpi_nic_has_send_to(ep->nic))
+		io.send_to = io_send_to;
 	if (ep->info.caps & RCP_NIC_CAP_RMA) {
 		io.mr_reg = io_mr_reg;
 		io.mr_dereg = io_mr_dereg;

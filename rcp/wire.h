@@ -49,8 +49,11 @@ enum rcpw_type {
 	RCPW_FIN = 4,   /* RMA transfer of msg done: arg = bytes moved;
 			   FIRST|SPLIT: start of a split transfer, payload:
 			   rkey of the send buffer */
-	RCPW_ACK = 5,   /* payload: selective-ack bitmap */
-	RCPW_PING = 6,  /* keep-alive / probe; answered by an ACK */
+	RCPW_ACK = 5,   /* payload: selective-ack bitmap; arg: the last
+			   challenge cookie heard (echoed) */
+	RCPW_PING = 6,  /* keep-alive / probe; answered by an ACK.  arg != 0:
+			   a challenge (core.c HANDSHAKE), answered at once
+			   by an ACK echoing arg */
 	RCPW_TYPE_MAX = 6,
 };
 

@@ -105,6 +105,11 @@ struct rcp_ep_stats {
 	 * and receives failed with RCP_ENOMEM when that would pass the hard
 	 * bound. */
 	uint64_t demand_credits, demand_fails;
+	/* Handshake (docs/protocol.md, "Channels and epochs"): challenges
+	 * sent (accept cookies and restart checks), channels accepted after
+	 * a cookie echo, accepted channels reclaimed half-open, restarts
+	 * claimed but not (yet) proven. */
+	uint64_t challenges_sent, chans_accepted, chans_reclaimed, restart_claims;
 };
 
 /* ---- endpoints ---- */
