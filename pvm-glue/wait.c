@@ -4,15 +4,57 @@
  * every RCP endpoint (shm, udp) and libpvm3's sockets (pvm_getfds), so a
  * message by any path wakes the task.  While blocked on specific tasks it asks pvmd every
  * PVMRCP_LIVE_MS whether they still run (see glue.c, EXIT AND FAILURE).
+ *
+ * WHY A SPINNER YIELDS.  Spinning pays only while the task we wait for
+ * runs on another CPU.  When it shares ours (more runnable tasks than
+ * CPUs: a cluster node running other jobs, or the scheduler placing both
+ * ends of a ping-pong on one CPU, as it did for PVM's bwtest on 2 vCPUs),
+ * a pure spinner keeps it off the CPU until the scheduler tick preempts
+ * us: PVM's bwtest took ~8 ms a round trip with RCP_WAIT=spin and ~110 us
+ * by default (2 x the 50 us spin) against 17-25 us for stock PVM.  The
+ * same holds for pvmd (stock messages, pvm_pstat) and the group server.
+ * So a wait spins alone for SOLO_NS only (a reply from a task on another
+ * CPU comes well within it), then offers the CPU with sched_yield() after
+ * every look: a task that shares our CPU runs at once; with none, the call
+ * returns at once (a system call, ~0.2-1 us: later replies are seen that
+ * much later, while the wait is already past SOLO_NS).  RCP_WAIT=spin
+ * still never sleeps.  pvm_rcp_waitstats() counts looks, yields, sleeps
+ * and the longest run of looks past SOLO_NS without giving the CPU away
+ * (a few: the clock is read every 8th look; a spinner that keeps the CPU
+ * until preempted makes tens of thousands): tests count, never time.
  */
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
+#include <string.h>
 #include <time.h>
+
+#include <rcp/pvmrcp.h>
 
 #include "pvm-glue/glue.h"
 
-#define S      pvmrcpi_st
-#define MAXFDS 64
+#define S       pvmrcpi_st
+#define MAXFDS  64
+#define SOLO_NS 5000ull
+
+static struct pvm_rcp_waitstats ws;
+
+int pvm_rcp_waitstats(struct pvm_rcp_waitstats *out, int reset)
+{
+	if (out)
+		*out = ws;
+	if (reset)
+		memset(&ws, 0, sizeof ws);
+	return 0;
+}
+
+/* The CPU is given away (yield or sleep) after RUN looks in a row. */
+static void handed_over(unsigned long long *run)
+{
+	if (*run > ws.max_run)
+		ws.max_run = *run;
+	*run = 0;
+}
 
 static int sleep_once(uint64_t now, uint64_t wake)
 {
@@ -55,11 +97,16 @@ int pvmrcpi_block(int (*done)(void *), void *arg, const int *live, int nlive, ui
 	uint64_t t0 = pvmrcpi_now(), now = t0;
 	uint64_t next_live = t0 + S.live_ns;
 	uint64_t spin_end = S.spin_ns < 0 ? UINT64_MAX : t0 + (uint64_t)S.spin_ns;
+	unsigned long long run = 0;
 
 	for (unsigned i = 0;; i++) {
 		int rc = done(arg);
-		if (rc)
+		if (rc) {
+			handed_over(&run);
 			return rc > 0 ? 1 : rc;
+		}
+		ws.waits += i == 0;
+		ws.polls++;
 		/* A clock read (~40 ns here) is as long as a poll of an idle
 		 * endpoint: while spinning read it every 8th round only; the
 		 * timeouts below are milliseconds, spinning tens of us. */
@@ -80,8 +127,18 @@ int pvmrcpi_block(int (*done)(void *), void *arg, const int *live, int nlive, ui
 			}
 			next_live = pvmrcpi_now() + S.live_ns;
 		}
-		if (now < spin_end)
+		if (now - t0 >= SOLO_NS)
+			run++; /* a look past the time alone */
+		if (now < spin_end) {
+			if (now - t0 >= SOLO_NS) {
+				handed_over(&run);
+				ws.yields++;
+				sched_yield();
+			}
 			continue;
+		}
+		handed_over(&run);
+		ws.sleeps++;
 		{
 			uint64_t wake = now + 10000000; /* 10 ms at most */
 			if (nlive && next_live < wake)

@@ -10,6 +10,7 @@
  * Nothing waits on time except the trecv timeout test and pvmd's own
  * liveness answers.
  */
+#include <sched.h> /* sched_setaffinity, sched_getcpu (_GNU_SOURCE: configure) */
 #include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -363,6 +364,27 @@ static int child_src(void)
 	pvm_send(parent, 7);
 	pvm_precv(parent, T_QUIT, &c, 1, PVM_BYTE, &atid, &atag, &alen);
 	return 0;
+}
+
+/* Pins the calling process to CPU; 0 or -1. */
+static int pin(int cpu)
+{
+	cpu_set_t set;
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	return sched_setaffinity(0, sizeof set, &set);
+}
+
+/* Pins itself to the CPU the parent sends (tag 30), then echoes. */
+static int child_pinned_echo(void)
+{
+	int parent = pvm_parent(), atid, atag, alen;
+	int32_t cpu = -1;
+	if (pvm_precv(parent, 30, &cpu, 1, PVM_INT, &atid, &atag, &alen) < 0)
+		return 1;
+	cpu = pin(cpu);
+	pvm_psend(parent, 30, &cpu, 1, PVM_INT);
+	return child_echo();
 }
 
 /* ---------------- tests (master) ---------------- */
@@ -1018,6 +1040,61 @@ static int t_pmcast_bad(void)
 	return 0;
 }
 
+/* Two relinked tasks on one CPU (both pinned to it: the scheduler did
+ * this by itself to PVM's bwtest on two vCPUs), ping-pong.  The one we
+ * wait for can only run when we give the CPU away: a waiter that spins
+ * until the scheduler tick preempts it makes each round trip cost a
+ * time slice (~8 ms with RCP_WAIT=spin).  Counted, not timed: after a
+ * few microseconds alone a wait must yield (or sleep) after every look,
+ * so the longest run of looks past that without giving the CPU away stays
+ * under 8 (the clock is read every 8th look), while a spinner that keeps
+ * the CPU looks thousands of times (tens of thousands until preempted).
+ * Run by run.sh in the default wait mode and with RCP_WAIT=spin. */
+static int t_shared_cpu(void)
+{
+#ifdef PVMT_STOCK
+	return 1;
+#else
+	struct pvm_rcp_waitstats ws;
+	int tid, atid, atag, alen, rc = 0;
+	int32_t cpu = sched_getcpu(), ok = -1;
+	char c = 1;
+	cpu_set_t old;
+
+	CHECK(cpu >= 0 && sched_getaffinity(0, sizeof old, &old) == 0, "cpu");
+	CHECK(spawn("pinned", 1, &tid, NULL) == 0, "spawn");
+	CHECK(pvm_psend(tid, 30, &cpu, 1, PVM_INT) == 0 &&
+	          pvm_precv(tid, 30, &ok, 1, PVM_INT, &atid, &atag, &alen) == 0 && ok == 0,
+	      "child pinned to cpu %d: %d", cpu, ok);
+	CHECK(pin(cpu) == 0, "pin");
+	/* the child's reply came by RCP: the pair is open both ways */
+	if (pvm_psend(tid, 2, &c, 1, PVM_BYTE) ||
+	    pvm_precv(tid, 2, &c, 1, PVM_BYTE, &atid, &atag, &alen))
+		rc = fail("first round trip");
+	if (!rc && !pvm_rcp_route(tid))
+		rc = fail("pair not on RCP");
+	pvm_rcp_waitstats(NULL, 1);
+	for (int i = 0; i < 300 && !rc; i++)
+		if (pvm_psend(tid, 2, &c, 1, PVM_BYTE) ||
+		    pvm_precv(tid, 2, &c, 1, PVM_BYTE, &atid, &atag, &alen))
+			rc = fail("round trip %d", i);
+	pvm_rcp_waitstats(&ws, 0);
+	sched_setaffinity(0, sizeof old, &old);
+	quit(&tid, 1);
+	if (rc)
+		return rc;
+	fprintf(stderr,
+	        "shared-cpu: %llu waits, %llu looks, %llu yields, %llu sleeps, longest run %llu\n",
+	        ws.waits, ws.polls, ws.yields, ws.sleeps, ws.max_run);
+	CHECK(ws.waits > 0, "no wait counted");
+	CHECK(ws.max_run <= 64,
+	      "a wait looked %llu times in a row without giving the CPU to the task it waits for "
+	      "(%llu waits, %llu looks, %llu yields, %llu sleeps)",
+	      ws.max_run, ws.waits, ws.polls, ws.yields, ws.sleeps);
+	return 0;
+#endif
+}
+
 static const struct {
 	const char *name;
 	int (*fn)(void);
@@ -1027,7 +1104,7 @@ static const struct {
     {"pmcast-1-3-16", t_pmcast},     {"fallback", t_fallback}, {"64MiB", t_big},
     {"peer-killed", t_kill},         {"order-runs", t_runs},   {"transport-per-pair", t_transport},
     {"port-reuse", t_reuse},         {"tag-order", t_tagorder}, {"source-select", t_srcsel},
-    {"pmcast-bad-tid", t_pmcast_bad},
+    {"pmcast-bad-tid", t_pmcast_bad}, {"shared-cpu", t_shared_cpu},
 };
 
 /* pvmt run N PROG [ARGS...]: spawns N copies of PROG, prints their output
@@ -1064,7 +1141,8 @@ int main(int argc, char **argv)
 		             {"wild", child_wild},     {"ctx", child_ctx},
 		             {"mc", child_mc},         {"sleeper", child_sleeper},
 		             {"killer", child_killer}, {"runs", child_runs},
-		             {"tags", child_tags},     {"src", child_src}};
+		             {"tags", child_tags},     {"src", child_src},
+		             {"pinned", child_pinned_echo}};
 		int rc = 3;
 		for (unsigned i = 0; i < sizeof roles / sizeof roles[0]; i++)
 			if (!strcmp(argv[2], roles[i].r))
