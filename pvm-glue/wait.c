@@ -17,8 +17,17 @@
  * CPU comes well within it), then offers the CPU with sched_yield() after
  * every look: a task that shares our CPU runs at once; with none, the call
  * returns at once (a system call, ~0.2-1 us: later replies are seen that
- * much later, while the wait is already past SOLO_NS).  RCP_WAIT=spin
- * still never sleeps.  pvm_rcp_waitstats() counts looks, yields, sleeps
+ * much later, while the wait is already past SOLO_NS).  But a yield hands
+ * the CPU to any task that shares it, and a task that computes keeps it
+ * for its whole time slice (milliseconds), while a sleeper woken by the
+ * peer's doorbell gets it back at once: bwtest beside CPU hogs took
+ * 2-7 ms a round trip by default with yields every time.  So when a yield
+ * kept us off the CPU for YIELD_SLOW_NS, the CPU is crowded: for the next
+ * CROWDED_NS waits sleep after their time alone, with RCP_WAIT=spin too
+ * (it spun beside CPU hogs at 1.4-24 ms a round trip, yielding or not:
+ * a task that never sleeps gets its CPU share in slices, and the two ends
+ * of a ping-pong seldom hold theirs at once).  So RCP_WAIT=spin spins,
+ * yielding, on CPUs of its own or shared with its peer only.  pvm_rcp_waitstats() counts looks, yields, sleeps
  * and the longest run of looks past SOLO_NS without giving the CPU away
  * (a few: the clock is read every 8th look; a spinner that keeps the CPU
  * until preempted makes tens of thousands): tests count, never time.
@@ -36,8 +45,14 @@
 #define S       pvmrcpi_st
 #define MAXFDS  64
 #define SOLO_NS 5000ull
+/* A yield that kept us off the CPU this long ran some other task's time
+ * slice: the CPU is crowded.  For CROWDED_NS then, a wait that may sleep
+ * sleeps after its time alone instead of yielding. */
+#define YIELD_SLOW_NS 100000ull
+#define CROWDED_NS    20000000ull
 
 static struct pvm_rcp_waitstats ws;
+static uint64_t crowded_until;
 
 int pvm_rcp_waitstats(struct pvm_rcp_waitstats *out, int reset)
 {
@@ -129,11 +144,20 @@ int pvmrcpi_block(int (*done)(void *), void *arg, const int *live, int nlive, ui
 		}
 		if (now - t0 >= SOLO_NS)
 			run++; /* a look past the time alone */
+		if (now < spin_end && now - t0 >= SOLO_NS && now < crowded_until)
+			spin_end = now; /* others want this CPU: sleep (wakes on the doorbell) */
 		if (now < spin_end) {
 			if (now - t0 >= SOLO_NS) {
+				uint64_t t;
 				handed_over(&run);
 				ws.yields++;
 				sched_yield();
+				t = pvmrcpi_now();
+				if (t - now >= YIELD_SLOW_NS) {
+					crowded_until = t + CROWDED_NS;
+					ws.crowded++;
+				}
+				now = t;
 			}
 			continue;
 		}

@@ -62,6 +62,8 @@ struct pvm_rcp_waitstats {
 	unsigned long long sleeps;  /* sleeps on the endpoints' and pvmd's fds */
 	unsigned long long max_run; /* most looks in a row, past the few microseconds
 	                               alone, without yielding or sleeping */
+	unsigned long long crowded; /* yields that kept this task off the CPU long
+	                               (other tasks want it: sleep rather than yield) */
 };
 int pvm_rcp_waitstats(struct pvm_rcp_waitstats *st, int reset);
 

@@ -1067,13 +1067,15 @@ static int t_shared_cpu(void)
 	          pvm_precv(tid, 30, &ok, 1, PVM_INT, &atid, &atag, &alen) == 0 && ok == 0,
 	      "child pinned to cpu %d: %d", cpu, ok);
 	CHECK(pin(cpu) == 0, "pin");
+	/* counted from the first wait on: a spinner is caught before a
+	 * preemption tells it the CPU is crowded (it then sleeps a while) */
+	pvm_rcp_waitstats(NULL, 1);
 	/* the child's reply came by RCP: the pair is open both ways */
 	if (pvm_psend(tid, 2, &c, 1, PVM_BYTE) ||
 	    pvm_precv(tid, 2, &c, 1, PVM_BYTE, &atid, &atag, &alen))
 		rc = fail("first round trip");
 	if (!rc && !pvm_rcp_route(tid))
 		rc = fail("pair not on RCP");
-	pvm_rcp_waitstats(NULL, 1);
 	for (int i = 0; i < 300 && !rc; i++)
 		if (pvm_psend(tid, 2, &c, 1, PVM_BYTE) ||
 		    pvm_precv(tid, 2, &c, 1, PVM_BYTE, &atid, &atag, &alen))
