@@ -27,10 +27,11 @@
  * (it spun beside CPU hogs at 1.4-24 ms a round trip, yielding or not:
  * a task that never sleeps gets its CPU share in slices, and the two ends
  * of a ping-pong seldom hold theirs at once).  So RCP_WAIT=spin spins,
- * yielding, on CPUs of its own or shared with its peer only.  pvm_rcp_waitstats() counts looks, yields, sleeps
- * and the longest run of looks past SOLO_NS without giving the CPU away
- * (a few: the clock is read every 8th look; a spinner that keeps the CPU
- * until preempted makes tens of thousands): tests count, never time.
+ * yielding, on CPUs of its own or shared with its peer only.
+ * pvm_rcp_waitstats() counts looks, yields, sleeps and the longest run of
+ * looks past SOLO_NS without giving the CPU away (a few: the clock is read
+ * every 8th look; a spinner that keeps the CPU until preempted makes tens
+ * of thousands): tests count, never time.
  */
 #include <errno.h>
 #include <poll.h>
