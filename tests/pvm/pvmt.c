@@ -1040,6 +1040,52 @@ static int t_pmcast_bad(void)
 	return 0;
 }
 
+#ifndef PVMT_STOCK
+/* N round trips of 1 byte with a child of PROG pinned to our CPU (we too,
+ * meanwhile); *WS: our waits, counted from the first one (a spinner is
+ * caught before a preemption tells it the CPU is crowded: it then sleeps
+ * a while).  RCP: the pair must be on RCP (else: stock, through pvmd). */
+static int pinned_pingpong(const char *prog, int n, int rcp, struct pvm_rcp_waitstats *ws)
+{
+	int tid, atid, atag, alen, rc = 0;
+	int32_t cpu = sched_getcpu(), ok = -1;
+	char c = 1;
+	cpu_set_t old;
+
+	CHECK(cpu >= 0 && sched_getaffinity(0, sizeof old, &old) == 0, "cpu");
+	CHECK(spawn("pinned", 1, &tid, prog) == 0, "spawn %s", prog ? prog : SELF);
+	CHECK(pvm_psend(tid, 30, &cpu, 1, PVM_INT) == 0 &&
+	          pvm_precv(tid, 30, &ok, 1, PVM_INT, &atid, &atag, &alen) == 0 && ok == 0,
+	      "child pinned to cpu %d: %d", cpu, ok);
+	CHECK(pin(cpu) == 0, "pin");
+	pvm_rcp_waitstats(NULL, 1);
+	/* a relinked child's reply came by RCP: the pair is open both ways */
+	for (int i = 0; i <= n && !rc; i++) {
+		if (pvm_psend(tid, 2, &c, 1, PVM_BYTE) ||
+		    pvm_precv(tid, 2, &c, 1, PVM_BYTE, &atid, &atag, &alen))
+			rc = fail("round trip %d with %s", i, prog ? prog : SELF);
+		if (!rc && i == 0 && pvm_rcp_route(tid) != rcp)
+			rc = fail("pair %s RCP", rcp ? "not on" : "on");
+	}
+	pvm_rcp_waitstats(ws, 0);
+	sched_setaffinity(0, sizeof old, &old);
+	quit(&tid, 1);
+	if (rc)
+		return rc;
+	fprintf(stderr,
+	        "shared-cpu, %s: %llu waits, %llu looks, %llu yields, %llu sleeps, longest run "
+	        "%llu, crowded %llu\n",
+	        rcp ? "RCP" : "stock", ws->waits, ws->polls, ws->yields, ws->sleeps, ws->max_run,
+	        ws->crowded);
+	CHECK(ws->waits > 0, "no wait counted");
+	CHECK(ws->max_run <= 64,
+	      "%s peer: a wait looked %llu times in a row without giving the CPU away "
+	      "(%llu waits, %llu looks, %llu yields, %llu sleeps)",
+	      rcp ? "RCP" : "stock", ws->max_run, ws->waits, ws->polls, ws->yields, ws->sleeps);
+	return 0;
+}
+#endif
+
 /* Two relinked tasks on one CPU (both pinned to it: the scheduler did
  * this by itself to PVM's bwtest on two vCPUs), ping-pong.  The one we
  * wait for can only run when we give the CPU away: a waiter that spins
@@ -1049,50 +1095,17 @@ static int t_pmcast_bad(void)
  * so the longest run of looks past that without giving the CPU away stays
  * under 8 (the clock is read every 8th look), while a spinner that keeps
  * the CPU looks thousands of times (tens of thousands until preempted).
- * Run by run.sh in the default wait mode and with RCP_WAIT=spin. */
+ * Then the same with a stock task (pinned too): its messages come through
+ * pvmd, which a spinner keeps off the CPU the same way.  Run by run.sh in
+ * the default wait mode and with RCP_WAIT=spin. */
 static int t_shared_cpu(void)
 {
 #ifdef PVMT_STOCK
 	return 1;
 #else
 	struct pvm_rcp_waitstats ws;
-	int tid, atid, atag, alen, rc = 0;
-	int32_t cpu = sched_getcpu(), ok = -1;
-	char c = 1;
-	cpu_set_t old;
-
-	CHECK(cpu >= 0 && sched_getaffinity(0, sizeof old, &old) == 0, "cpu");
-	CHECK(spawn("pinned", 1, &tid, NULL) == 0, "spawn");
-	CHECK(pvm_psend(tid, 30, &cpu, 1, PVM_INT) == 0 &&
-	          pvm_precv(tid, 30, &ok, 1, PVM_INT, &atid, &atag, &alen) == 0 && ok == 0,
-	      "child pinned to cpu %d: %d", cpu, ok);
-	CHECK(pin(cpu) == 0, "pin");
-	/* counted from the first wait on: a spinner is caught before a
-	 * preemption tells it the CPU is crowded (it then sleeps a while) */
-	pvm_rcp_waitstats(NULL, 1);
-	/* the child's reply came by RCP: the pair is open both ways */
-	if (pvm_psend(tid, 2, &c, 1, PVM_BYTE) ||
-	    pvm_precv(tid, 2, &c, 1, PVM_BYTE, &atid, &atag, &alen))
-		rc = fail("first round trip");
-	if (!rc && !pvm_rcp_route(tid))
-		rc = fail("pair not on RCP");
-	for (int i = 0; i < 300 && !rc; i++)
-		if (pvm_psend(tid, 2, &c, 1, PVM_BYTE) ||
-		    pvm_precv(tid, 2, &c, 1, PVM_BYTE, &atid, &atag, &alen))
-			rc = fail("round trip %d", i);
-	pvm_rcp_waitstats(&ws, 0);
-	sched_setaffinity(0, sizeof old, &old);
-	quit(&tid, 1);
-	if (rc)
-		return rc;
-	fprintf(stderr,
-	        "shared-cpu: %llu waits, %llu looks, %llu yields, %llu sleeps, longest run %llu\n",
-	        ws.waits, ws.polls, ws.yields, ws.sleeps, ws.max_run);
-	CHECK(ws.waits > 0, "no wait counted");
-	CHECK(ws.max_run <= 64,
-	      "a wait looked %llu times in a row without giving the CPU to the task it waits for "
-	      "(%llu waits, %llu looks, %llu yields, %llu sleeps)",
-	      ws.max_run, ws.waits, ws.polls, ws.yields, ws.sleeps);
+	if (pinned_pingpong(NULL, 300, 1, &ws) || pinned_pingpong("pvmt-stock", 100, 0, &ws))
+		return -1;
 	return 0;
 #endif
 }
