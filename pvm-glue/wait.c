@@ -72,6 +72,8 @@ static void handed_over(unsigned long long *run)
 	*run = 0;
 }
 
+/* Arms every endpoint and sleeps until WAKE or a message by any path:
+ * 0 slept (or was interrupted), 1 arming found work (no sleep), -1 error. */
 static int sleep_once(uint64_t now, uint64_t wake)
 {
 	struct pollfd pfd[MAXFDS];
@@ -83,7 +85,7 @@ static int sleep_once(uint64_t now, uint64_t wake)
 	while ((ep = pvmrcpi_ep_next(&i)) != NULL) {
 		int64_t t;
 		if (rcp_ep_arm(ep))
-			return 0; /* work waiting (or error: progress will tell) */
+			return 1; /* work waiting (or error: progress will tell) */
 		pfd[n].fd = rcp_ep_fd(ep);
 		pfd[n++].events = POLLIN;
 		t = rcp_ep_timeout_ns(ep);
@@ -162,17 +164,25 @@ int pvmrcpi_block(int (*done)(void *), void *arg, const int *live, int nlive, ui
 			}
 			continue;
 		}
-		handed_over(&run);
-		ws.sleeps++;
 		{
 			uint64_t wake = now + 10000000; /* 10 ms at most */
 			if (nlive && next_live < wake)
 				wake = next_live;
 			if (deadline_ns && deadline_ns < wake)
 				wake = deadline_ns;
-			if (sleep_once(now, wake))
+			rc = sleep_once(now, wake);
+			if (rc < 0)
 				return PvmSysErr;
 		}
+		/* Arming found work instead (a peer on our CPU may be halfway
+		 * through a send): no sleep, so yield, or this loop spins. */
+		if (rc == 0) {
+			ws.sleeps++;
+		} else {
+			ws.yields++;
+			sched_yield();
+		}
+		handed_over(&run);
 	}
 }
 
