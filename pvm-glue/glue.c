@@ -118,9 +118,12 @@
  * to it is reconnected when a new task turns out to own the address
  * (take_over), or handed over when the new task speaks first.
  *
- * WAITING (wait.c).  Spin, then ppoll on every endpoint's fd (each armed
- * first) and libpvm3's sockets; while spinning the clock is read every
- * 8th poll only (a read costs about as much as an idle poll).
+ * WAITING (wait.c).  Spin alone 5 us, then yield the CPU after every
+ * look (a task we wait for may share our CPU), then ppoll on every
+ * endpoint's fd (each armed first) and libpvm3's sockets; on a crowded
+ * CPU (a yield lost it for long) sleep after the 5 us instead.  While
+ * spinning the clock is read every 8th poll only (a read costs about as
+ * much as an idle poll).
  *
  * THREADS.  Like libpvm3: one thread.
  */

@@ -62,6 +62,13 @@ static inline int pr_rtag_tag(uint64_t t)
 	return (int)(t & 0x7fffffff);
 }
 
+/* A task id (not a pvmd, group or multicast address), as libpvm3's
+ * TIDISTASK: stock pvm_mcast refuses the whole list if one is not. */
+static inline int pr_tid_is_task(int tid)
+{
+	return !((unsigned)tid & 0xc0000000u) && (tid & 0x3ffff);
+}
+
 /* ---- per-peer state ---- */
 struct pr_ctxstate {
 	int ctx;

@@ -2,7 +2,7 @@
 # real pvmd, and the PVM ping-pong benchmark.  Built only when configure
 # found pvm3.h and libpvm3.
 EXTRA_DIST += pvmrcp.pc.in docs/pvm.md tests/pvm/run.sh tests/pvm/examples.sh \
-	perf/pvm_bench.sh
+	perf/pvm_bench.sh perf/bwtest_modes.sh
 if HAVE_PVM
 lib_LTLIBRARIES += libpvmrcp.la
 libpvmrcp_la_SOURCES = pvm-glue/glue.h pvm-glue/glue.c pvm-glue/real.c pvm-glue/send.c \

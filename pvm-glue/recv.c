@@ -646,6 +646,17 @@ static int fast_step(void *arg)
 
 /* ---- the wrapped calls ---- */
 
+/* precv on TID ended with RC: PvmNoTask means pvmd said TID is gone, so
+ * later psends to it say so too (its channel stays open: messages it sent
+ * before it died can still be received). */
+static int note_gone(int tid, int rc)
+{
+	struct pr_peer *p = rc == PvmNoTask && tid != -1 ? pvmrcpi_peer(tid, 0) : NULL;
+	if (p)
+		p->dead = 1;
+	return rc;
+}
+
 int pvm_precv(int tid, int tag, void *buf, int len, int dt, int *rtid, int *rtag, int *rlen)
 {
 	struct rx x = {{tid, tag, 0}, {0}, 0};
@@ -672,7 +683,7 @@ int pvm_precv(int tid, int tag, void *buf, int len, int dt, int *rtid, int *rtag
 			if (!rc)
 				rc = pvmrcpi_block(fast_step, &f, &tid, 1, 0, 0);
 			if (rc < 0)
-				return rc;
+				return note_gone(tid, rc);
 			if (f.state == FX_DONE) {
 				if (f.rc) {
 					if (f.rc == PvmNoTask)
@@ -691,7 +702,7 @@ int pvm_precv(int tid, int tag, void *buf, int len, int dt, int *rtid, int *rtag
 	}
 	rc = rx_wait(&x, tid, 0);
 	if (rc < 0)
-		return rc;
+		return note_gone(tid, rc);
 	rc = deliver_copy(&x.c, buf, (size_t)len * (size_t)sz, &src, &mtag, &mlen);
 	if (rc) {
 		if (rc == PvmNoTask && x.c.p)

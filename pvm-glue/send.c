@@ -209,6 +209,10 @@ int pvm_psend(int tid, int tag, void *buf, int len, int dt)
 	p = pvmrcpi_peer(tid, 1);
 	if (!p)
 		return PvmNoMem;
+	/* Once a task is known gone, every psend to it says so: stock psend
+	 * (through pvmd) would return 0 and drop the message. */
+	if (p->dead)
+		return PvmNoTask;
 	if (!pr_encodable(ctx, tag) || pvmrcpi_route(p) != PR_RCP)
 		return stock_psend(tid, tag, buf, len, dt);
 	bytes = (size_t)len * (size_t)sz;
@@ -250,6 +254,12 @@ int pvm_pmcast(int *tids, int ntask, int tag, void *buf, int len, int dt)
 		return PvmBadParam;
 	if (ntask == 0)
 		return 0;
+	/* Every tid first, as stock pvm_mcast: a bad one anywhere in the list
+	 * means nothing is sent (else a caller that retries the call would
+	 * deliver twice to the tasks that got it over RCP). */
+	for (int i = 0; i < ntask; i++)
+		if (!pr_tid_is_task(tids[i]))
+			return PvmBadParam;
 	bytes = (size_t)len * (size_t)sz;
 	ctx = pvm_getcontext();
 	chans = calloc((size_t)ntask, sizeof *chans);
@@ -272,7 +282,8 @@ int pvm_pmcast(int *tids, int ntask, int tag, void *buf, int len, int dt)
 			if (dup)
 				continue;
 			p = up && pr_encodable(ctx, tag) ? pvmrcpi_peer(tids[i], 1) : NULL;
-			if (p && pvmrcpi_route(p) == PR_RCP && pvmrcpi_prepare(p, ctx) == 0) {
+			if (p && !p->dead && pvmrcpi_route(p) == PR_RCP &&
+			    pvmrcpi_prepare(p, ctx) == 0) {
 				chans[nch++] = p->ch;
 				p->rcp_dirty = 1;
 				live[nlive++] = tids[i];

@@ -4,16 +4,76 @@
  * every RCP endpoint (shm, udp) and libpvm3's sockets (pvm_getfds), so a
  * message by any path wakes the task.  While blocked on specific tasks it asks pvmd every
  * PVMRCP_LIVE_MS whether they still run (see glue.c, EXIT AND FAILURE).
+ *
+ * WHY A SPINNER YIELDS.  Spinning pays only while the task we wait for
+ * runs on another CPU.  When it shares ours (more runnable tasks than
+ * CPUs: a cluster node running other jobs, or the scheduler placing both
+ * ends of a ping-pong on one CPU, as it did for PVM's bwtest on 2 vCPUs),
+ * a pure spinner keeps it off the CPU until the scheduler tick preempts
+ * us: PVM's bwtest took ~8 ms a round trip with RCP_WAIT=spin and ~110 us
+ * by default (2 x the 50 us spin) against 17-25 us for stock PVM.  The
+ * same holds for pvmd (stock messages, pvm_pstat) and the group server.
+ * So a wait spins alone for SOLO_NS only (a reply from a task on another
+ * CPU comes well within it), then offers the CPU with sched_yield() after
+ * every look: a task that shares our CPU runs at once; with none, the call
+ * returns at once (a system call, ~0.2-1 us: later replies are seen that
+ * much later, while the wait is already past SOLO_NS).  But a yield hands
+ * the CPU to any task that shares it, and a task that computes keeps it
+ * for its whole time slice (milliseconds), while a sleeper woken by the
+ * peer's doorbell gets it back at once: bwtest beside CPU hogs took
+ * 2-7 ms a round trip by default with yields every time.  So when a yield
+ * kept us off the CPU for YIELD_SLOW_NS, the CPU is crowded: for the next
+ * CROWDED_NS waits sleep after their time alone, with RCP_WAIT=spin too
+ * (it spun beside CPU hogs at 1.4-24 ms a round trip, yielding or not:
+ * a task that never sleeps gets its CPU share in slices, and the two ends
+ * of a ping-pong seldom hold theirs at once).  So RCP_WAIT=spin spins,
+ * yielding, on CPUs of its own or shared with its peer only.
+ * pvm_rcp_waitstats() counts looks, yields, sleeps and the longest run of
+ * looks past SOLO_NS without giving the CPU away (a few: the clock is read
+ * every 8th look; a spinner that keeps the CPU until preempted makes tens
+ * of thousands): tests count, never time.
  */
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
+#include <string.h>
 #include <time.h>
+
+#include <rcp/pvmrcp.h>
 
 #include "pvm-glue/glue.h"
 
-#define S      pvmrcpi_st
-#define MAXFDS 64
+#define S       pvmrcpi_st
+#define MAXFDS  64
+#define SOLO_NS 5000ull
+/* A yield that kept us off the CPU this long ran some other task's time
+ * slice: the CPU is crowded.  For CROWDED_NS then, a wait that may sleep
+ * sleeps after its time alone instead of yielding. */
+#define YIELD_SLOW_NS 100000ull
+#define CROWDED_NS    20000000ull
 
+static struct pvm_rcp_waitstats ws;
+static uint64_t crowded_until;
+
+int pvm_rcp_waitstats(struct pvm_rcp_waitstats *out, int reset)
+{
+	if (out)
+		*out = ws;
+	if (reset)
+		memset(&ws, 0, sizeof ws);
+	return 0;
+}
+
+/* The CPU is given away (yield or sleep) after RUN looks in a row. */
+static void handed_over(unsigned long long *run)
+{
+	if (*run > ws.max_run)
+		ws.max_run = *run;
+	*run = 0;
+}
+
+/* Arms every endpoint and sleeps until WAKE or a message by any path:
+ * 0 slept (or was interrupted), 1 arming found work (no sleep), -1 error. */
 static int sleep_once(uint64_t now, uint64_t wake)
 {
 	struct pollfd pfd[MAXFDS];
@@ -25,7 +85,7 @@ static int sleep_once(uint64_t now, uint64_t wake)
 	while ((ep = pvmrcpi_ep_next(&i)) != NULL) {
 		int64_t t;
 		if (rcp_ep_arm(ep))
-			return 0; /* work waiting (or error: progress will tell) */
+			return 1; /* work waiting (or error: progress will tell) */
 		pfd[n].fd = rcp_ep_fd(ep);
 		pfd[n++].events = POLLIN;
 		t = rcp_ep_timeout_ns(ep);
@@ -55,11 +115,16 @@ int pvmrcpi_block(int (*done)(void *), void *arg, const int *live, int nlive, ui
 	uint64_t t0 = pvmrcpi_now(), now = t0;
 	uint64_t next_live = t0 + S.live_ns;
 	uint64_t spin_end = S.spin_ns < 0 ? UINT64_MAX : t0 + (uint64_t)S.spin_ns;
+	unsigned long long run = 0;
 
 	for (unsigned i = 0;; i++) {
 		int rc = done(arg);
-		if (rc)
+		if (rc) {
+			handed_over(&run);
 			return rc > 0 ? 1 : rc;
+		}
+		ws.waits += i == 0;
+		ws.polls++;
 		/* A clock read (~40 ns here) is as long as a poll of an idle
 		 * endpoint: while spinning read it every 8th round only; the
 		 * timeouts below are milliseconds, spinning tens of us. */
@@ -80,17 +145,44 @@ int pvmrcpi_block(int (*done)(void *), void *arg, const int *live, int nlive, ui
 			}
 			next_live = pvmrcpi_now() + S.live_ns;
 		}
-		if (now < spin_end)
+		if (now - t0 >= SOLO_NS)
+			run++; /* a look past the time alone */
+		if (now < spin_end && now - t0 >= SOLO_NS && now < crowded_until)
+			spin_end = now; /* others want this CPU: sleep (wakes on the doorbell) */
+		if (now < spin_end) {
+			if (now - t0 >= SOLO_NS) {
+				uint64_t t;
+				handed_over(&run);
+				ws.yields++;
+				sched_yield();
+				t = pvmrcpi_now();
+				if (t - now >= YIELD_SLOW_NS) {
+					crowded_until = t + CROWDED_NS;
+					ws.crowded++;
+				}
+				now = t;
+			}
 			continue;
+		}
 		{
 			uint64_t wake = now + 10000000; /* 10 ms at most */
 			if (nlive && next_live < wake)
 				wake = next_live;
 			if (deadline_ns && deadline_ns < wake)
 				wake = deadline_ns;
-			if (sleep_once(now, wake))
+			rc = sleep_once(now, wake);
+			if (rc < 0)
 				return PvmSysErr;
 		}
+		/* Arming found work instead (a peer on our CPU may be halfway
+		 * through a send): no sleep, so yield, or this loop spins. */
+		if (rc == 0) {
+			ws.sleeps++;
+		} else {
+			ws.yields++;
+			sched_yield();
+		}
+		handed_over(&run);
 	}
 }
 

@@ -562,7 +562,7 @@ static int wait_until(rcp_ep *ep, int (*done)(void *), void *arg, int64_t timeou
 		 * transfer in progress should not fall asleep between frames. */
 		if ((ep->flags & RCP_EP_SPIN) || now < spin_end ||
 		    (!sleeper && now < ep->active_at + (uint64_t)ep->spin_ns)) {
-			rcpi_cpu_relax();
+			rcpi_spin_pause(now - start); /* yields past RCPI_SOLO_NS */
 			continue;
 		}
 		/* Sleep until a frame arrives or the next timer is due. */

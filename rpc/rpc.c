@@ -1512,7 +1512,7 @@ static int run(rcp_rpc *rpc, int (*fin)(void *), void *arg, int64_t timeout_ns)
 			return total ? total : RCP_ETIMEDOUT;
 		if ((rpc->flags & RCP_RPC_SPIN) || now < spin_end || rfp_busy(rpc) ||
 		    (!(rpc->flags & RCP_RPC_SLEEP) && now < last_ev + (uint64_t)rpc->spin_ns)) {
-			rcpi_cpu_relax();
+			rcpi_spin_pause(now - last_ev); /* yields past RCPI_SOLO_NS */
 			continue;
 		}
 		/* About to sleep: every completion has queued its note. */

@@ -49,6 +49,24 @@ const char *pvm_rcp_transport(int tid);
  * or PvmSysErr. */
 int pvm_pmcast(int *tids, int ntask, int msgtag, void *buf, int len, int datatype);
 
+/* How this task's blocking waits went, counted since start-up or the last
+ * reset (RESET nonzero: zeroed after the copy).  A wait spins alone for a
+ * few microseconds, then offers the CPU (sched_yield) after every look at
+ * the transports, so that a task it waits for on the same CPU (the peer,
+ * pvmd, the group server) runs; then sleeps (not with RCP_WAIT=spin).
+ * For tests and diagnostics.  Returns 0. */
+struct pvm_rcp_waitstats {
+	unsigned long long waits;   /* waits that did not end at the first look */
+	unsigned long long polls;   /* looks at the transports while waiting */
+	unsigned long long yields;  /* sched_yield calls */
+	unsigned long long sleeps;  /* sleeps on the endpoints' and pvmd's fds */
+	unsigned long long max_run; /* most looks in a row, past the few microseconds
+	                               alone, without yielding or sleeping */
+	unsigned long long crowded; /* yields that kept this task off the CPU long
+	                               (other tasks want it: sleep rather than yield) */
+};
+int pvm_rcp_waitstats(struct pvm_rcp_waitstats *st, int reset);
+
 #ifdef __cplusplus
 }
 #endif

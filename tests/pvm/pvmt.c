@@ -10,6 +10,7 @@
  * Nothing waits on time except the trecv timeout test and pvmd's own
  * liveness answers.
  */
+#include <sched.h> /* sched_setaffinity, sched_getcpu (_GNU_SOURCE: configure) */
 #include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -320,6 +321,70 @@ static int child_killer(void)
 			return 0;
 		pvm_kill(victim);
 	}
+}
+
+/* On each T_GO message (payload: 1 psend, 2 pvm_send) sends tags 1, 2, 3,
+ * each carrying its tag, to the parent; echoes tag 0 (opens the pair). */
+#define T_GO 20
+static int child_tags(void)
+{
+	int parent = pvm_parent(), atid, atag, alen;
+	int32_t how = 0;
+	for (;;) {
+		if (pvm_precv(parent, -1, &how, 1, PVM_INT, &atid, &atag, &alen) < 0)
+			return 1;
+		if (atag == T_QUIT)
+			return 0;
+		if (atag == 0) {
+			pvm_psend(parent, 0, &how, 1, PVM_INT);
+			continue;
+		}
+		for (int32_t t = 1; t <= 3; t++) {
+			if (how == 1) {
+				pvm_psend(parent, t, &t, 1, PVM_INT);
+			} else {
+				pvm_initsend(PvmDataRaw);
+				pvm_pkint(&t, 1, 1);
+				pvm_send(parent, t);
+			}
+		}
+	}
+}
+
+/* On T_GO sends its tid with tag 7 to the parent (stock send in either
+ * build: the parent holds it in its queue), then waits for T_QUIT. */
+static int child_src(void)
+{
+	int parent = pvm_parent(), me = pvm_mytid(), atid, atag, alen;
+	char c;
+	if (pvm_precv(parent, T_GO, &c, 1, PVM_BYTE, &atid, &atag, &alen) < 0)
+		return 1;
+	pvm_initsend(PvmDataRaw);
+	pvm_pkint(&me, 1, 1);
+	pvm_send(parent, 7);
+	pvm_precv(parent, T_QUIT, &c, 1, PVM_BYTE, &atid, &atag, &alen);
+	return 0;
+}
+
+/* Pins the calling process to CPU; 0 or -1. */
+static int pin(int cpu)
+{
+	cpu_set_t set;
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	return sched_setaffinity(0, sizeof set, &set);
+}
+
+/* Pins itself to the CPU the parent sends (tag 30), then echoes. */
+static int child_pinned_echo(void)
+{
+	int parent = pvm_parent(), atid, atag, alen;
+	int32_t cpu = -1;
+	if (pvm_precv(parent, 30, &cpu, 1, PVM_INT, &atid, &atag, &alen) < 0)
+		return 1;
+	cpu = pin(cpu);
+	pvm_psend(parent, 30, &cpu, 1, PVM_INT);
+	return child_echo();
 }
 
 /* ---------------- tests (master) ---------------- */
@@ -815,15 +880,232 @@ static int t_kill(void)
 	CHECK(pvm_psend(killer, 1, &victim, 1, PVM_INT) == 0, "order the kill");
 	rc = pvm_psend(victim, 81, a, (int)BIG, PVM_BYTE);
 	CHECK(rc == PvmNoTask, "psend to a killed task returned %d", rc);
+	/* and every later psend too (stock psend would return 0) */
+	for (int k = 0; k < 4; k++) {
+		rc = pvm_psend(victim, 81, a, k & 1 ? (int)BIG : 8, PVM_BYTE);
+		CHECK(rc == PvmNoTask, "psend #%d to the killed task returned %d", k + 2, rc);
+	}
 	/* precv from a task killed meanwhile */
 	CHECK(spawn("sleeper", 1, &victim, NULL) == 0, "spawn");
 	CHECK(pvm_precv(victim, 80, &c, 1, PVM_BYTE, &atid, &atag, &alen) == 0, "ready");
 	CHECK(pvm_psend(killer, 1, &victim, 1, PVM_INT) == 0, "order the kill");
 	rc = pvm_precv(victim, 82, a, (int)BIG, PVM_BYTE, &atid, &atag, &alen);
 	CHECK(rc == PvmNoTask, "precv from a killed task returned %d", rc);
+	for (int k = 0; k < 3; k++) {
+		rc = pvm_psend(victim, 81, a, 8, PVM_BYTE);
+		CHECK(rc == PvmNoTask, "psend #%d after precv saw it die returned %d", k + 1, rc);
+	}
 	/* the endpoint still works with others */
 	quit(&killer, 1);
 	free(a);
+	return 0;
+#endif
+}
+
+/* precv by tag against arrival order: TID sent tags 1, 2, 3 (HOW: 1 by
+ * psend, 2 by pvm_send); received as 3, 1, 2, each must be the one asked
+ * for.  With HOW 1 between relinked tasks the pair is quiet and on RCP,
+ * so precv takes its fast path: a head of the channel with another tag
+ * must not be taken.  With HOW 2 the messages are stock ones held in the
+ * receiver's queue: the matcher must look at their tags. */
+static int recv_by_tag(int tid, int32_t how)
+{
+	static const int order[3] = {3, 1, 2};
+	CHECK(pvm_psend(tid, T_GO, &how, 1, PVM_INT) == 0, "go");
+	for (int k = 0; k < 3; k++) {
+		int32_t v = -1;
+		int atid = 0, atag = 0, alen = 0;
+		CHECK(pvm_precv(tid, order[k], &v, 1, PVM_INT, &atid, &atag, &alen) == 0, "precv");
+		CHECK(atid == tid && atag == order[k] && v == order[k] && alen == 4,
+		      "sent by %s: precv(t%x, tag %d) got tag %d payload %d from t%x",
+		      how == 1 ? "psend" : "pvm_send", (unsigned)tid, order[k], atag, v,
+		      (unsigned)atid);
+	}
+	return 0;
+}
+
+static int t_tagorder(void)
+{
+	int tid, stid, atid, atag, alen;
+	int32_t x = 0;
+	CHECK(spawn("tags", 1, &tid, NULL) == 0, "spawn");
+	/* a round trip first: both directions open, the child's HELLO taken */
+	CHECK(pvm_psend(tid, 0, &x, 1, PVM_INT) == 0 &&
+	          pvm_precv(tid, 0, &x, 1, PVM_INT, &atid, &atag, &alen) == 0,
+	      "round trip");
+#ifndef PVMT_STOCK
+	CHECK(pvm_rcp_route(tid), "the pair is not on RCP");
+#endif
+	for (int rep = 0; rep < 3; rep++)
+		if (recv_by_tag(tid, 1) || recv_by_tag(tid, 2))
+			return -1;
+	/* a stock task: its psends are stock messages, held */
+	CHECK(spawn("tags", 1, &stid, "pvmt-stock") == 0, "spawn stock");
+	if (recv_by_tag(stid, 1))
+		return -1;
+	CHECK(pvm_nrecv(-1, -1) == 0, "a message left over");
+	quit(&tid, 1);
+	quit(&stid, 1);
+	return 0;
+}
+
+/* precv by source among held messages: two stock tasks send tag 7 in
+ * turn, the first's message is in the receiver's queue (probe) before the
+ * second one sends; received second first. */
+static int t_srcsel(void)
+{
+	int tids[2], atid, atag, alen, b;
+	char go = 1;
+	CHECK(spawn("src", 2, tids, "pvmt-stock") == 0, "spawn");
+	for (int k = 0; k < 2; k++) {
+		CHECK(pvm_psend(tids[k], T_GO, &go, 1, PVM_BYTE) == 0, "go");
+		while ((b = pvm_probe(tids[k], 7)) == 0)
+			;
+		CHECK(b > 0, "probe %d", b);
+	}
+	for (int k = 1; k >= 0; k--) {
+		int32_t v = 0;
+		CHECK(pvm_precv(tids[k], 7, &v, 1, PVM_INT, &atid, &atag, &alen) == 0, "precv");
+		CHECK(atid == tids[k] && v == tids[k] && atag == 7,
+		      "precv(t%x, 7) got t%x's message (from t%x)", (unsigned)tids[k], (unsigned)v,
+		      (unsigned)atid);
+	}
+	CHECK(pvm_nrecv(-1, -1) == 0, "a message left over");
+	quit(tids, 2);
+	return 0;
+}
+
+/* A list with one tid that is no task (0, a pvmd address, a multicast
+ * address): stock pvm_mcast sends nothing and returns PvmBadParam; so
+ * must pvm_pmcast (a caller that retries must not deliver twice).  The
+ * children answer every message they get, in order: after a valid
+ * multicast, the first answer of each must be for the valid one. */
+static int t_pmcast_bad(void)
+{
+	int tids[3], lst[4], atid, atag, alen;
+	static const int bad[] = {0, (int)0x80000000u | 0x40000, 0x40000001, -1};
+	char a[64];
+	CHECK(spawn("mc", 3, tids, NULL) == 0, "spawn");
+	/* one multicast answered first: the children's answers open the
+	 * channels, so the next multicasts go over RCP */
+	fill(a, sizeof a, 89);
+#ifndef PVMT_STOCK
+	CHECK(pvm_pmcast(tids, 3, 89, a, (int)sizeof a, PVM_BYTE) == 0, "pmcast");
+#else
+	pvm_initsend(PvmDataRaw);
+	pvm_pkbyte(a, (int)sizeof a, 1);
+	CHECK(pvm_mcast(tids, 3, 89) >= 0, "mcast");
+#endif
+	for (int i = 0; i < 3; i++) {
+		int32_t r[3];
+		CHECK(pvm_precv(-1, 41, r, 3, PVM_INT, &atid, &atag, &alen) == 0 && r[2] == 89,
+		      "reply");
+#ifndef PVMT_STOCK
+		CHECK(pvm_rcp_route(atid), "t%x not on RCP", (unsigned)atid);
+#endif
+	}
+	fill(a, sizeof a, 90);
+	for (unsigned k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+		int rc;
+		lst[0] = tids[0];
+		lst[1] = tids[1];
+		lst[2] = bad[k];
+		lst[3] = tids[2];
+#ifndef PVMT_STOCK
+		rc = pvm_pmcast(lst, 4, 90, a, (int)sizeof a, PVM_BYTE);
+#else
+		pvm_initsend(PvmDataRaw);
+		pvm_pkbyte(a, (int)sizeof a, 1);
+		rc = pvm_mcast(lst, 4, 90);
+#endif
+		CHECK(rc == PvmBadParam, "tid %x in the list: %d, want PvmBadParam", (unsigned)bad[k],
+		      rc);
+	}
+	fill(a, sizeof a, 91);
+#ifndef PVMT_STOCK
+	CHECK(pvm_pmcast(tids, 3, 91, a, (int)sizeof a, PVM_BYTE) == 0, "pmcast");
+#else
+	pvm_initsend(PvmDataRaw);
+	pvm_pkbyte(a, (int)sizeof a, 1);
+	CHECK(pvm_mcast(tids, 3, 91) >= 0, "mcast");
+#endif
+	for (int i = 0; i < 3; i++) {
+		int32_t r[3];
+		CHECK(pvm_precv(-1, 41, r, 3, PVM_INT, &atid, &atag, &alen) == 0, "reply");
+		CHECK(r[2] == 91 && r[1] == -1, "t%x got the refused multicast (tag %d)",
+		      (unsigned)atid, r[2]);
+	}
+	CHECK(pvm_nrecv(-1, -1) == 0, "a message left over");
+	quit(tids, 3);
+	return 0;
+}
+
+#ifndef PVMT_STOCK
+/* N round trips of 1 byte with a child of PROG pinned to our CPU (we too,
+ * meanwhile); *WS: our waits, counted from the first one (a spinner is
+ * caught before a preemption tells it the CPU is crowded: it then sleeps
+ * a while).  RCP: the pair must be on RCP (else: stock, through pvmd). */
+static int pinned_pingpong(const char *prog, int n, int rcp, struct pvm_rcp_waitstats *ws)
+{
+	int tid, atid, atag, alen, rc = 0;
+	int32_t cpu = sched_getcpu(), ok = -1;
+	char c = 1;
+	cpu_set_t old;
+
+	CHECK(cpu >= 0 && sched_getaffinity(0, sizeof old, &old) == 0, "cpu");
+	CHECK(spawn("pinned", 1, &tid, prog) == 0, "spawn %s", prog ? prog : SELF);
+	CHECK(pvm_psend(tid, 30, &cpu, 1, PVM_INT) == 0 &&
+	          pvm_precv(tid, 30, &ok, 1, PVM_INT, &atid, &atag, &alen) == 0 && ok == 0,
+	      "child pinned to cpu %d: %d", cpu, ok);
+	CHECK(pin(cpu) == 0, "pin");
+	pvm_rcp_waitstats(NULL, 1);
+	/* a relinked child's reply came by RCP: the pair is open both ways */
+	for (int i = 0; i <= n && !rc; i++) {
+		if (pvm_psend(tid, 2, &c, 1, PVM_BYTE) ||
+		    pvm_precv(tid, 2, &c, 1, PVM_BYTE, &atid, &atag, &alen))
+			rc = fail("round trip %d with %s", i, prog ? prog : SELF);
+		if (!rc && i == 0 && pvm_rcp_route(tid) != rcp)
+			rc = fail("pair %s RCP", rcp ? "not on" : "on");
+	}
+	pvm_rcp_waitstats(ws, 0);
+	sched_setaffinity(0, sizeof old, &old);
+	quit(&tid, 1);
+	if (rc)
+		return rc;
+	fprintf(stderr,
+	        "shared-cpu, %s: %llu waits, %llu looks, %llu yields, %llu sleeps, longest run "
+	        "%llu, crowded %llu\n",
+	        rcp ? "RCP" : "stock", ws->waits, ws->polls, ws->yields, ws->sleeps, ws->max_run,
+	        ws->crowded);
+	CHECK(ws->waits > 0, "no wait counted");
+	CHECK(ws->max_run <= 64,
+	      "%s peer: a wait looked %llu times in a row without giving the CPU away "
+	      "(%llu waits, %llu looks, %llu yields, %llu sleeps)",
+	      rcp ? "RCP" : "stock", ws->max_run, ws->waits, ws->polls, ws->yields, ws->sleeps);
+	return 0;
+}
+#endif
+
+/* Two relinked tasks on one CPU (both pinned to it: the scheduler did
+ * this by itself to PVM's bwtest on two vCPUs), ping-pong.  The one we
+ * wait for can only run when we give the CPU away: a waiter that spins
+ * until the scheduler tick preempts it makes each round trip cost a
+ * time slice (~8 ms with RCP_WAIT=spin).  Counted, not timed: after a
+ * few microseconds alone a wait must yield (or sleep) after every look,
+ * so the longest run of looks past that without giving the CPU away stays
+ * under 8 (the clock is read every 8th look), while a spinner that keeps
+ * the CPU looks thousands of times (tens of thousands until preempted).
+ * Then the same with a stock task (pinned too): its messages come through
+ * pvmd, which a spinner keeps off the CPU the same way.  Run by run.sh in
+ * the default wait mode and with RCP_WAIT=spin. */
+static int t_shared_cpu(void)
+{
+#ifdef PVMT_STOCK
+	return 1;
+#else
+	struct pvm_rcp_waitstats ws;
+	if (pinned_pingpong(NULL, 300, 1, &ws) || pinned_pingpong("pvmt-stock", 100, 0, &ws))
+		return -1;
 	return 0;
 #endif
 }
@@ -836,7 +1118,8 @@ static const struct {
     {"wildcards", t_wild},           {"contexts", t_ctx},      {"probe-nrecv-trecv", t_probe},
     {"pmcast-1-3-16", t_pmcast},     {"fallback", t_fallback}, {"64MiB", t_big},
     {"peer-killed", t_kill},         {"order-runs", t_runs},   {"transport-per-pair", t_transport},
-    {"port-reuse", t_reuse},
+    {"port-reuse", t_reuse},         {"tag-order", t_tagorder}, {"source-select", t_srcsel},
+    {"pmcast-bad-tid", t_pmcast_bad}, {"shared-cpu", t_shared_cpu},
 };
 
 /* pvmt run N PROG [ARGS...]: spawns N copies of PROG, prints their output
@@ -872,7 +1155,9 @@ int main(int argc, char **argv)
 		} roles[] = {{"echo", child_echo},     {"mixed", child_mixed},
 		             {"wild", child_wild},     {"ctx", child_ctx},
 		             {"mc", child_mc},         {"sleeper", child_sleeper},
-		             {"killer", child_killer}, {"runs", child_runs}};
+		             {"killer", child_killer}, {"runs", child_runs},
+		             {"tags", child_tags},     {"src", child_src},
+		             {"pinned", child_pinned_echo}};
 		int rc = 3;
 		for (unsigned i = 0; i < sizeof roles / sizeof roles[0]; i++)
 			if (!strcmp(argv[2], roles[i].r))

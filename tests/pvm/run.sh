@@ -87,6 +87,11 @@ echo "== relinked, PVMRCP_MULTIHOST=1 (pretend several hosts: same-host pairs on
 echo "== relinked, PVMRCP_MULTIHOST=remote (every pair on udp, shm endpoint open too) =="
 (cd "$tmp" && PVMRCP_MULTIHOST=remote PVM_EXPORT=PVMRCP_MULTIHOST timeout 120 "$bin/pvmt") ||
 	fail "relinked, MULTIHOST=remote"
+# RCP_WAIT=spin never sleeps: a waiter must still give the CPU to the task
+# it waits for when they share one (shared-cpu pins both to one CPU).
+echo "== relinked, RCP_WAIT=spin (waits yield the CPU) =="
+(cd "$tmp" && RCP_WAIT=spin PVM_EXPORT=RCP_WAIT timeout 120 "$bin/pvmt" \
+	shared-cpu tag-order datatypes+0len) || fail "relinked, RCP_WAIT=spin"
 if [ -x "$here/examples.sh" ] && [ -s "$here/examples.sh" ]; then
 	echo "== PVM example programs, relinked vs stock =="
 	"$here/examples.sh" "$tmp" || fail "examples"
