@@ -49,10 +49,13 @@ endif
 # into tests/fuzz-lib.a; each target links it.  tests/fuzz_seed writes a
 # seed corpus from the current code (real frames, scripts, handles), so the
 # seeds follow the wire format.  make check runs each target for seconds.
-FUZZ_TESTS = tests/fuzz_wire.sh tests/fuzz_core.sh
-FUZZ_BINS = tests/fuzz_wire tests/fuzz_core
-EXTRA_DIST += tests/fuzz_wire.c tests/fuzz_core.c tests/fuzz_seed.c tests/fuzz_guard.h \
-	tests/fuzz_run.sh $(FUZZ_TESTS)
+FUZZ_TESTS = tests/fuzz_wire.sh tests/fuzz_core.sh tests/fuzz_bulk.sh tests/fuzz_rpc.sh \
+	tests/fuzz_udp.sh tests/fuzz_shm.sh
+FUZZ_BINS = tests/fuzz_wire tests/fuzz_core tests/fuzz_bulk tests/fuzz_rpc tests/fuzz_udp \
+	tests/fuzz_shm
+EXTRA_DIST += tests/fuzz_wire.c tests/fuzz_core.c tests/fuzz_bulk.c tests/fuzz_rpc.c \
+	tests/fuzz_udp.c tests/fuzz_shm.c tests/fuzz_seed.c tests/fuzz_guard.h tests/fuzz_run.sh \
+	$(FUZZ_TESTS) tests/corpus
 TESTS += $(FUZZ_TESTS)
 if HAVE_FUZZER
 FUZZ_CFLAGS = -g -O1 -std=c11 -D_GNU_SOURCE -I$(top_srcdir)/include -I$(top_srcdir) -I$(top_builddir)
@@ -69,6 +72,14 @@ tests/fuzz_wire: $(top_srcdir)/tests/fuzz_wire.c $(FUZZ_DEPS)
 	$(AM_V_CC)$(FUZZ_LINK) $(top_srcdir)/tests/fuzz_wire.c tests/fuzz-lib.a -o $@ -pthread $(LIBS) -lm
 tests/fuzz_core: $(top_srcdir)/tests/fuzz_core.c $(FUZZ_DEPS)
 	$(AM_V_CC)$(FUZZ_LINK) $(top_srcdir)/tests/fuzz_core.c tests/fuzz-lib.a -o $@ -pthread $(LIBS) -lm
+tests/fuzz_bulk: $(top_srcdir)/tests/fuzz_bulk.c $(FUZZ_DEPS)
+	$(AM_V_CC)$(FUZZ_LINK) $(top_srcdir)/tests/fuzz_bulk.c tests/fuzz-lib.a -o $@ -pthread $(LIBS) -lm
+tests/fuzz_rpc: $(top_srcdir)/tests/fuzz_rpc.c $(FUZZ_DEPS)
+	$(AM_V_CC)$(FUZZ_LINK) $(top_srcdir)/tests/fuzz_rpc.c tests/fuzz-lib.a -o $@ -pthread $(LIBS) -lm
+tests/fuzz_udp: $(top_srcdir)/tests/fuzz_udp.c $(FUZZ_DEPS)
+	$(AM_V_CC)$(FUZZ_LINK) $(top_srcdir)/tests/fuzz_udp.c tests/fuzz-lib.a -o $@ -pthread $(LIBS) -lm
+tests/fuzz_shm: $(top_srcdir)/tests/fuzz_shm.c $(FUZZ_DEPS)
+	$(AM_V_CC)$(FUZZ_LINK) $(top_srcdir)/tests/fuzz_shm.c tests/fuzz-lib.a -o $@ -pthread $(LIBS) -lm
 # The seed writer is an ordinary program (no libFuzzer main).
 tests/fuzz_seed: $(top_srcdir)/tests/fuzz_seed.c $(top_srcdir)/tests/sim.c $(FUZZ_DEPS)
 	$(AM_V_CC)$(CLANG) $(FUZZ_CFLAGS) -Wall -Wextra -Werror -fsanitize=fuzzer-no-link,address,undefined \
