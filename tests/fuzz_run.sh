@@ -2,7 +2,7 @@
 # Runs one libFuzzer target briefly: its regression inputs once each, then
 # a few seconds of fuzzing from a seed corpus written by tests/fuzz_seed
 # from the current code.  Usage: fuzz_run.sh TARGET (wire core bulk ...).
-# RCP_FUZZ_SECONDS (default 5) and RCP_FUZZ_RUNS (default unbounded)
+# FUZZ_SECONDS (default 5) and FUZZ_RUNS (default unbounded)
 # bound the run; docs/fuzzing.md has the long campaign.  A crash leaves
 # its input as tests/fuzz-TARGET-crash-* in the build directory.
 t=$1
@@ -29,7 +29,7 @@ if [ -d "$reg" ] && ls "$reg"/* >/dev/null 2>&1; then
 	fi
 	echo "fuzz_$t: $(ls "$reg" | wc -l) regression inputs pass"
 fi
-"$fuzz" $opts -seed=1 -max_total_time="${RCP_FUZZ_SECONDS:-5}" -runs="${RCP_FUZZ_RUNS:--1}" \
+"$fuzz" $opts -seed=1 -max_total_time="${FUZZ_SECONDS:-5}" -runs="${FUZZ_RUNS:--1}" \
 	-print_final_stats=1 "$tmp/corpus" >"$tmp/log" 2>&1
 rc=$?
 # The progress lines are noise here; the start, the end and any report stay.
