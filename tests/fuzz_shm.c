@@ -157,6 +157,9 @@ static void open_rx(void)
 	munmap(s, SEG_HDR_BYTES);
 	mine = mmap(NULL, seg_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	close(fd);
+	/* Both mappings are made and nothing opens it by name again: gone
+	 * from /dev/shm now, so a crash or libFuzzer's exit leaves nothing. */
+	unlink(path);
 	if (mine == MAP_FAILED)
 		abort();
 }
