@@ -423,7 +423,7 @@ int rcp_bulk_deserialize(rcp_bulk_ctx *ctx, const void *buf, size_t len, rcp_bul
 	version = *p++;
 	perm = *p++;
 	flags = *p++;
-	p++;
+	flags |= (unsigned)*p++ << 8; /* u16: unknown high bits are refused too */
 	nseg = get32(&p);
 	rkeylen = get32(&p);
 	key = get64(&p);

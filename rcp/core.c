@@ -1622,6 +1622,9 @@ static void ready_stale(rcp_chan *ch)
 {
 	rcp_req *r = ch->reserved;
 	if (r && rcpw_seq_lt(r->msg, ch->rx_msg_next)) {
+		/* Frames of that message that came before its first one were
+		 * placed here (data_place): not ours, count them out. */
+		r->got = 0;
 		r->state = R_POSTED;
 		ch->reserved = NULL;
 		try_ready(ch);

@@ -2,11 +2,19 @@
  * tests/fuzz_wire.c — libFuzzer target: the frame parser and everything
  * the protocol core does with what gets past it.
  *
- * Input: a sequence of frames, each prefixed by a 16-bit length.  Each
- * input runs against a fresh core (CRC off, so well-formed hostile frames
- * reach the state machine) with a few receives posted and sends queued,
- * then the core's timers run.  Build: `make tests/fuzz_wire` (needs clang
- * with libFuzzer); `make check` runs it briefly (tests/fuzz_wire.sh).
+ * Input: a sequence of records, each a control byte, a 16-bit length
+ * (little-endian) and that many bytes of frame.  Control: bit 0, the frame
+ * comes from an unknown sender (else from peer 0); bit 1, the core's
+ * timers run after it; bits 2-7, E: virtual time advances 2^E ns first.
+ * Each frame is copied into its own allocation of exactly its length, so
+ * a read past its end is ASan's to catch (slices of the input would put
+ * the next frame's bytes there).  Each input runs against a fresh core
+ * (CRC off, so well-formed hostile frames reach the state machine) with a
+ * few receives posted and sends queued, then the core's timers run.  Its
+ * epoch is the simulator's core 1 (0x1001), so the seeds tests/fuzz_seed
+ * records there are addressed to it.  Build: `make tests/fuzz_wire`
+ * (needs clang with libFuzzer); `make check` runs it briefly
+ * (tests/fuzz_wire.sh, docs/fuzzing.md).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -14,6 +22,7 @@
 
 #include "rcp/core.h"
 #include "rcp/wire.h"
+#include "fuzz_guard.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -62,6 +71,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	p.mtu = 4096;
 	p.rx_frames = 16;
 	p.crc = 0;
+	p.epoch = 0x1001;
 	p.flags = RCP_EP_ACCEPT;
 	io.send = io_send;
 	io.peer_add = io_peer_add;
@@ -73,17 +83,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	rcpc_irecv(c, NULL, RCP_ANY_TAG, rbuf[2], 10, now, &r[2]);
 	rcpc_isend(ch, 1, sbuf, 10, now, &r[3]);
 	rcpc_isend(ch, 2, sbuf, sizeof sbuf, now, &r[4]);
-	while (size >= 2) {
-		size_t len = (size_t)data[0] | (size_t)data[1] << 8;
-		data += 2;
-		size -= 2;
+	while (size >= 3) {
+		unsigned ctl = data[0];
+		size_t len = (size_t)data[1] | (size_t)data[2] << 8;
+		unsigned char *frame;
+		data += 3;
+		size -= 3;
 		if (len > size)
 			len = size;
-		/* Alternate between the known peer and an unknown sender. */
-		rcpc_input(c, (len & 1) ? 0 : RCP_NIC_PEER_NONE, &src, 1, data, len, now);
+		frame = malloc(len ? len : 1);
+		if (!frame)
+			break;
+		memcpy(frame, data, len);
+		now += 1ull << (ctl >> 2);
+		/* tests/fuzz_guard.h; unknown senders become peer 1. */
+		if (!fuzz_ack_spins(rcpc_chan_by_peer(c, (ctl & 1) ? 1 : 0), frame, len, p.session))
+			rcpc_input(c, (ctl & 1) ? RCP_NIC_PEER_NONE : 0, &src, 1, frame, len, now);
+		free(frame);
 		data += len;
 		size -= len;
-		now += 1000;
+		if (ctl & 2)
+			rcpc_timers(c, now);
 		rcpc_flush(c, now);
 	}
 	now += 10000000000ull;

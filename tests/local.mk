@@ -79,18 +79,52 @@ tests_test_rcp_limits_LDFLAGS = -static
 tests_test_rcp_limits_LDADD = $(TEST_LDADD)
 endif
 
-# libFuzzer target for the frame parser and the core's input path.  Built
-# with clang when it can link -fsanitize=fuzzer; run briefly by make check.
-FUZZ_SRCS = tests/fuzz_wire.c rcp/wire.c rcp/core.c common/error.c common/env.c common/log.c
-EXTRA_DIST += $(FUZZ_SRCS) tests/fuzz_wire.sh
-TESTS += tests/fuzz_wire.sh
+# libFuzzer targets (docs/fuzzing.md).  Built with clang when it can link
+# -fsanitize=fuzzer: the library's sources are compiled once, instrumented,
+# into tests/fuzz-lib.a; each target links it.  tests/fuzz_seed writes a
+# seed corpus from the current code (real frames, scripts, handles), so the
+# seeds follow the wire format.  make check runs each target for seconds.
+FUZZ_TESTS = tests/fuzz_wire.sh tests/fuzz_core.sh tests/fuzz_bulk.sh tests/fuzz_rpc.sh \
+	tests/fuzz_udp.sh tests/fuzz_shm.sh
+FUZZ_BINS = tests/fuzz_wire tests/fuzz_core tests/fuzz_bulk tests/fuzz_rpc tests/fuzz_udp \
+	tests/fuzz_shm
+EXTRA_DIST += tests/fuzz_wire.c tests/fuzz_core.c tests/fuzz_bulk.c tests/fuzz_rpc.c \
+	tests/fuzz_udp.c tests/fuzz_shm.c tests/fuzz_seed.c tests/fuzz_guard.h tests/fuzz_run.sh \
+	$(FUZZ_TESTS) tests/corpus
+TESTS += $(FUZZ_TESTS)
 if HAVE_FUZZER
-check_SCRIPTS = tests/fuzz_wire
-tests/fuzz_wire: $(FUZZ_SRCS) rcp/wire.h rcp/core.h
-	$(AM_V_CC)mkdir -p tests && $(CLANG) -g -O1 -std=c11 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined \
-	  -I$(top_srcdir)/include -I$(top_srcdir) -I$(top_builddir) \
-	  $(addprefix $(top_srcdir)/,$(FUZZ_SRCS)) -o $@ -pthread
-CLEANFILES += tests/fuzz_wire
+FUZZ_CFLAGS = -g -O1 -std=c11 -D_GNU_SOURCE -I$(top_srcdir)/include -I$(top_srcdir) -I$(top_builddir)
+FUZZ_LINK = $(CLANG) $(FUZZ_CFLAGS) -Wall -Wextra -Werror -fsanitize=fuzzer,address,undefined
+FUZZ_DEPS = $(top_srcdir)/tests/fuzz_guard.h tests/fuzz-lib.a
+check_SCRIPTS = $(FUZZ_BINS) tests/fuzz_seed
+tests/fuzz-lib.a: $(librcp_la_SOURCES)
+	$(AM_V_GEN)rm -rf tests/fuzz-obj && mkdir -p tests/fuzz-obj && \
+	for f in $(librcp_la_SOURCES); do case $$f in *.c) \
+	  $(CLANG) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link,address,undefined -c $(top_srcdir)/$$f \
+	    -o tests/fuzz-obj/`echo $$f | tr / _`.o || exit 1;; esac; done && \
+	rm -f $@ && ar rcs $@ tests/fuzz-obj/*.o
+tests/fuzz_wire: $(top_srcdir)/tests/fuzz_wire.c $(FUZZ_DEPS)
+	$(AM_V_CC)$(FUZZ_LINK) $(top_srcdir)/tests/fuzz_wire.c tests/fuzz-lib.a -o $@ -pthread $(LIBS) -lm
+tests/fuzz_core: $(top_srcdir)/tests/fuzz_core.c $(FUZZ_DEPS)
+	$(AM_V_CC)$(FUZZ_LINK) $(top_srcdir)/tests/fuzz_core.c tests/fuzz-lib.a -o $@ -pthread $(LIBS) -lm
+tests/fuzz_bulk: $(top_srcdir)/tests/fuzz_bulk.c $(FUZZ_DEPS)
+	$(AM_V_CC)$(FUZZ_LINK) $(top_srcdir)/tests/fuzz_bulk.c tests/fuzz-lib.a -o $@ -pthread $(LIBS) -lm
+tests/fuzz_rpc: $(top_srcdir)/tests/fuzz_rpc.c $(FUZZ_DEPS)
+	$(AM_V_CC)$(FUZZ_LINK) $(top_srcdir)/tests/fuzz_rpc.c tests/fuzz-lib.a -o $@ -pthread $(LIBS) -lm
+tests/fuzz_udp: $(top_srcdir)/tests/fuzz_udp.c $(FUZZ_DEPS)
+	$(AM_V_CC)$(FUZZ_LINK) $(top_srcdir)/tests/fuzz_udp.c tests/fuzz-lib.a -o $@ -pthread $(LIBS) -lm
+tests/fuzz_shm: $(top_srcdir)/tests/fuzz_shm.c $(FUZZ_DEPS)
+	$(AM_V_CC)$(FUZZ_LINK) $(top_srcdir)/tests/fuzz_shm.c tests/fuzz-lib.a -o $@ -pthread $(LIBS) -lm
+# The seed writer is an ordinary program (no libFuzzer main).
+tests/fuzz_seed: $(top_srcdir)/tests/fuzz_seed.c $(top_srcdir)/tests/sim.c $(FUZZ_DEPS)
+	$(AM_V_CC)$(CLANG) $(FUZZ_CFLAGS) -Wall -Wextra -Werror -fsanitize=fuzzer-no-link,address,undefined \
+	  $(top_srcdir)/tests/fuzz_seed.c $(top_srcdir)/tests/sim.c tests/fuzz-lib.a -o $@ -pthread $(LIBS) -lm
+CLEANFILES += $(FUZZ_BINS) tests/fuzz_seed tests/fuzz-lib.a
+clean-local: clean-fuzz
+clean-fuzz:
+	rm -rf tests/fuzz-obj tests/fuzz-*-crash-* tests/fuzz-*-timeout-* tests/fuzz-*-oom-* \
+	  tests/fuzz-*-leak-*
+.PHONY: clean-fuzz
 endif
 
 if HAVE_CMOCKA
