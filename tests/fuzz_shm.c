@@ -41,9 +41,10 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 
-/* ---- the on-memory ABI (nic/shm.c; SHM_VERSION 1) ---- */
+/* ---- the on-memory ABI (nic/shm.c; SHM_VERSION 2) ---- */
 #define SHM_MAGIC       0x31304d4853504352ull
-#define SHM_VERSION     1u
+#define SHM_VERSION     2u
+#define MRENT_BYTES     32u
 #define SEG_HDR_BYTES   512u
 #define SLOT_BYTES      256u
 #define RINGS_ALIGN     65536u
@@ -146,8 +147,11 @@ static void open_rx(void)
 	ncells = s->ring_cells;
 	mtu = s->mtu;
 	seg_bytes = s->seg_bytes;
-	rings_off = (SEG_HDR_BYTES + (uint64_t)s->nslots * SLOT_BYTES + (uint64_t)s->nmrs * 8 +
-	             RINGS_ALIGN - 1) &
+	/* nic/shm.c layout(): slots, then the registration table and the
+	 * rings, each RINGS_ALIGN aligned. */
+	rings_off = (SEG_HDR_BYTES + (uint64_t)s->nslots * SLOT_BYTES + RINGS_ALIGN - 1) &
+	            ~(uint64_t)(RINGS_ALIGN - 1);
+	rings_off = (rings_off + (uint64_t)s->nmrs * MRENT_BYTES + RINGS_ALIGN - 1) &
 	            ~(uint64_t)(RINGS_ALIGN - 1);
 	ring_bytes = (uint64_t)ncells * CELL;
 	if (s->nslots != NSLOTS || rings_off + NSLOTS * ring_bytes != seg_bytes) {
