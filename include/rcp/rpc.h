@@ -166,6 +166,7 @@ struct rcp_rpc_stats {
 	uint64_t handled, responded, bad_msgs, stale_responses, foreign_order;
 	uint64_t overflow_in, overflow_out; /* arguments moved by a second message */
 	uint64_t rfp_calls, rfp_fetch_hits, rfp_fetch_misses, rfp_to_reply, rfp_to_fetch;
+	uint64_t rfp_refused; /* RFP segments not ours / not 0600 / short: refused (docs/rpc.md) */
 };
 
 /* Creates a context on EP (which must outlive it; a server's EP is opened
