@@ -26,7 +26,10 @@ int rcpi_shm_trusted(const struct stat *st, const char *who, const char *name)
 		return 0;
 	rcpi_err("%s: %s%s is %s owned by uid %u, mode %04o; refusing it (expected a file of uid "
 	         "%u, mode 0600: another user may have created the name first)",
-	         who, rcpi_shm_dir(), name, S_ISREG(st->st_mode) ? "a file" : "not a file",
+	         who, rcpi_shm_dir(), name,
+	         S_ISREG(st->st_mode)   ? "a file"
+	         : S_ISLNK(st->st_mode) ? "a symlink"
+	                                : "not a file",
 	         (unsigned)st->st_uid, (unsigned)(st->st_mode & 0777), (unsigned)geteuid());
 	return RCP_EPERM;
 }

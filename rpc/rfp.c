@@ -235,8 +235,8 @@ static void rfp_sweep(uint32_t my_ns)
 		    rcpi_proc_alive(pid, 0, ns, my_ns))
 			continue;
 		/* Only our own files (root could remove anyone's). */
-		if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) || !S_ISREG(st.st_mode) ||
-		    st.st_uid != geteuid())
+		if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) ||
+		    !S_ISREG(st.st_mode) || st.st_uid != geteuid())
 			continue;
 		snprintf(name, sizeof name, "/%s", e->d_name);
 		if (!shm_unlink(name))

@@ -13,8 +13,11 @@
  *   stay in server-reply.  A stale file of our own uid at the name is
  *   replaced, and the new segment has mode 0600 even under umask 0277.
  * - client: a segment with mode 0644, of another uid, or one page shorter
- *   than the geometry the server announced is refused (client stats.rfp_refused), never mapped (checked
+ *   than the geometry the server announced, or a symlink at its name is
+ *   refused (client stats.rfp_refused), never mapped (checked
  *   in /proc/self/maps), and every call still completes by server-reply.
+ * - sweep: a new server removes segments of exited servers only if they
+ *   are files of its own uid.
  * Rows that need another uid (fchown to 65534) run only as root.
  * Pipes carry addresses and counts only; nothing waits on time.
  */
@@ -105,11 +108,18 @@ struct srv {
 	char seg[96]; /* /dev/shm path of its segment (counter 0) */
 };
 
+/* Our pid namespace (its inode), as in segment names. */
+static unsigned pidns(void)
+{
+	struct stat st;
+	assert_int_equal(stat("/proc/self/ns/pid", &st), 0);
+	return (unsigned)(uint32_t)st.st_ino;
+}
+
 /* Forks a server that waits for srv_go(). */
 static void srv_fork(struct srv *v, const char *tag)
 {
 	int g[2], a[2];
-	struct stat st;
 	assert_int_equal(pipe(g), 0);
 	assert_int_equal(pipe(a), 0);
 	v->pid = test_fork();
@@ -121,9 +131,7 @@ static void srv_fork(struct srv *v, const char *tag)
 	close(g[0]), close(a[1]);
 	v->go = g[1];
 	v->rd = a[0];
-	assert_int_equal(stat("/proc/self/ns/pid", &st), 0);
-	snprintf(v->seg, sizeof v->seg, "/dev/shm/rcp-rfp-%u-%d-0", (unsigned)(uint32_t)st.st_ino,
-	         (int)v->pid);
+	snprintf(v->seg, sizeof v->seg, "/dev/shm/rcp-rfp-%u-%d-0", pidns(), (int)v->pid);
 }
 
 static void srv_go(struct srv *v)
@@ -166,8 +174,8 @@ static uint64_t cli_quit(struct cli *c, struct srv *v)
 {
 	rcp_rpc_req *rq;
 	uint64_t refused = 99;
-	assert_int_equal(rcp_rpc_forward(c->rpc, c->ch, id_quit, NULL, &refused, -1, NULL, NULL, &rq),
-	                 0);
+	assert_int_equal(
+	    rcp_rpc_forward(c->rpc, c->ch, id_quit, NULL, &refused, -1, NULL, NULL, &rq), 0);
 	assert_int_equal(rcp_rpc_wait(rq, WAIT_NS), 0);
 	rcp_rpc_req_free(rq);
 	rcp_rpc_destroy(c->rpc);
@@ -260,10 +268,51 @@ static void t_server_stale_ours(void **state)
 	assert_int_equal(cli_quit(&c, &v), 0);
 }
 
+/* A new server removes the segments of exited servers of its pid
+ * namespace, but only files of its own uid: as root it could remove
+ * anyone's.  Both files are named after a pid that has exited. */
+static void t_sweep_only_ours(void **state)
+{
+	struct srv v;
+	struct cli c;
+	struct rcp_rpc_stats st;
+	struct stat fs;
+	char theirs[96], ours[96];
+	pid_t dead;
+	int fd;
+	(void)state;
+	if (geteuid() != 0)
+		skip(); /* needs fchown to another uid */
+	dead = test_fork();
+	assert_true(dead >= 0);
+	if (dead == 0)
+		_exit(0);
+	assert_int_equal(test_wait_child(dead), 0);
+	srv_fork(&v, "sw");
+	snprintf(theirs, sizeof theirs, "/dev/shm/rcp-rfp-%u-%d-7", pidns(), (int)dead);
+	snprintf(ours, sizeof ours, "/dev/shm/rcp-rfp-%u-%d-8", pidns(), (int)dead);
+	fd = open(theirs, O_RDWR | O_CREAT | O_EXCL, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(fchown(fd, NOBODY, NOBODY), 0);
+	close(fd);
+	fd = open(ours, O_RDWR | O_CREAT | O_EXCL, 0600);
+	assert_true(fd >= 0);
+	close(fd);
+	srv_go(&v); /* its first segment: the sweep ran */
+	assert_int_equal(stat(ours, &fs), -1);
+	assert_int_equal(stat(theirs, &fs), 0);
+	assert_int_equal(fs.st_uid, NOBODY);
+	assert_int_equal(unlink(theirs), 0);
+	cli_open(&c, "swc", v.addr);
+	run_calls(&c, &st);
+	assert_true(st.rfp_calls > 0);
+	assert_int_equal(cli_quit(&c, &v), 0);
+}
+
 /* ---- client side ---- */
 
-enum alter { A_NONE, A_MODE, A_OWNER, A_SHORT };
-static const enum alter rows[] = {A_NONE, A_MODE, A_OWNER, A_SHORT};
+enum alter { A_NONE, A_MODE, A_OWNER, A_SHORT, A_SYMLINK };
+static const enum alter rows[] = {A_NONE, A_MODE, A_OWNER, A_SHORT, A_SYMLINK};
 
 static void t_client(void **state)
 {
@@ -271,6 +320,7 @@ static void t_client(void **state)
 	struct srv v;
 	struct cli c;
 	struct rcp_rpc_stats st;
+	char moved[128];
 	int fd;
 	if (a == A_OWNER && geteuid() != 0)
 		skip();
@@ -291,6 +341,13 @@ static void t_client(void **state)
 		assert_int_equal(ftruncate(fd, fs.st_size - 4096), 0);
 	}
 	close(fd);
+	if (a == A_SYMLINK) {
+		/* The name now points at the same (good) file: still refused,
+		 * a link could point anywhere. */
+		snprintf(moved, sizeof moved, "%s.moved", v.seg);
+		assert_int_equal(rename(v.seg, moved), 0);
+		assert_int_equal(symlink(moved, v.seg), 0);
+	}
 	{
 		char tag[16]; /* one per row: a failed row leaves its endpoint */
 		snprintf(tag, sizeof tag, "clc%d", (int)a);
@@ -307,6 +364,8 @@ static void t_client(void **state)
 		assert_false(mapped(v.seg));
 	}
 	assert_int_equal(cli_quit(&c, &v), 0);
+	if (a == A_SYMLINK)
+		assert_int_equal(unlink(moved), 0); /* the server removed the link */
 }
 
 int main(void)
@@ -314,10 +373,12 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(t_server_squatted),
 	    cmocka_unit_test(t_server_stale_ours),
+	    cmocka_unit_test(t_sweep_only_ours),
 	    TEST_ROW("t_client_ok", t_client, &rows[0]),
 	    TEST_ROW("t_client_mode_0644", t_client, &rows[1]),
 	    TEST_ROW("t_client_other_uid", t_client, &rows[2]),
 	    TEST_ROW("t_client_short", t_client, &rows[3]),
+	    TEST_ROW("t_client_symlink", t_client, &rows[4]),
 	};
 	signal(SIGPIPE, SIG_IGN);
 	return cmocka_run_group_tests(tests, NULL, NULL);
