@@ -104,4 +104,13 @@ uint32_t rcpi_self_pidns(void);
  * or cannot be told from here (another pid namespace).  0: unknown. */
 int rcpi_proc_alive(pid_t pid, uint64_t start, uint32_t pidns, uint32_t my_pidns);
 
+/* common/shmseg.c.  Where shm_open puts segments: RCP_SHM_DIR, default
+ * /dev/shm (for scans and messages). */
+const char *rcpi_shm_dir(void);
+/* 0 if ST (fstat of shm segment NAME) is one we may trust: a regular file
+ * of our effective uid, mode 0600 or stricter.  Else logs (WHO: prefix)
+ * the owner uid and mode and returns RCP_EPERM. */
+struct stat;
+int rcpi_shm_trusted(const struct stat *st, const char *who, const char *name);
+
 #endif

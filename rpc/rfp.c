@@ -52,14 +52,33 @@
  * counted and dropped.  The server runs RFP only while spinning (its
  * clients' stores ring no doorbell fd): a server in RCP_RPC_SLEEP mode
  * says no at attach.
+ *
+ * OWNERSHIP.  Segment names live in /dev/shm, which every user may write,
+ * so another user can create the name first, or make a segment others may
+ * write; its contents would then be theirs to read and forge.  As for the
+ * shm nic (common/shmseg.c): the server creates its segment with O_EXCL
+ * and O_NOFOLLOW and sets mode 0600 whatever the umask; a file already at
+ * its name that is not a regular file of our euid is refused and left
+ * untouched (logged naming the owner uid; the server then offers no RFP,
+ * its clients stay in server-reply), one of ours was left by an exited
+ * process that had our pid and is replaced.  A client maps the segment the
+ * attach answer names only if the name is an RFP name and the file is a
+ * regular file of its own euid, mode 0600 or stricter, at least as large
+ * as the geometry it was told (a shorter file would fault on access); else
+ * it logs the owner and mode and stays in server-reply for that server.
+ * Either side counts a refused segment in stats.rfp_refused.  So RFP
+ * works between processes of one uid, as the shm nic does.
  */
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "rpc/rpc_int.h"
@@ -198,13 +217,13 @@ int rfp_init(rcp_rpc *rpc)
 static void rfp_sweep(uint32_t my_ns)
 {
 	static _Atomic int done;
-	const char *dir = rcpi_env_str("RCP_SHM_DIR");
 	struct dirent *e;
+	struct stat st;
 	DIR *d;
 
 	if (atomic_exchange(&done, 1) || !my_ns)
 		return;
-	d = opendir(dir && *dir ? dir : "/dev/shm");
+	d = opendir(rcpi_shm_dir());
 	if (!d)
 		return;
 	while ((e = readdir(d))) {
@@ -215,11 +234,55 @@ static void rfp_sweep(uint32_t my_ns)
 		    e->d_name[end] || ns != my_ns || pid == (int)getpid() ||
 		    rcpi_proc_alive(pid, 0, ns, my_ns))
 			continue;
+		/* Only our own files (root could remove anyone's). */
+		if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) ||
+		    !S_ISREG(st.st_mode) || st.st_uid != geteuid())
+			continue;
 		snprintf(name, sizeof name, "/%s", e->d_name);
 		if (!shm_unlink(name))
 			rcpi_debug("rpc: removed %s (its server exited)", name);
 	}
 	closedir(d);
+}
+
+/* Creates segment NAME, mode 0600 whatever the umask (clients check it).
+ * The name carries our pid namespace, pid and a per-process counter, so a
+ * file already there is ours, left by an exited process that had our pid
+ * (replaced), or not ours: another user took the name first (refused with
+ * RCP_EPERM and left untouched: never read, written or removed).  Returns
+ * an fd or a negative RCP code. */
+static int srv_create(const char *name)
+{
+	for (int attempt = 0; attempt < 2; attempt++) {
+		char path[PATH_MAX];
+		struct stat st;
+		int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, 0600), rc;
+		if (fd >= 0) {
+			if (fchmod(fd, 0600) < 0) {
+				rc = rcpi_errno_to_rcp(errno);
+				close(fd);
+				shm_unlink(name);
+				return rc;
+			}
+			return fd;
+		}
+		if (errno != EEXIST)
+			return rcpi_errno_to_rcp(errno);
+		snprintf(path, sizeof path, "%s%s", rcpi_shm_dir(), name);
+		if (lstat(path, &st) < 0) {
+			if (errno == ENOENT)
+				continue;
+			return rcpi_errno_to_rcp(errno);
+		}
+		if (!S_ISREG(st.st_mode) || st.st_uid != geteuid()) {
+			rcpi_shm_trusted(&st, "rpc", name); /* logs whose it is */
+			return RCP_EPERM;
+		}
+		rcpi_info("rpc: replacing %s, left by an exited process with our pid", name);
+		if (shm_unlink(name) < 0 && errno != ENOENT)
+			return rcpi_errno_to_rcp(errno);
+	}
+	return RCP_EADDRINUSE;
 }
 
 void rfp_serve(rcp_rpc *rpc)
@@ -253,8 +316,10 @@ void rfp_serve(rcp_rpc *rpc)
 		         atomic_fetch_add(&counter, 1));
 	}
 	s->size = s->g.cli_size * MAXCLI;
-	fd = shm_open(s->name, O_RDWR | O_CREAT | O_EXCL, 0600);
+	fd = srv_create(s->name);
 	if (fd < 0) {
+		if (fd == RCP_EPERM)
+			rpc->st.rfp_refused++;
 		free(s);
 		return;
 	}
@@ -271,6 +336,50 @@ void rfp_serve(rcp_rpc *rpc)
 
 /* ---- client side ---- */
 
+/* Opens the segment NAME that a server's attach answer gave, for SIZE
+ * bytes: only an RFP name, a regular file of our euid, mode 0600 or
+ * stricter, of at least SIZE bytes (see OWNERSHIP).  Returns an fd, or a
+ * negative RCP code (refusals are counted and logged). */
+static int cli_open(rcp_rpc *rpc, const char *name, size_t size)
+{
+	struct stat st;
+	int fd, rc;
+	if (strncmp(name, "/rcp-rfp-", 9) || strchr(name + 1, '/')) {
+		rpc->st.bad_msgs++; /* not a segment name a server creates */
+		return RCP_EPROTO;
+	}
+	fd = shm_open(name, O_RDWR | O_NOFOLLOW, 0);
+	if (fd < 0) {
+		char path[PATH_MAX];
+		int e = errno;
+		rc = rcpi_errno_to_rcp(e);
+		snprintf(path, sizeof path, "%s%s", rcpi_shm_dir(), name);
+		/* Another user's file we may not open, or a symlink: say whose. */
+		if ((e == EACCES || e == ELOOP) && !lstat(path, &st) &&
+		    rcpi_shm_trusted(&st, "rpc", name)) {
+			rpc->st.rfp_refused++;
+			return RCP_EPERM;
+		}
+		return rc;
+	}
+	if (fstat(fd, &st) < 0) {
+		close(fd);
+		return RCP_ESYS;
+	}
+	rc = rcpi_shm_trusted(&st, "rpc", name);
+	if (!rc && (uint64_t)st.st_size < size) {
+		rcpi_err("rpc: %s%s has %llu bytes, the server said %zu; refusing it",
+		         rcpi_shm_dir(), name, (unsigned long long)st.st_size, size);
+		rc = RCP_EPROTO;
+	}
+	if (rc) {
+		rpc->st.rfp_refused++;
+		close(fd);
+		return rc;
+	}
+	return fd;
+}
+
 static void attach_done(rcp_rpc_req *req, int status, void *out, void *arg)
 {
 	struct peer *p = arg;
@@ -278,7 +387,6 @@ static void attach_done(rcp_rpc_req *req, int status, void *out, void *arg)
 	rcp_rpc *rpc = req->rpc;
 	struct rfp_cli *c;
 	int fd;
-	(void)rpc;
 	p->rfp_state = -1;
 	if (status || !o->ok || !o->name || o->slots < 1 || o->slots > 4096 ||
 	    o->resp_max < HDR_LEN + 8 || o->resp_max > 65536 || o->cli >= MAXCLI)
@@ -289,7 +397,7 @@ static void attach_done(rcp_rpc_req *req, int status, void *out, void *arg)
 	geom_init(&c->g, o->slots, o->resp_max);
 	c->cli = o->cli;
 	c->size = c->g.cli_size * MAXCLI;
-	fd = shm_open(o->name, O_RDWR, 0);
+	fd = cli_open(rpc, o->name, c->size);
 	if (fd < 0) {
 		free(c);
 		goto out;

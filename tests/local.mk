@@ -167,3 +167,12 @@ endif
 LOG_DRIVER = $(SHELL) $(top_srcdir)/tests/driver.sh
 EXTRA_DIST += tests/driver.sh tests/check_driver.sh tests/check_gitignore.sh
 TESTS += tests/check_driver.sh tests/check_gitignore.sh
+
+if HAVE_CMOCKA
+# rpc/rfp.c: remote-fetch segments of another uid, mode or size refused.
+check_PROGRAMS += tests/test_rfp_owner
+TESTS += tests/test_rfp_owner
+tests_test_rfp_owner_SOURCES = tests/test_rfp_owner.c tests/testutil.h
+tests_test_rfp_owner_CFLAGS = $(TEST_CFLAGS)
+tests_test_rfp_owner_LDADD = $(TEST_LDADD)
+endif

@@ -170,6 +170,7 @@ struct rcp_rpc_stats {
 	 * plus calls examined by its timers.  A small constant per call
 	 * (about 3 on each side) however many calls are in flight. */
 	uint64_t polls;
+	uint64_t rfp_refused; /* RFP segments not ours / not 0600 / short: refused (docs/rpc.md) */
 };
 
 /* Creates a context on EP (which must outlive it; a server's EP is opened
