@@ -1,5 +1,7 @@
 /*
- * rcp/wire.h — RCP frame format (version 2: version 1 plus the compact header).
+ * rcp/wire.h — RCP frame format (version 3: version 2 with the accept and
+ * restart challenges of the handshake and a credit for every message start;
+ * version 2 was version 1 plus the compact header).
  *
  * Every frame starts with a fixed 64-byte header, little-endian on the
  * wire.  The header is the only thing the receiver trusts after checking
@@ -8,7 +10,7 @@
  * of header and payload.  See docs/protocol.md for the meaning of each
  * field per frame type.
  *
- *   0  u16 magic 0x5243 ("RC")     2  u8 version (2)    3  u8 type
+ *   0  u16 magic 0x5243 ("RC")     2  u8 version (3)    3  u8 type
  *   4  u16 flags                   6  u16 hlen (64)
  *   8  u32 session                12  u32 src_epoch    16  u32 dst_epoch
  *  20  u32 seq                    24  u32 ack          28  u32 credits
@@ -35,7 +37,7 @@
 #include <string.h>
 
 #define RCPW_MAGIC   0x5243u
-#define RCPW_VERSION 2u
+#define RCPW_VERSION 3u /* a peer of another version is refused (BAD_MAGIC) */
 #define RCPW_HLEN    64u
 #define RCPW_CHLEN   48u /* compact header of a whole small message */
 
