@@ -76,6 +76,29 @@ void sim_set_fate(struct sim *s,
                   int64_t (*fate)(void *arg, int from, int to, const void *frame, size_t len),
                   void *arg);
 
+/* A request a test waits for with sim_run(): sim_one_done(&one) is done
+ * once R completed (its status in ST); sim_two_done(one[2]) once both. */
+struct sim_one {
+	rcp_req *r;
+	struct rcp_status st;
+	int done;
+};
+
+static inline int sim_one_done(void *arg)
+{
+	struct sim_one *o = arg;
+	if (!o->done && rcpc_req_done(o->r, &o->st))
+		o->done = 1;
+	return o->done;
+}
+
+static inline int sim_two_done(void *arg)
+{
+	struct sim_one *o = arg;
+	int a = sim_one_done(&o[0]), b = sim_one_done(&o[1]);
+	return a && b;
+}
+
 /* Counters. */
 struct sim_stats {
 	uint64_t sent, delivered, dropped, duplicated, reordered, corrupted;

@@ -21,27 +21,6 @@
 
 #define SEC 1000000000ull
 
-struct one {
-	rcp_req *r;
-	struct rcp_status st;
-	int done;
-};
-
-static int one_done(void *arg)
-{
-	struct one *o = arg;
-	if (!o->done && rcpc_req_done(o->r, &o->st))
-		o->done = 1;
-	return o->done;
-}
-
-static int two_done(void *arg)
-{
-	struct one *o = arg;
-	int a = one_done(&o[0]), b = one_done(&o[1]);
-	return a && b;
-}
-
 struct fate {
 	int rts_dropped;
 	int data_before_rts; /* DATA frames the sender sent while its RTS was lost */
@@ -72,7 +51,7 @@ static void t_promise_crosses_rts(void **state)
 	uint64_t seed = test_seed(31);
 	struct sim_opts o = {0};
 	struct fate f = {0};
-	struct one w[2] = {{0}}, r1 = {0};
+	struct sim_one w[2] = {{0}}, r1 = {0};
 	static unsigned char src[3 * MTU], dst1[4 * MTU], dst2[4 * MTU];
 	struct sim *s;
 	(void)state;
@@ -98,7 +77,7 @@ static void t_promise_crosses_rts(void **state)
 	                            sim_now(s), &w[1].r),
 	                 0);
 	assert_int_equal(rcpc_isend(sim_chan(s, 0, 1), 2, src, sizeof src, sim_now(s), &w[0].r), 0);
-	if (sim_run(s, two_done, w, 10 * SEC))
+	if (sim_run(s, sim_two_done, w, 10 * SEC))
 		fail_msg("tag-2 message never completed (send %d, receive %d); %d DATA frames went "
 		         "out on the tag-1 promise while the RTS was lost (seed %#llx)",
 		         w[0].done, w[1].done, f.data_before_rts, (unsigned long long)seed);
@@ -109,7 +88,7 @@ static void t_promise_crosses_rts(void **state)
 	assert_int_equal(w[1].st.len, sizeof src);
 	assert_int_equal(test_check(dst2, sizeof src, 2), -1);
 	/* The tag-1 receive took nothing. */
-	assert_int_equal(one_done(&r1), 0);
+	assert_int_equal(sim_one_done(&r1), 0);
 	for (size_t i = 0; i < sizeof dst1; i++)
 		if (dst1[i] != 0xa5)
 			fail_msg("byte %zu of the tag-1 receive was written (seed %#llx)", i,

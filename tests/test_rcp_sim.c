@@ -306,27 +306,6 @@ static void t_rma_paths(void **state)
 
 /* ---- single scenarios --------------------------------------------------- */
 
-struct one {
-	rcp_req *r;
-	struct rcp_status st;
-	int done;
-};
-
-static int one_done(void *arg)
-{
-	struct one *o = arg;
-	if (!o->done && rcpc_req_done(o->r, &o->st))
-		o->done = 1;
-	return o->done;
-}
-
-static int two_done(void *arg)
-{
-	struct one *o = arg;
-	int a = one_done(&o[0]), b = one_done(&o[1]);
-	return a && b;
-}
-
 /* The options of pair(), for tests that change a parameter first. */
 static struct sim_opts pair_opts(uint64_t seed, double drop, int rma, uint32_t mtu)
 {
@@ -362,7 +341,7 @@ static void t_huge_message(void **state)
 {
 	const size_t len = 256u << 20;
 	unsigned char *src = malloc(len), *dst = malloc(len);
-	struct one o[2] = {{0}};
+	struct sim_one o[2] = {{0}};
 	struct sim *s;
 	(void)state;
 
@@ -379,7 +358,7 @@ static void t_huge_message(void **state)
 		    0);
 		assert_int_equal(rcpc_isend(sim_chan(s, 0, 1), 5, src, len, sim_now(s), &o[0].r),
 		                 0);
-		assert_int_equal(sim_run(s, two_done, o, 3600 * SEC), 0);
+		assert_int_equal(sim_run(s, sim_two_done, o, 3600 * SEC), 0);
 		assert_int_equal(o[0].st.error, 0);
 		assert_int_equal(o[1].st.error, 0);
 		assert_int_equal(o[1].st.len, len);
@@ -394,14 +373,14 @@ static void t_zero_and_truncate(void **state)
 {
 	struct sim *s = pair(test_seed(8), 0, 0, 4096);
 	unsigned char big[20000], small[100], none[1];
-	struct one o[2] = {{0}};
+	struct sim_one o[2] = {{0}};
 	(void)state;
 
 	/* Zero bytes, sender first. */
 	assert_int_equal(rcpc_isend(sim_chan(s, 0, 1), 1, NULL, 0, sim_now(s), &o[0].r), 0);
 	assert_int_equal(
 	    rcpc_irecv(sim_core(s, 1), NULL, RCP_ANY_TAG, none, 0, sim_now(s), &o[1].r), 0);
-	assert_int_equal(sim_run(s, two_done, o, 10 * SEC), 0);
+	assert_int_equal(sim_run(s, sim_two_done, o, 10 * SEC), 0);
 	assert_int_equal(o[1].st.error, 0);
 	assert_int_equal(o[1].st.len, 0);
 	assert_int_equal(o[1].st.tag, 1);
@@ -418,8 +397,8 @@ static void t_zero_and_truncate(void **state)
 		assert_int_equal(
 		    rcpc_isend(sim_chan(s, 0, 1), 2, big, sizeof big, sim_now(s), &o[0].r), 0);
 		if (late) {
-			struct one dummy = {.r = o[0].r};
-			sim_run(s, one_done, &dummy, SEC / 1000);
+			struct sim_one dummy = {.r = o[0].r};
+			sim_run(s, sim_one_done, &dummy, SEC / 1000);
 			assert_int_equal(rcpc_irecv(sim_core(s, 1), sim_chan(s, 1, 0), 2, small,
 			                            sizeof small, sim_now(s), &o[1].r),
 			                 0);
@@ -428,7 +407,7 @@ static void t_zero_and_truncate(void **state)
 				o[0].st = dummy.st;
 			}
 		}
-		assert_int_equal(sim_run(s, two_done, o, 10 * SEC), 0);
+		assert_int_equal(sim_run(s, sim_two_done, o, 10 * SEC), 0);
 		assert_int_equal(o[0].st.error, 0);
 		assert_int_equal(o[1].st.error, RCP_ETRUNC);
 		assert_int_equal(o[1].st.len, sizeof big);
@@ -471,9 +450,9 @@ static void t_wildcards_many(void **state)
 			                 0);
 		}
 	for (int i = 0; i < (N - 1) * M; i++) {
-		struct one w = {.r = rr[i]};
+		struct sim_one w = {.r = rr[i]};
 		int from;
-		assert_int_equal(sim_run(s, one_done, &w, 60 * SEC), 0);
+		assert_int_equal(sim_run(s, sim_one_done, &w, 60 * SEC), 0);
 		assert_int_equal(w.st.error, 0);
 		/* Which sender?  The tag says; its order must be kept. */
 		from = (int)(w.st.tag / 1000);
@@ -488,8 +467,8 @@ static void t_wildcards_many(void **state)
 	/* Drain the sends (acks) and cancel the surplus receives. */
 	for (int f = 1; f < N; f++)
 		for (int i = 0; i < M; i++) {
-			struct one w = {.r = sr[f][i]};
-			assert_int_equal(sim_run(s, one_done, &w, 60 * SEC), 0);
+			struct sim_one w = {.r = sr[f][i]};
+			assert_int_equal(sim_run(s, sim_one_done, &w, 60 * SEC), 0);
 			assert_int_equal(w.st.error, 0);
 		}
 	for (int i = (N - 1) * M; i < N * M; i++) {
@@ -507,7 +486,7 @@ static void t_peer_timeout(void **state)
 {
 	struct sim *s = pair(test_seed(10), 0, 0, 4096);
 	static unsigned char big[1 << 20], rb[64];
-	struct one o[3] = {{0}};
+	struct sim_one o[3] = {{0}};
 	rcp_req *anyr;
 	uint64_t t0;
 	(void)state;
@@ -519,7 +498,7 @@ static void t_peer_timeout(void **state)
 	    rcpc_irecv(sim_core(s, 0), sim_chan(s, 0, 1), 1, rb, sizeof rb, sim_now(s), &o[1].r),
 	    0);
 	assert_int_equal(rcpc_irecv(sim_core(s, 0), NULL, 1, rb, sizeof rb, sim_now(s), &anyr), 0);
-	assert_int_equal(sim_run(s, two_done, o, 60 * SEC), 0);
+	assert_int_equal(sim_run(s, sim_two_done, o, 60 * SEC), 0);
 	assert_int_equal(o[0].st.error, RCP_EPEER);
 	assert_int_equal(o[1].st.error, RCP_EPEER);
 	/* Within the timeout plus a little, not before it. */
@@ -546,7 +525,7 @@ static void t_silent_peer_backoff(void **state)
 	for (int k = 0; k < 2; k++) {
 		struct sim *s = pair(test_seed(40 + (uint64_t)k), 0, 0, 4096);
 		struct rcp_ep_stats st;
-		struct one o[2] = {{0}};
+		struct sim_one o[2] = {{0}};
 		unsigned char rb[8];
 
 		sim_kill(s, 1);
@@ -558,7 +537,7 @@ static void t_silent_peer_backoff(void **state)
 		assert_int_equal(rcpc_irecv(sim_core(s, 0), sim_chan(s, 0, 1), 1, rb, sizeof rb,
 		                            sim_now(s), &o[1].r),
 		                 0);
-		assert_int_equal(sim_run(s, two_done, o, 60 * SEC), 0);
+		assert_int_equal(sim_run(s, sim_two_done, o, 60 * SEC), 0);
 		assert_int_equal(o[0].st.error, k ? RCP_EPEER : 0);
 		assert_int_equal(o[1].st.error, RCP_EPEER);
 		rcpc_core_stats(sim_core(s, 0), &st);
@@ -590,8 +569,8 @@ static void t_credits(void **state)
 		    rcpc_isend(sim_chan(s, 0, 1), 3, sb[i], sizeof sb[i], sim_now(s), &sr[i]), 0);
 	}
 	{
-		struct one w = {.r = sr[M - 1]};
-		sim_run(s, one_done, &w, 1 * SEC); /* let everything settle */
+		struct sim_one w = {.r = sr[M - 1]};
+		sim_run(s, sim_one_done, &w, 1 * SEC); /* let everything settle */
 		rcpc_core_stats(sim_core(s, 1), &st);
 		/* Buffered eager messages never exceed the credits granted. */
 		assert_true(st.unexpected_held_peak <= 64);
@@ -602,20 +581,20 @@ static void t_credits(void **state)
 			sr[M - 1] = NULL;
 	}
 	for (int i = 0; i < M; i++) {
-		struct one w = {0};
+		struct sim_one w = {0};
 		assert_int_equal(rcpc_irecv(sim_core(s, 1), sim_chan(s, 1, 0), 3, rbuf[i],
 		                            sizeof rbuf[i], sim_now(s), &rr[i]),
 		                 0);
 		w.r = rr[i];
-		assert_int_equal(sim_run(s, one_done, &w, 10 * SEC), 0);
+		assert_int_equal(sim_run(s, sim_one_done, &w, 10 * SEC), 0);
 		assert_int_equal(w.st.error, 0);
 		assert_memory_equal(rbuf[i], sb[i], sizeof sb[i]);
 	}
 	for (int i = 0; i < M; i++) {
-		struct one w = {.r = sr[i]};
+		struct sim_one w = {.r = sr[i]};
 		if (!sr[i])
 			continue;
-		assert_int_equal(sim_run(s, one_done, &w, 10 * SEC), 0);
+		assert_int_equal(sim_run(s, sim_one_done, &w, 10 * SEC), 0);
 		assert_int_equal(w.st.error, 0);
 	}
 	sim_free(s);
@@ -628,7 +607,7 @@ static void t_mcast(void **state)
 	struct sim *s;
 	static unsigned char src[50000], dst[N][50000];
 	rcp_chan *chans[N - 1];
-	struct one m = {0};
+	struct sim_one m = {0};
 	(void)state;
 
 	o.n = N;
@@ -642,15 +621,15 @@ static void t_mcast(void **state)
 		chans[i - 1] = sim_chan(s, 0, i);
 	assert_int_equal(rcpc_mcast(chans, N - 1, 9, src, sizeof src, sim_now(s), &m.r), 0);
 	for (int i = 1; i < N; i++) {
-		struct one w = {0};
+		struct sim_one w = {0};
 		assert_int_equal(
 		    rcpc_irecv(sim_core(s, i), NULL, 9, dst[i], sizeof dst[i], sim_now(s), &w.r),
 		    0);
-		assert_int_equal(sim_run(s, one_done, &w, 60 * SEC), 0);
+		assert_int_equal(sim_run(s, sim_one_done, &w, 60 * SEC), 0);
 		assert_int_equal(w.st.error, 0);
 		assert_memory_equal(dst[i], src, sizeof src);
 	}
-	assert_int_equal(sim_run(s, one_done, &m, 60 * SEC), 0);
+	assert_int_equal(sim_run(s, sim_one_done, &m, 60 * SEC), 0);
 	assert_int_equal(m.st.error, 0);
 	sim_free(s);
 }
@@ -682,7 +661,7 @@ static void t_garbage(void **state)
 	struct sim *s = pair(test_seed(13), 0, 0, 4096);
 	uint64_t r = test_seed(13);
 	unsigned char f[4096];
-	struct one o[2] = {{0}};
+	struct sim_one o[2] = {{0}};
 	unsigned char sb[3000], rb[3000];
 	struct rcp_ep_stats st;
 	(void)state;
@@ -707,7 +686,7 @@ static void t_garbage(void **state)
 	    rcpc_irecv(sim_core(s, 1), sim_chan(s, 1, 0), 1, rb, sizeof rb, sim_now(s), &o[1].r),
 	    0);
 	assert_int_equal(rcpc_isend(sim_chan(s, 0, 1), 1, sb, sizeof sb, sim_now(s), &o[0].r), 0);
-	assert_int_equal(sim_run(s, two_done, o, 10 * SEC), 0);
+	assert_int_equal(sim_run(s, sim_two_done, o, 10 * SEC), 0);
 	assert_int_equal(o[1].st.error, 0);
 	assert_memory_equal(rb, sb, sizeof sb);
 	sim_free(s);
@@ -738,7 +717,7 @@ static void t_replay(void **state)
 	struct sim *s = pair(test_seed(15), 0.05, 0, 4096);
 	static struct tape t;
 	static unsigned char sb[8][20000], rb[8][20000], extra[8];
-	struct one o[2] = {{0}};
+	struct sim_one o[2] = {{0}};
 	uint64_t r = test_seed(15);
 	rcp_req *late;
 	(void)state;
@@ -754,7 +733,7 @@ static void t_replay(void **state)
 		                 0);
 		assert_int_equal(rcpc_isend(sim_chan(s, 0, 1), 1, sb[i], len, sim_now(s), &o[0].r),
 		                 0);
-		assert_int_equal(sim_run(s, two_done, o, 10 * SEC), 0);
+		assert_int_equal(sim_run(s, sim_two_done, o, 10 * SEC), 0);
 		assert_int_equal(o[1].st.error, 0);
 		assert_int_equal(test_check(rb[i], len, (uint64_t)i), -1);
 	}
@@ -775,17 +754,17 @@ static void t_replay(void **state)
 		rcpc_flush(sim_core(s, 1), sim_now(s));
 	}
 	{
-		struct one w = {.r = late};
-		sim_run(s, one_done, &w, SEC / 10);
+		struct sim_one w = {.r = late};
+		sim_run(s, sim_one_done, &w, SEC / 10);
 		assert_int_equal(w.done, 0); /* nothing was delivered twice */
 	}
 	/* Still works: the late receive takes the next real message. */
 	{
-		struct one w[2] = {{0}};
+		struct sim_one w[2] = {{0}};
 		w[1].r = late;
 		assert_int_equal(
 		    rcpc_isend(sim_chan(s, 0, 1), 2, "abcdefg", 8, sim_now(s), &w[0].r), 0);
-		assert_int_equal(sim_run(s, two_done, w, 10 * SEC), 0);
+		assert_int_equal(sim_run(s, sim_two_done, w, 10 * SEC), 0);
 		assert_int_equal(w[1].st.error, 0);
 		assert_int_equal(w[1].st.tag, 2);
 		assert_memory_equal(extra, "abcdefg", 8);
@@ -814,7 +793,7 @@ static void t_compact_eager(void **state)
 		char buf[3][8] = {"ping000"};
 		buf[0][6] = (char)('0' + i);
 		for (int side = 0; side < 2; side++) {
-			struct one o[2] = {{0}};
+			struct sim_one o[2] = {{0}};
 			int to = !side;
 			uint64_t tag = 100 * (uint64_t)(side + 1) + (uint64_t)i;
 			assert_int_equal(rcpc_irecv(sim_core(s, to), sim_chan(s, to, side),
@@ -824,7 +803,7 @@ static void t_compact_eager(void **state)
 			assert_int_equal(rcpc_isend(sim_chan(s, side, to), tag, buf[side], 8,
 			                            sim_now(s), &o[0].r),
 			                 0);
-			assert_int_equal(sim_run(s, two_done, o, 10 * SEC), 0);
+			assert_int_equal(sim_run(s, sim_two_done, o, 10 * SEC), 0);
 			assert_int_equal(o[1].st.error, 0);
 			assert_int_equal(o[1].st.tag, tag);
 			assert_int_equal(o[1].st.len, 8);
@@ -893,11 +872,11 @@ static void t_garbage_nocrc(void **state)
 
 /* Runs until both requests of O complete; on a stall, fails with both
  * channels' state (the first thing to read when a protocol change hangs). */
-static void run_two_or_dump(struct sim *s, struct one *o, const char *what, size_t size,
+static void run_two_or_dump(struct sim *s, struct sim_one *o, const char *what, size_t size,
                             uint64_t seed)
 {
 	char d0[1024], d1[1024];
-	if (!sim_run(s, two_done, o, 100 * SEC))
+	if (!sim_run(s, sim_two_done, o, 100 * SEC))
 		return;
 	rcpc_chan_debug(sim_chan(s, 0, 1), d0, sizeof d0);
 	rcpc_chan_debug(sim_chan(s, 1, 0), d1, sizeof d1);
@@ -938,7 +917,7 @@ static void echo_run(uint64_t seed, uint32_t mtu, uint32_t rxf, int rma)
 	sim_chan(s, 0, 1);
 	sim_chan(s, 1, 0);
 	for (size_t i = 0; i < sizeof sz / sizeof sz[0]; i++) {
-		struct one x[2] = {{0}}, y[2] = {{0}};
+		struct sim_one x[2] = {{0}}, y[2] = {{0}};
 		test_fill(a, sz[i], i);
 		/* Child posts first; parent sends. */
 		assert_int_equal(rcpc_irecv(sim_core(s, 1), sim_chan(s, 1, 0), 100 + i, b, sz[i],
@@ -990,7 +969,7 @@ static void t_piggyback(void **state)
 	(void)state;
 	for (int i = 0; i < rounds; i++) {
 		for (int side = 0; side < 2; side++) {
-			struct one x[2] = {{0}};
+			struct sim_one x[2] = {{0}};
 			int to = !side;
 			assert_int_equal(rcpc_irecv(sim_core(s, to), sim_chan(s, to, side),
 			                            RCP_ANY_TAG, in, sizeof in, sim_now(s),
@@ -1037,7 +1016,7 @@ static void t_stream_at_once(void **state)
 	for (size_t i = 0; i < len; i++)
 		out[i] = (unsigned char)(i * 7 + 3);
 	for (int i = 0; i < 3; i++) {
-		struct one x[2] = {{0}};
+		struct sim_one x[2] = {{0}};
 		const uint64_t payload = 4096 - RCPW_HLEN, frames = (len + payload - 1) / payload;
 		assert_int_equal(rcpc_irecv(sim_core(s, 1), sim_chan(s, 1, 0), RCP_ANY_TAG, in, len,
 		                            sim_now(s), &x[1].r),
@@ -1082,7 +1061,7 @@ static void t_copied_send(void **state)
 	o.params.send_buf = 2 * payload; /* room for two copies */
 	s = pair_from(&o);
 	for (int round = 0; round < 8; round++) {
-		struct one x[3][2];
+		struct sim_one x[3][2];
 		memset(x, 0, sizeof x);
 		for (int k = 0; k < 3; k++) {
 			uint64_t id = (uint64_t)(3 * round + k);
@@ -1117,7 +1096,7 @@ static void t_copied_send(void **state)
 	}
 	/* rcpc_issend: never at once, small or large; done once acked. */
 	for (int k = 0; k < 2; k++) {
-		struct one x[2] = {{0}};
+		struct sim_one x[2] = {{0}};
 		size_t n = k ? len : 8;
 		test_fill(out[0], n, 100);
 		assert_int_equal(
@@ -1143,7 +1122,7 @@ static void t_ack_owed(void **state)
 	struct sim *s = pair(seed, 0, 0, 4096);
 	unsigned char out[8] = {9, 8, 7, 6, 5, 4, 3, 2}, in[8];
 	struct rcp_ep_stats a, b;
-	struct one x[2] = {{0}};
+	struct sim_one x[2] = {{0}};
 
 	(void)state;
 	assert_int_equal(rcpc_irecv(sim_core(s, 1), sim_chan(s, 1, 0), RCP_ANY_TAG, in, sizeof in,
@@ -1218,10 +1197,10 @@ static int64_t script_fate(void *arg, int from, int to, const void *frame, size_
 
 static int all_done(void *arg)
 {
-	struct one *o = arg;
+	struct sim_one *o = arg;
 	int all = 1;
 	for (; o->r; o++)
-		if (!one_done(o))
+		if (!sim_one_done(o))
 			all = 0;
 	return all;
 }
@@ -1236,20 +1215,20 @@ static void burst(uint64_t seed, struct script *sc, int n, uint32_t *first, uint
 {
 	struct sim *s = pair(seed, 0, 0, 4096);
 	static unsigned char sb[32][1000], rb[32][1000];
-	struct one o[65];
+	struct sim_one o[65];
 	struct rcp_ep_stats a, b;
 	char d[1024];
 	unsigned una, next;
 
 	assert_true(n <= 32);
 	for (int i = 0; i < 20; i++) {
-		struct one x[2] = {{0}};
+		struct sim_one x[2] = {{0}};
 		assert_int_equal(rcpc_irecv(sim_core(s, 1), sim_chan(s, 1, 0), RCP_ANY_TAG, rb[0],
 		                            8, sim_now(s), &x[1].r),
 		                 0);
 		assert_int_equal(rcpc_issend(sim_chan(s, 0, 1), 1, sb[0], 8, sim_now(s), &x[0].r),
 		                 0);
-		assert_int_equal(sim_run(s, two_done, x, SEC), 0);
+		assert_int_equal(sim_run(s, sim_two_done, x, SEC), 0);
 	}
 	sim_run(s, never, NULL, SEC / 100); /* every ack in */
 	rcpc_chan_debug(sim_chan(s, 0, 1), d, sizeof d);
@@ -1445,13 +1424,13 @@ static struct sim *talked_pair(uint64_t seed, struct grab *g, int from, int to)
 	g->to = to;
 	sim_set_tap(s, grab_rec, g);
 	for (int side = 0; side < 2; side++) {
-		struct one x[2] = {{0}};
+		struct sim_one x[2] = {{0}};
 		assert_int_equal(rcpc_irecv(sim_core(s, !side), sim_chan(s, !side, side),
 		                            RCP_ANY_TAG, r, 8, sim_now(s), &x[1].r),
 		                 0);
 		assert_int_equal(
 		    rcpc_issend(sim_chan(s, side, !side), 1, b, 8, sim_now(s), &x[0].r), 0);
-		assert_int_equal(sim_run(s, two_done, x, SEC), 0);
+		assert_int_equal(sim_run(s, sim_two_done, x, SEC), 0);
 	}
 	sim_run(s, never, NULL, SEC / 100);
 	sim_set_tap(s, NULL, NULL);
@@ -1473,7 +1452,7 @@ static void t_forged_ack(void **state)
 	char d0[1024], d1[1024];
 	unsigned una, next, rx, rxmsg;
 	struct rcp_ep_stats a, b;
-	struct one x[2] = {{0}};
+	struct sim_one x[2] = {{0}};
 	(void)state;
 
 	for (int phase = 0; phase < 2; phase++) {
@@ -1527,7 +1506,7 @@ static void t_forged_ack(void **state)
 		assert_int_equal(rcpc_irecv(sim_core(s, 1), sim_chan(s, 1, 0), 9, rb, sizeof rb,
 		                            sim_now(s), &x[1].r),
 		                 0);
-		assert_int_equal(sim_run(s, two_done, x, 10 * SEC), 0);
+		assert_int_equal(sim_run(s, sim_two_done, x, 10 * SEC), 0);
 		assert_int_equal(x[0].st.error, 0);
 		assert_int_equal(x[1].st.error, 0);
 		assert_int_equal(test_check(rb, sizeof rb, 3), -1);
@@ -1547,7 +1526,7 @@ static void t_forged_ack_stranger(void **state)
 	unsigned char f[RCPW_HLEN + 64], b[8] = "1234567", r[8];
 	struct rcp_ep_stats a, z;
 	struct grab g = {.from = 0, .to = 1};
-	struct one x[2] = {{0}};
+	struct sim_one x[2] = {{0}};
 	struct sim *s;
 	rcp_chan *ch;
 	(void)state;
@@ -1559,7 +1538,7 @@ static void t_forged_ack_stranger(void **state)
 	assert_int_equal(rcpc_irecv(sim_core(s, 1), NULL, RCP_ANY_TAG, r, 8, sim_now(s), &x[1].r),
 	                 0);
 	assert_int_equal(rcpc_issend(sim_chan(s, 0, 1), 1, b, 8, sim_now(s), &x[0].r), 0);
-	assert_int_equal(sim_run(s, two_done, x, SEC), 0);
+	assert_int_equal(sim_run(s, sim_two_done, x, SEC), 0);
 	sim_set_tap(s, NULL, NULL);
 	assert_int_not_equal(g.len, 0);
 	forge(&g, f, RCPW_ACK, 0, 0, 1u + 0x80000000u, 0, 0, NULL, 0);
@@ -1589,7 +1568,7 @@ static void t_forged_ack_stranger(void **state)
 	assert_int_equal(rcpc_irecv(sim_core(s, 1), NULL, RCP_ANY_TAG, r, 8, sim_now(s), &x[1].r),
 	                 0);
 	assert_int_equal(rcpc_issend(sim_chan(s, 0, 1), 2, b, 8, sim_now(s), &x[0].r), 0);
-	assert_int_equal(sim_run(s, two_done, x, SEC), 0);
+	assert_int_equal(sim_run(s, sim_two_done, x, SEC), 0);
 	assert_int_equal(x[1].st.tag, 2);
 	sim_free(s);
 }
@@ -1645,7 +1624,7 @@ static void t_stale_dst_epoch(void **state)
 	unsigned una, next, rx, rxmsg;
 	uint32_t epoch = get32(g.f, 16);
 	struct rcp_ep_stats a, b;
-	struct one w = {0};
+	struct sim_one w = {0};
 	char d[1024];
 	size_t n;
 	(void)state;
@@ -1665,7 +1644,7 @@ static void t_stale_dst_epoch(void **state)
 		sim_inject(s, 0, 1, f, n);
 		rcpc_flush(sim_core(s, 1), sim_now(s));
 		rcpc_core_stats(sim_core(s, 1), &b);
-		if (one_done(&w) || b.stale_frames != a.stale_frames + 1)
+		if (sim_one_done(&w) || b.stale_frames != a.stale_frames + 1)
 			fail_msg("frame for epoch %#x (ours %#x): delivered %d, stale +%llu (seed "
 			         "%#llx)",
 			         wrong, epoch, w.done,
@@ -1677,7 +1656,7 @@ static void t_stale_dst_epoch(void **state)
 	set_le(f, 40, rcpw_crc32c(0, f, n), 4);
 	sim_inject(s, 0, 1, f, n);
 	rcpc_flush(sim_core(s, 1), sim_now(s));
-	assert_int_equal(one_done(&w), 1);
+	assert_int_equal(sim_one_done(&w), 1);
 	assert_int_equal(w.st.tag, 77);
 	assert_memory_equal(rb, msg, 8);
 	sim_free(s);
@@ -1715,7 +1694,7 @@ static void t_cancel_queued_ids(void **state)
 	}
 	assert_int_equal(rcpc_isend(sim_chan(s, 0, 1), M, sb[M], 8, sim_now(s), &sr[M]), 0);
 	for (int i = 0; i <= M; i++) {
-		struct one w = {0};
+		struct sim_one w = {0};
 		int skip = 0;
 		for (size_t k = 0; k < sizeof cancel / sizeof cancel[0]; k++)
 			skip |= cancel[k] == i;
@@ -1724,7 +1703,7 @@ static void t_cancel_queued_ids(void **state)
 		assert_int_equal(rcpc_irecv(sim_core(s, 1), sim_chan(s, 1, 0), RCP_ANY_TAG,
 		                            rb[next], 8, sim_now(s), &w.r),
 		                 0);
-		if (sim_run(s, one_done, &w, 10 * SEC))
+		if (sim_run(s, sim_one_done, &w, 10 * SEC))
 			fail_msg("message %d never arrived after cancels (seed %#llx)", i,
 			         (unsigned long long)seed);
 		assert_int_equal(w.st.error, 0);
@@ -1733,10 +1712,10 @@ static void t_cancel_queued_ids(void **state)
 		next++;
 	}
 	for (int i = 0; i <= M; i++) {
-		struct one w = {.r = sr[i]};
+		struct sim_one w = {.r = sr[i]};
 		if (!sr[i])
 			continue;
-		assert_int_equal(sim_run(s, one_done, &w, 10 * SEC), 0);
+		assert_int_equal(sim_run(s, sim_one_done, &w, 10 * SEC), 0);
 		assert_int_equal(w.st.error, 0);
 	}
 	sim_free(s);
@@ -1761,16 +1740,16 @@ static void t_window_asymmetric(void **state)
 	s = pair_from(&o);
 	/* Each end learns the other's window from its first frame. */
 	for (int side = 0; side < 2; side++) {
-		struct one x[2] = {{0}};
+		struct sim_one x[2] = {{0}};
 		assert_int_equal(rcpc_irecv(sim_core(s, !side), sim_chan(s, !side, side),
 		                            RCP_ANY_TAG, rb[0], 8, sim_now(s), &x[1].r),
 		                 0);
 		assert_int_equal(
 		    rcpc_issend(sim_chan(s, side, !side), 1, sb[0], 8, sim_now(s), &x[0].r), 0);
-		assert_int_equal(sim_run(s, two_done, x, SEC), 0);
+		assert_int_equal(sim_run(s, sim_two_done, x, SEC), 0);
 	}
 	for (int round = 0; round < 2; round++) {
-		struct one x[4] = {{0}};
+		struct sim_one x[4] = {{0}};
 		for (int side = 0; side < 2; side++) {
 			test_fill(sb[side], sizeof sb[side], (uint64_t)(side + 10 * round));
 			/* Receiver first on round 0 (streamed), sender first on 1. */
