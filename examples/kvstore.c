@@ -170,8 +170,8 @@ static void cb(rcp_rpc_req *req, int status, void *out, void *arg)
 
 /* The client: loads the server at ADDR from CADDR.  Returns the number of
  * failed calls or wrong values, or -1 if it could not run. */
-static int client(const char *transport, const char *mode, long ops, int inflight,
-                  const char *addr, const char *caddr)
+static int client(const char *transport, const char *mode, long ops, int inflight, const char *addr,
+                  const char *caddr)
 {
 	uint64_t seed = 42;
 	rcp_ep *ep;
@@ -225,8 +225,7 @@ static int client(const char *transport, const char *mode, long ops, int infligh
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	rcp_rpc_get_stats(rpc, &rs);
 	{
-		double s =
-		    (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
+		double s = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
 		printf("kvstore: %s %s: %ld ops (%d keys), %.0f ops/s, %d failures, "
 		       "%llu by remote fetch\n",
 		       transport, mode, done_ops, nkeys, (double)started / s, failures,
@@ -287,8 +286,7 @@ int main(int argc, char **argv)
 			return 1;
 		/* The server must not outlive the client, however that ends
 		 * (the parent may die before prctl: check it afterwards). */
-		if (pid == 0 &&
-		    (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent))
+		if (pid == 0 && (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent))
 			_exit(5);
 	}
 	if (pid == 0) {

@@ -67,10 +67,10 @@
 
 #include "nic/nic_int.h"
 
-#define TRAILER   32u /* nonce (16) + tag (16) */
-#define NONCE_LEN 16u /* bytes of the 24-byte XChaCha20 nonce that are sent */
-#define TRAILERS  256u
-#define BURST     64
+#define TRAILER    32u /* nonce (16) + tag (16) */
+#define NONCE_LEN  16u /* bytes of the 24-byte XChaCha20 nonce that are sent */
+#define TRAILERS   256u
+#define BURST      64
 #define IOV_MAX_IN 15 /* caller iovecs; one more for the trailer */
 
 struct auth_nic {
@@ -228,7 +228,8 @@ static int anic_recv_wait(rcp_nic *nic, struct rcp_nic_frame *frames, int max, i
 	uint64_t end = timeout_ns > 0 ? rcpi_now_ns() + (uint64_t)timeout_ns : 0;
 
 	for (;;) {
-		int n = rcp_nic_recv_wait(a->inner, a->burst, max < BURST ? max : BURST, timeout_ns);
+		int n =
+		    rcp_nic_recv_wait(a->inner, a->burst, max < BURST ? max : BURST, timeout_ns);
 		int good = filter(a, frames, n);
 		if (good || n <= 0 || timeout_ns == 0)
 			return good;

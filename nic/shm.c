@@ -257,7 +257,7 @@
 /* ---- constants ------------------------------------------------------------ */
 
 #define SHM_MAGIC   0x31304d4853504352ull /* "RCPSHM01" little-endian */
-#define SHM_VERSION 2u /* 2: registration table entries hold the region */
+#define SHM_VERSION 2u                    /* 2: registration table entries hold the region */
 
 #define CELL       64u /* ring cell, one cache line */
 #define CELL_SHIFT 6
@@ -572,7 +572,8 @@ static long db_holder_uid(const struct sockaddr_un *sa, socklen_t salen)
 				if (a->rta_type == UNIX_DIAG_NAME && RTA_PAYLOAD(a) == plen &&
 				    !memcmp(RTA_DATA(a), sa->sun_path, plen))
 					named = 1;
-				else if (a->rta_type == UNIX_DIAG_UID && RTA_PAYLOAD(a) >= sizeof(uid_t))
+				else if (a->rta_type == UNIX_DIAG_UID &&
+				         RTA_PAYLOAD(a) >= sizeof(uid_t))
 					u = (long)*(const uid_t *)RTA_DATA(a);
 			}
 			if (named && u >= 0) {
@@ -958,9 +959,10 @@ static int seg_dead(int dfd, const char *file, uint32_t pidns, pid_t *owner)
 	    !(st.st_mode & 077) && (uint64_t)st.st_size >= SEG_HDR_BYTES) {
 		h = mmap(NULL, SEG_HDR_BYTES, PROT_READ, MAP_SHARED, fd, 0);
 		if (h != MAP_FAILED) {
-			dead = atomic_load_explicit(&h->magic, memory_order_acquire) == SHM_MAGIC &&
-			       h->owner_pidns == pidns &&
-			       !rcpi_proc_alive(h->owner_pid, h->owner_start, h->owner_pidns, pidns);
+			dead =
+			    atomic_load_explicit(&h->magic, memory_order_acquire) == SHM_MAGIC &&
+			    h->owner_pidns == pidns &&
+			    !rcpi_proc_alive(h->owner_pid, h->owner_start, h->owner_pidns, pidns);
 			*owner = h->owner_pid;
 			munmap(h, SEG_HDR_BYTES);
 		}
@@ -1453,7 +1455,8 @@ static int peer_connect(struct shm_nic *nic, struct shm_peer *p, const char *nam
 	p->mrs = seg_mrs(p->seg, &l);
 	/* We only ever read the owner's registrations: a stray store of ours
 	 * must not be able to grant access (see RMA). */
-	if (mprotect((unsigned char *)p->map + l.mrs_off, (size_t)(l.rings_off - l.mrs_off), PROT_READ) < 0)
+	if (mprotect((unsigned char *)p->map + l.mrs_off, (size_t)(l.rings_off - l.mrs_off),
+	             PROT_READ) < 0)
 		rcpi_debug("shm %s: mprotect of %s's table: %s", nic->name, path, strerror(errno));
 	p->namelen = (uint8_t)n;
 	memcpy(p->name, name, n);
@@ -2109,8 +2112,7 @@ static int rma(struct shm_nic *nic, int peer, void *local, size_t len, const voi
 			/* The key said yes but the memory is not mapped (freed
 			 * without deregistering?), or LOCAL is bad. */
 			rcpi_warn("shm %s: RMA %s at %#llx+%zu faulted", nic->name,
-			          write ? "put" : "get", (unsigned long long)addr,
-			          len);
+			          write ? "put" : "get", (unsigned long long)addr, len);
 			return RCP_EACCES;
 		case ENOMEM: return RCP_ENOMEM;
 		case EINVAL: return RCP_EINVAL;

@@ -819,15 +819,17 @@ static int client_session(struct client *c, struct row *rows, rcp_ep **idle)
 	}
 	/* Below the table (stderr with --csv, which must stay one table). */
 	if (!o->csv)
-		printf("retx: frames sent again, both ends.  Timers resend (a tail-loss probe after\n"
-		       "      ~2 round trips of silence, a timeout after >= 250 us), so a stalled\n"
-		       "      process (descheduled, e.g. two spinners on two CPUs) causes them on a\n"
-		       "      link that lost nothing; the peer then drops the duplicate.\n");
+		printf(
+		    "retx: frames sent again, both ends.  Timers resend (a tail-loss probe after\n"
+		    "      ~2 round trips of silence, a timeout after >= 250 us), so a stalled\n"
+		    "      process (descheduled, e.g. two spinners on two CPUs) causes them on a\n"
+		    "      link that lost nothing; the peer then drops the duplicate.\n");
 	if (c->verify)
 		fprintf(o->csv ? stderr : stdout,
 		        "verified: %llu messages, %llu bytes, every byte as sent (pings at the "
 		        "server, echoes here)\n",
-		        (unsigned long long)c->verified_msgs, (unsigned long long)c->verified_bytes);
+		        (unsigned long long)c->verified_msgs,
+		        (unsigned long long)c->verified_bytes);
 	fflush(stdout);
 	rc = ctrl_send(c->ch, C_BYE, 0, 0, 0, NULL, ms_ns(o->timeout_ms));
 	if (rc || ctrl_expect(c, C_BYE_ACK, &m)) {

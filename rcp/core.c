@@ -360,7 +360,7 @@ struct rcp_chan {
 	size_t unexp_bytes;     /* and their bytes (records and buffers) */
 	int credit_stalled;     /* the head of startq waits for a credit */
 	int nic_err;            /* what the nic said to our last frame (CLOSE) */
-	struct list rndv;     /* R_FILL receives */
+	struct list rndv;       /* R_FILL receives */
 	rcp_req *reserved;
 	uint32_t posted_specific; /* posted receives naming this channel */
 	int ack_now, ack_pending;
@@ -387,7 +387,7 @@ struct rcpc_core {
 	 * heads, never past the receives other channels wait on. */
 	struct list posted_any;
 	uint64_t post_seq;
-	struct list unexp;  /* unexpected messages, in arrival order */
+	struct list unexp; /* unexpected messages, in arrival order */
 	rcp_chan **by_peer;
 	int npeers;
 	rcp_req *free_reqs;
@@ -398,7 +398,7 @@ struct rcpc_core {
 	int nfree_bufs, cap_free_bufs;
 	size_t sendbuf_used; /* bytes of pool buffers held by copied sends */
 	size_t reorder_used;
-	uint64_t unexp_held; /* eager unexpected messages buffered now */
+	uint64_t unexp_held;  /* eager unexpected messages buffered now */
 	uint32_t credits_eff; /* credits a channel grants (CREDITS) */
 	int completed;
 	int retry;            /* a frame or ack the nic refused is waiting */

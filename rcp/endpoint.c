@@ -267,17 +267,15 @@ int rcp_ep_open(const char *nic_addr, const struct rcp_ep_config *cfg, rcp_ep **
 	crc = cfg ? cfg->crc : RCP_CRC_DEFAULT;
 	if (crc == RCP_CRC_DEFAULT) {
 		const char *e = rcpi_env_str("RCP_CRC");
-		crc = !e || !strcmp(e, "auto") ? RCP_CRC_AUTO
-		      : atoi(e)               ? RCP_CRC_ON
-		                              : RCP_CRC_OFF;
+		crc = !e || !strcmp(e, "auto") ? RCP_CRC_AUTO : atoi(e) ? RCP_CRC_ON : RCP_CRC_OFF;
 	}
 	p.crc = crc < 0 ? !(ep->info.caps & RCP_NIC_CAP_CHECKED) : crc != RCP_CRC_OFF;
 	p.peer_timeout = (uint64_t)rcpi_env_int("RCP_PEER_TIMEOUT", 5000) * 1000000ull;
 	p.rto_min = (uint64_t)rcpi_env_int("RCP_RTO_MIN_US", (int64_t)(p.rto_min / 1000)) * 1000;
 	p.ack_delay =
 	    (uint64_t)rcpi_env_int("RCP_ACK_DELAY_US", (int64_t)(p.ack_delay / 1000)) * 1000;
-	p.credits = cfg && cfg->credits ? cfg->credits
-	                                : (uint32_t)rcpi_env_int("RCP_CREDITS", p.credits);
+	p.credits =
+	    cfg && cfg->credits ? cfg->credits : (uint32_t)rcpi_env_int("RCP_CREDITS", p.credits);
 	p.unexp_bytes = cfg && cfg->unexp_bytes
 	                    ? cfg->unexp_bytes
 	                    : (size_t)rcpi_env_int("RCP_UNEXP_BYTES", (int64_t)p.unexp_bytes);

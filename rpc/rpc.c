@@ -79,7 +79,7 @@
 #include "rcp/core.h"
 #include "rpc/rpc_int.h"
 
-#define RESP_MIN 256 /* initial send-buffer capacity */
+#define RESP_MIN              256 /* initial send-buffer capacity */
 #define OWNER(p, type, field) ((type *)(void *)((char *)(p)-offsetof(type, field)))
 
 /* ---- small helpers ------------------------------------------------------------------ */
@@ -1590,7 +1590,8 @@ static void drop_recv(rcp_rpc *rpc, rcp_req *rq, void *buf, struct rbuf *b)
 			while (rcp_test_noprogress(rq, NULL) == RCP_EAGAIN && now_ns() < until)
 				rcp_progress(rpc->ep);
 			if (rcp_test_noprogress(rq, NULL) == RCP_EAGAIN) {
-				rcpi_warn("rpc: a receive rcp would not release is leaked at destroy");
+				rcpi_warn(
+				    "rpc: a receive rcp would not release is leaked at destroy");
 				return;
 			}
 		} else {

@@ -139,7 +139,7 @@ struct rcp_rpc_handle {
 	size_t scap;
 	rcp_req *sreq;
 	int responded;
-	uint32_t rfp_cli, rfp_slot; /* RFP slot + 1, 0: message */
+	uint32_t rfp_cli, rfp_slot;          /* RFP slot + 1, 0: message */
 	struct rcp_rpc_handle *next, *sprev; /* free list / sending list */
 	struct note note;                    /* sreq */
 };

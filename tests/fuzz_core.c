@@ -261,7 +261,8 @@ static unsigned char pattern(uint64_t tag, size_t len, size_t k)
 
 /* The byte loops of the oracle are not the code under test: without
  * coverage instrumentation they cost nothing per byte. */
-__attribute__((no_sanitize("coverage"))) static void fill(unsigned char *b, uint64_t tag, size_t len)
+__attribute__((no_sanitize("coverage"))) static void fill(unsigned char *b, uint64_t tag,
+                                                          size_t len)
 {
 	for (size_t k = 0; k < len; k++)
 		b[k] = pattern(tag, len, k);
@@ -338,8 +339,9 @@ static void input(int to, int from, unsigned char src, const unsigned char *fram
 {
 	if (!F.core[to])
 		return;
-	if (fuzz_ack_spins(rcpc_chan_by_peer(F.core[to], from >= 0 ? from : NNODES + src % STRANGERS),
-	                   frame, len, F.p.session))
+	if (fuzz_ack_spins(
+	        rcpc_chan_by_peer(F.core[to], from >= 0 ? from : NNODES + src % STRANGERS), frame,
+	        len, F.p.session))
 		return; /* tests/fuzz_guard.h */
 	rcpc_input(F.core[to], from < 0 ? RCP_NIC_PEER_NONE : from, &src, 1, frame, len, F.now);
 }
@@ -387,8 +389,8 @@ static void note_failed(void)
 	int failed;
 	for (int i = 0; i < NNODES; i++) {
 		rcp_chan *ch = F.core[i] ? rcpc_chan_by_peer(F.core[i], 1 - i) : NULL;
-		if (ch && rcpc_chan_debug(ch, line, sizeof line) > 0 && (t = strstr(line, "failed ")) &&
-		    sscanf(t, "failed %d", &failed) == 1 && failed)
+		if (ch && rcpc_chan_debug(ch, line, sizeof line) > 0 &&
+		    (t = strstr(line, "failed ")) && sscanf(t, "failed %d", &failed) == 1 && failed)
 			F.tainted |= FUZZ_KNOWN_STALE;
 	}
 }
@@ -422,7 +424,7 @@ static void to_deadline(void)
 	timers();
 }
 
-static const size_t sizes[16] = {0,    1,    8,     40,    200,   300,    1000,  2000,
+static const size_t sizes[16] = {0,    1,    8,     40,    200,   300,    1000, 2000,
                                  3000, 5000, 12000, 17000, 40000, 100000, 4096, 8192};
 
 static struct req *req_new(int node, int recv, uint64_t tag, size_t len)

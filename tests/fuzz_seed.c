@@ -181,9 +181,22 @@ static void seeds_frames(int udp)
 
 /* ---- fuzz_core scripts (op numbers: tests/fuzz_core.c, op()) ---- */
 
-enum { C_DELIVER = 0, C_ALL = 3, C_DROP = 4, C_ADV = 6, C_DEADLINE = 7, C_SEND = 8, C_SSEND = 9,
-       C_MCAST = 10, C_RECV = 11, C_CANCEL = 12, C_PROBE = 13, C_CLOSE = 14, C_RESTART = 15,
-       C_REAP = 16 };
+enum {
+	C_DELIVER = 0,
+	C_ALL = 3,
+	C_DROP = 4,
+	C_ADV = 6,
+	C_DEADLINE = 7,
+	C_SEND = 8,
+	C_SSEND = 9,
+	C_MCAST = 10,
+	C_RECV = 11,
+	C_CANCEL = 12,
+	C_PROBE = 13,
+	C_CLOSE = 14,
+	C_RESTART = 15,
+	C_REAP = 16
+};
 
 static void seeds_core(void)
 {
@@ -194,7 +207,7 @@ static void seeds_core(void)
 		for (unsigned sz = 0; sz < 16; sz += (c & 1) ? 1 : 3) {
 			struct buf b = {0};
 			put8(&b, cfgs[c]);
-			put8(&b, C_RECV), put8(&b, 1 | 1 << 1), put8(&b, 13);  /* B: tag 1 */
+			put8(&b, C_RECV), put8(&b, 1 | 1 << 1), put8(&b, 13); /* B: tag 1 */
 			put8(&b, C_SEND), put8(&b, 0 | 1 << 1), put8(&b, sz); /* A: tag 1 */
 			put8(&b, C_SSEND), put8(&b, 1 | 2 << 1), put8(&b, sz % 7);
 			put8(&b, C_RECV), put8(&b, 0 | 8), put8(&b, 13);
@@ -253,7 +266,8 @@ static void seeds_bulk(void)
 	for (unsigned perm = 1; perm <= 3; perm++)
 		for (uint32_t nseg = 1; nseg <= 4; nseg++) {
 			struct buf b = {0};
-			put16(&b, (unsigned)(nseg * 1000 + perm)); /* offset probe, see fuzz_bulk.c */
+			put16(&b,
+			      (unsigned)(nseg * 1000 + perm)); /* offset probe, see fuzz_bulk.c */
 			handle(&b, perm, nseg, nseg == 3 ? 0 : 40, lens);
 			emit("handle", &b);
 			free(b.b);
