@@ -311,9 +311,29 @@ static void t_peer_killed(void **state)
 	unsetenv("RCP_PEER_TIMEOUT");
 }
 
-/* The public calls not exercised above, in one process with two shm
- * endpoints progressed in turn: probe, test, waitany, cancel, mcast,
- * the timeout hint, and argument errors. */
+/* Three shm endpoints named TAG-<pid>-a/b/c (names in AN, BN, CN, 64
+ * bytes each) and static channels between A and each of B and C. */
+static void three_eps(const char *tag, char *an, char *bn, char *cn, rcp_ep **a, rcp_ep **b,
+                      rcp_ep **c)
+{
+	snprintf(an, 64, "shm:%s-%d-a", tag, (int)getpid());
+	snprintf(bn, 64, "shm:%s-%d-b", tag, (int)getpid());
+	snprintf(cn, 64, "shm:%s-%d-c", tag, (int)getpid());
+	assert_int_equal(rcp_ep_open(an, NULL, a), 0);
+	assert_int_equal(rcp_ep_open(bn, NULL, b), 0);
+	assert_int_equal(rcp_ep_open(cn, NULL, c), 0);
+}
+
+static void three_chans(rcp_ep *a, rcp_ep *b, rcp_ep *c, const char *an, const char *bn,
+                        const char *cn, rcp_chan **ab, rcp_chan **ba, rcp_chan **ac,
+                        rcp_chan **ca)
+{
+	assert_int_equal(rcp_connect(a, bn, ab), 0);
+	assert_int_equal(rcp_connect(b, an, ba), 0);
+	assert_int_equal(rcp_connect(a, cn, ac), 0);
+	assert_int_equal(rcp_connect(c, an, ca), 0);
+}
+
 /* First posted, first matched, between receives for one channel and
  * receives for any channel (the core keeps them on separate lists). */
 static void t_post_order(void **state)
@@ -333,16 +353,8 @@ static void t_post_order(void **state)
 	} steps[] = {{1, "c1", 0}, {0, "b1", 1}, {0, "b2", 3}, {1, "c2", 2}};
 	(void)state;
 
-	snprintf(an, sizeof an, "shm:tpo-%d-a", (int)getpid());
-	snprintf(bn, sizeof bn, "shm:tpo-%d-b", (int)getpid());
-	snprintf(cn, sizeof cn, "shm:tpo-%d-c", (int)getpid());
-	assert_int_equal(rcp_ep_open(an, NULL, &a), 0);
-	assert_int_equal(rcp_ep_open(bn, NULL, &b), 0);
-	assert_int_equal(rcp_ep_open(cn, NULL, &c), 0);
-	assert_int_equal(rcp_connect(a, bn, &ab), 0);
-	assert_int_equal(rcp_connect(b, an, &ba), 0);
-	assert_int_equal(rcp_connect(a, cn, &ac), 0);
-	assert_int_equal(rcp_connect(c, an, &ca), 0);
+	three_eps("tpo", an, bn, cn, &a, &b, &c);
+	three_chans(a, b, c, an, bn, cn, &ab, &ba, &ac, &ca);
 	assert_int_equal(rcp_irecv(a, RCP_ANY_CHAN, 7, buf[0], 8, &r[0]), 0);
 	assert_int_equal(rcp_irecv(a, ab, 7, buf[1], 8, &r[1]), 0);
 	assert_int_equal(rcp_irecv(a, ac, 7, buf[2], 8, &r[2]), 0);
@@ -362,6 +374,9 @@ static void t_post_order(void **state)
 	rcp_ep_close(a);
 }
 
+/* The public calls not exercised above, in one process with two shm
+ * endpoints progressed in turn: probe, test, waitany, cancel, mcast,
+ * the timeout hint, and argument errors. */
 static void t_api(void **state)
 {
 	rcp_ep *a, *b, *c;
@@ -372,16 +387,8 @@ static void t_api(void **state)
 	int idx, rc;
 	(void)state;
 
-	snprintf(an, sizeof an, "shm:tapi-%d-a", (int)getpid());
-	snprintf(bn, sizeof bn, "shm:tapi-%d-b", (int)getpid());
-	snprintf(cn, sizeof cn, "shm:tapi-%d-c", (int)getpid());
-	assert_int_equal(rcp_ep_open(an, NULL, &a), 0);
-	assert_int_equal(rcp_ep_open(bn, NULL, &b), 0);
-	assert_int_equal(rcp_ep_open(cn, NULL, &c), 0);
-	assert_int_equal(rcp_connect(a, bn, &ab), 0);
-	assert_int_equal(rcp_connect(b, an, &ba), 0);
-	assert_int_equal(rcp_connect(a, cn, &ac), 0);
-	assert_int_equal(rcp_connect(c, an, &ca), 0);
+	three_eps("tapi", an, bn, cn, &a, &b, &c);
+	three_chans(a, b, c, an, bn, cn, &ab, &ba, &ac, &ca);
 	assert_ptr_equal(rcp_chan_find(a, bn), ab);
 	{
 		rcp_chan *again;
