@@ -85,7 +85,7 @@ _Static_assert(sizeof(struct slot) == SLOT_BYTES, "slot ABI");
 enum { NSLOTS = 8 };
 
 static rcp_nic *rx;
-static unsigned char *mine;       /* our mapping of the receiver's segment */
+static unsigned char *mine;         /* our mapping of the receiver's segment */
 static const unsigned char *theirs; /* the receiver's own mapping */
 static uint64_t rings_off, ring_bytes, seg_bytes;
 static uint32_t ncells, mtu;
@@ -141,7 +141,8 @@ static void open_rx(void)
 	s = mmap(NULL, SEG_HDR_BYTES, PROT_READ, MAP_SHARED, fd, 0);
 	if (s == MAP_FAILED || atomic_load(&s->magic) != SHM_MAGIC || s->version != SHM_VERSION ||
 	    s->cell_bytes != CELL) {
-		fprintf(stderr, "fuzz_shm: the shm ABI changed (SHM_VERSION): update tests/fuzz_shm.c\n");
+		fprintf(stderr,
+		        "fuzz_shm: the shm ABI changed (SHM_VERSION): update tests/fuzz_shm.c\n");
 		abort();
 	}
 	ncells = s->ring_cells;
@@ -198,7 +199,8 @@ static void take(unsigned si, int max, int reverse)
 		 * a frame past the ring's end is another sender's ring. */
 		if (fr[i].len > mtu || d < ring || d > ring + ring_bytes ||
 		    fr[i].len > (size_t)(ring + ring_bytes - d)) {
-			fprintf(stderr, "fuzz_shm: frame at ring+%td len %u outside the ring (%llu)\n",
+			fprintf(stderr,
+			        "fuzz_shm: frame at ring+%td len %u outside the ring (%llu)\n",
 			        d - ring, fr[i].len, (unsigned long long)ring_bytes);
 			__builtin_trap();
 		}
@@ -248,8 +250,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		for (int i = 0; i < 4; i++)
 			len |= (uint32_t)get8(&p, end) << (8 * i);
 		x = (f & 1) ? get8(&p, end) : 0;
-		h = ((f & 4) ? 0 : HDR_VALID) | ((((pos ^ x) & HDR_CHECK_MASK)) << HDR_CHECK_SHIFT) |
-		    ((f & 2) ? HDR_WRAP : 0) | len;
+		h = ((f & 4) ? 0 : HDR_VALID) |
+		    ((((pos ^ x) & HDR_CHECK_MASK)) << HDR_CHECK_SHIFT) | ((f & 2) ? HDR_WRAP : 0) |
+		    len;
 		/* Payload first, then the header (release), like a producer. */
 		room = (size_t)(ring_bytes - off * CELL - FRAME_HDR);
 		n = len < 4096 ? len : 4096;

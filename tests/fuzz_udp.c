@@ -98,9 +98,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 					(void)rcp_nic_peer_remove(rcp_ep_nic(ep), peer);
 				free(blob);
 			}
-		} else if (!fuzz_ack_spins(rcp_chan_find(ep, names[ctl & 3]), data, len, 0x52435031u)) {
+		} else if (!fuzz_ack_spins(rcp_chan_find(ep, names[ctl & 3]), data, len,
+		                           0x52435031u)) {
 			/* tests/fuzz_guard.h (the default session cookie). */
-			(void)sendto(socks[ctl & 3], data, len, 0, (struct sockaddr *)&to, sizeof to);
+			(void)sendto(socks[ctl & 3], data, len, 0, (struct sockaddr *)&to,
+			             sizeof to);
 		}
 		data += len;
 		size -= len;

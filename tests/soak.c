@@ -54,11 +54,11 @@ struct run {
 struct dir {
 	int d;
 	rcp_ep *rx_ep;
-	rcp_chan *tx; /* sender's channel */
-	rcp_chan *rx; /* receiver's channel from the sender */
+	rcp_chan *tx;  /* sender's channel */
+	rcp_chan *rx;  /* receiver's channel from the sender */
 	uint64_t rng;  /* the schedule: reproducible from the seed */
 	uint64_t post; /* when receives are posted (depends on timing) */
-	long n;       /* messages in the schedule so far */
+	long n;        /* messages in the schedule so far */
 	long cap;
 	uint8_t *tag;
 	uint32_t *size;
@@ -91,7 +91,9 @@ static void schedule(struct dir *x, const struct run *ru, long n)
 				abort();
 		}
 		switch ((r >> 8) % 10) {
-		case 0: sz = 65537 + (r >> 16) % (ru->max_size > 65537 ? ru->max_size - 65536 : 1); break;
+		case 0:
+			sz = 65537 + (r >> 16) % (ru->max_size > 65537 ? ru->max_size - 65536 : 1);
+			break;
 		case 1:
 		case 2:
 		case 3: sz = 257 + (r >> 16) % (65536 - 256); break;
@@ -161,7 +163,8 @@ static int step(struct dir *x, const struct run *ru, long limit, rcp_ep *a, rcp_
 		if (rc == RCP_EAGAIN)
 			continue;
 		if (rc || st.error)
-			return -fail_run(ru, a, b, "send failed: %ld (dir %ld)", rc ? rc : st.error, x->d);
+			return -fail_run(ru, a, b, "send failed: %ld (dir %ld)", rc ? rc : st.error,
+			                 x->d);
 		free(x->s[k].buf);
 		x->s[k].buf = NULL;
 		x->s[k].req = NULL;
@@ -190,7 +193,8 @@ static int step(struct dir *x, const struct run *ru, long limit, rcp_ep *a, rcp_
 			continue;
 		long i = x->r_idx[k];
 		if (rc || st.error)
-			return -fail_run(ru, a, b, "receive of %ld failed: %ld", i, rc ? rc : st.error);
+			return -fail_run(ru, a, b, "receive of %ld failed: %ld", i,
+			                 rc ? rc : st.error);
 		if (st.len != x->size[i] || st.tag != x->tag[i])
 			return -fail_run(ru, a, b, "message %ld: wrong length/tag (len %ld)", i,
 			                 (long)st.len);
@@ -220,7 +224,8 @@ static int step(struct dir *x, const struct run *ru, long limit, rcp_ep *a, rcp_
 			x->r[k].buf = malloc(sz ? sz : 1);
 			if (!x->r[k].buf)
 				abort();
-			int rc = rcp_irecv(x->rx_ep, x->rx, (uint64_t)t, x->r[k].buf, sz, &x->r[k].req);
+			int rc =
+			    rcp_irecv(x->rx_ep, x->rx, (uint64_t)t, x->r[k].buf, sz, &x->r[k].req);
 			if (rc)
 				return -fail_run(ru, a, b, "irecv: %ld at %ld", rc, i);
 			x->r_idx[k] = i;
@@ -309,8 +314,8 @@ static int soak(const struct run *ru, double stall_s)
 				break;
 		}
 		if (now - last > (uint64_t)(stall_s * 1e9)) {
-			rc = fail_run(ru, ep[0], ep[1], "stalled: %ld and %ld received", dirs[0].received,
-			              dirs[1].received);
+			rc = fail_run(ru, ep[0], ep[1], "stalled: %ld and %ld received",
+			              dirs[0].received, dirs[1].received);
 			goto out;
 		}
 	}
@@ -338,10 +343,14 @@ out:
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-	    {"transport", required_argument, NULL, 't'}, {"faults", required_argument, NULL, 'f'},
-	    {"messages", required_argument, NULL, 'n'},  {"seconds", required_argument, NULL, 's'},
-	    {"max-size", required_argument, NULL, 'm'},  {"seed", required_argument, NULL, 'r'},
-	    {"sleep", no_argument, NULL, 'z'},           {"stall-s", required_argument, NULL, 'x'},
+	    {"transport", required_argument, NULL, 't'},
+	    {"faults", required_argument, NULL, 'f'},
+	    {"messages", required_argument, NULL, 'n'},
+	    {"seconds", required_argument, NULL, 's'},
+	    {"max-size", required_argument, NULL, 'm'},
+	    {"seed", required_argument, NULL, 'r'},
+	    {"sleep", no_argument, NULL, 'z'},
+	    {"stall-s", required_argument, NULL, 'x'},
 	    {NULL, 0, NULL, 0},
 	};
 	struct run one = {"udp", "", 0, 0, 0, 1 << 20, 1};
@@ -380,8 +389,8 @@ int main(int argc, char **argv)
 		    {"udp", "", 0, 2000, 0, 256 << 10, s + 1},
 		    {"udp", "drop=0.05,dup=0.02,reorder=0.05,corrupt=0.01,seed=5", 0, 1500, 0,
 		     256 << 10, s + 2},
-		    {"shm", "drop=0.05,dup=0.02,reorder=0.05,corrupt=0.01,seed=6", RCP_EP_SLEEP, 1500,
-		     0, 256 << 10, s + 3},
+		    {"shm", "drop=0.05,dup=0.02,reorder=0.05,corrupt=0.01,seed=6", RCP_EP_SLEEP,
+		     1500, 0, 256 << 10, s + 3},
 		};
 		for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
 			if (soak(&runs[i], stall_s))

@@ -126,7 +126,8 @@ static void t_same_key(void **state)
 static void t_wrong_or_no_key(void **state)
 {
 	(void)state;
-	rcp_nic *b = open_udp(KEY, NULL), *other = open_udp(KEY2, NULL), *plain = open_udp("", NULL);
+	rcp_nic *b = open_udp(KEY, NULL), *other = open_udp(KEY2, NULL),
+	        *plain = open_udp("", NULL);
 	unsigned char buf[300];
 	int bad;
 	int p1 = peer_of(other, b), p2 = peer_of(plain, b);
@@ -166,9 +167,10 @@ static void t_corrupt_refused(void **state)
 	assert_int_equal(rcp_nic_get_stats(a, &sa), 0);
 	got = drain(b, 400, sizeof buf, &bad);
 	if (bad || rejected(b) != sa.f_corrupted || (uint64_t)got != 400 - sa.f_corrupted)
-		fail_msg("seed %llu: %d intact, %d damaged delivered, %llu rejected, %llu corrupted",
-		         (unsigned long long)seed, got, bad, (unsigned long long)rejected(b),
-		         (unsigned long long)sa.f_corrupted);
+		fail_msg(
+		    "seed %llu: %d intact, %d damaged delivered, %llu rejected, %llu corrupted",
+		    (unsigned long long)seed, got, bad, (unsigned long long)rejected(b),
+		    (unsigned long long)sa.f_corrupted);
 	assert_true(sa.f_corrupted > 50);
 	rcp_nic_close(a);
 	rcp_nic_close(b);
@@ -196,7 +198,8 @@ static void t_nonces_unique(void **state)
 		assert_true(n > 0);
 		for (int i = 0; i < n; i++) {
 			assert_int_equal(fr[i].len, sizeof buf[0] + 32);
-			memcpy(nonces[got++], (const unsigned char *)fr[i].data + sizeof buf[0], 16);
+			memcpy(nonces[got++], (const unsigned char *)fr[i].data + sizeof buf[0],
+			       16);
 		}
 		rcp_nic_release(raw, fr, n);
 	}
@@ -288,8 +291,8 @@ static void t_channels(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(t_same_key),      cmocka_unit_test(t_wrong_or_no_key),
-	    cmocka_unit_test(t_corrupt_refused), cmocka_unit_test(t_nonces_unique),
+	    cmocka_unit_test(t_same_key),         cmocka_unit_test(t_wrong_or_no_key),
+	    cmocka_unit_test(t_corrupt_refused),  cmocka_unit_test(t_nonces_unique),
 	    cmocka_unit_test(t_batch_wraps_ring), cmocka_unit_test(t_channels),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -392,10 +392,11 @@ static void rkey_forgeries(struct pair *p, rcp_bulk *ro, rcp_bulk *lh, const cha
 			r = to_remote(p, ro, forge_rkeys);
 			memset(local, 0, 1800);
 			rc = xfer(p, RCP_BULK_PULL, r, 0, lh, 0, 1800);
-			if (rc == 0 && (memcmp(local, owner, 500) || memcmp(local + 500, owner + 700, 600) ||
-			                memcmp(local + 1100, owner + 1500, 700)))
-				fail_msg("%s: rkey byte %u ^ %#x pulled other bytes", name, forge_at,
-				         forge_mask);
+			if (rc == 0 &&
+			    (memcmp(local, owner, 500) || memcmp(local + 500, owner + 700, 600) ||
+			     memcmp(local + 1100, owner + 1500, 700)))
+				fail_msg("%s: rkey byte %u ^ %#x pulled other bytes", name,
+				         forge_at, forge_mask);
 			rc = xfer(p, RCP_BULK_PULL, r, 1800, lh, 0, 1);
 			if (rc != RCP_EACCES)
 				fail_msg("%s: rkey byte %u ^ %#x, pull past the end: %s", name,

@@ -325,8 +325,7 @@ static void three_eps(const char *tag, char *an, char *bn, char *cn, rcp_ep **a,
 }
 
 static void three_chans(rcp_ep *a, rcp_ep *b, rcp_ep *c, const char *an, const char *bn,
-                        const char *cn, rcp_chan **ab, rcp_chan **ba, rcp_chan **ac,
-                        rcp_chan **ca)
+                        const char *cn, rcp_chan **ab, rcp_chan **ba, rcp_chan **ac, rcp_chan **ca)
 {
 	assert_int_equal(rcp_connect(a, bn, ab), 0);
 	assert_int_equal(rcp_connect(b, an, ba), 0);
@@ -641,7 +640,8 @@ static void t_zero_config_crc(void **state)
 	r = seed;
 	snprintf(an, sizeof an, "shm:tzc-%d-a", (int)getpid());
 	snprintf(bn, sizeof bn, "shm:tzc-%d-b", (int)getpid());
-	snprintf(faults, sizeof faults, "corrupt=0.05,seed=%llu", (unsigned long long)(seed & 0xffff));
+	snprintf(faults, sizeof faults, "corrupt=0.05,seed=%llu",
+	         (unsigned long long)(seed & 0xffff));
 	setenv("RCP_FAULTS", faults, 1);
 	unsetenv("RCP_CRC");
 	assert_int_equal(rcp_ep_open(an, &ec, &a), 0);

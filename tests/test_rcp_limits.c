@@ -93,9 +93,10 @@ static int many_done(void *arg)
 		if (st.error || st.len != m->len[i] || st.tag != many_tag(i) ||
 		    test_check(m->rbuf[i], m->len[i], (uint64_t)i) >= 0) {
 			if (m->bad++ < 5)
-				print_error("recv %d: err %s len %zu/%zu tag %llu (seed %#llx)\n", i,
-				            rcp_strerror(st.error), st.len, m->len[i],
-				            (unsigned long long)st.tag, (unsigned long long)m->seed);
+				print_error("recv %d: err %s len %zu/%zu tag %llu (seed %#llx)\n",
+				            i, rcp_strerror(st.error), st.len, m->len[i],
+				            (unsigned long long)st.tag,
+				            (unsigned long long)m->seed);
 		}
 	}
 	return m->recv_done == m->n;
@@ -319,9 +320,11 @@ static int close_run(uint64_t seed, double drop)
 	test_fill(sb, len, seed);
 	memset(rb, 0, sizeof rb);
 	assert_int_equal(
-	    rcpc_irecv(sim_core(c.s, 1), sim_chan(c.s, 1, 0), 7, rb, len, sim_now(c.s), &c.rreq), 0);
+	    rcpc_irecv(sim_core(c.s, 1), sim_chan(c.s, 1, 0), 7, rb, len, sim_now(c.s), &c.rreq),
+	    0);
 	assert_int_equal(rcpc_issend(sim_chan(c.s, 0, 1), 7, sb, len, sim_now(c.s), &c.sreq), 0);
-	if (sim_run(c.s, recv_done, &c, 10 * SEC) || c.rst.error || test_check(rb, len, seed) >= 0) {
+	if (sim_run(c.s, recv_done, &c, 10 * SEC) || c.rst.error ||
+	    test_check(rb, len, seed) >= 0) {
 		print_error("seed %#llx: receive failed (%s)\n", (unsigned long long)seed,
 		            rcp_strerror(c.rst.error));
 		rc = -1;
@@ -386,9 +389,8 @@ static int wait_behind(int n, uint32_t credits, struct rcp_ep_stats *rs, int *al
 	sim_chan(s, 1, 0);
 	for (int i = 0; i <= n; i++) {
 		test_fill(sb[i], 8, (uint64_t)i);
-		assert_int_equal(rcpc_isend(sim_chan(s, 0, 1), i < n ? 1 : 2, sb[i], 8, sim_now(s),
-		                            &sr[i]),
-		                 0);
+		assert_int_equal(
+		    rcpc_isend(sim_chan(s, 0, 1), i < n ? 1 : 2, sb[i], 8, sim_now(s), &sr[i]), 0);
 	}
 	assert_int_equal(
 	    rcpc_irecv(sim_core(s, 1), sim_chan(s, 1, 0), 2, rb[n], 8, sim_now(s), &w.r), 0);
@@ -455,12 +457,9 @@ static void t_demand_hard(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(t_unexp_bound_count),
-	    cmocka_unit_test(t_unexp_bound_bytes),
-	    cmocka_unit_test(t_unexp_bound_default),
-	    cmocka_unit_test(t_unexp_hostile),
-	    cmocka_unit_test(t_close_linger),
-	    cmocka_unit_test(t_demand_behind),
+	    cmocka_unit_test(t_unexp_bound_count),   cmocka_unit_test(t_unexp_bound_bytes),
+	    cmocka_unit_test(t_unexp_bound_default), cmocka_unit_test(t_unexp_hostile),
+	    cmocka_unit_test(t_close_linger),        cmocka_unit_test(t_demand_behind),
 	    cmocka_unit_test(t_demand_hard),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -70,9 +70,9 @@ static void t_promise_crosses_rts(void **state)
 
 	test_fill(src, sizeof src, 2);
 	memset(dst1, 0xa5, sizeof dst1);
-	assert_int_equal(rcpc_irecv(sim_core(s, 1), sim_chan(s, 1, 0), 1, dst1, sizeof dst1,
-	                            sim_now(s), &r1.r),
-	                 0);
+	assert_int_equal(
+	    rcpc_irecv(sim_core(s, 1), sim_chan(s, 1, 0), 1, dst1, sizeof dst1, sim_now(s), &r1.r),
+	    0);
 	assert_int_equal(rcpc_irecv(sim_core(s, 1), sim_chan(s, 1, 0), 2, dst2, sizeof dst2,
 	                            sim_now(s), &w[1].r),
 	                 0);

@@ -47,8 +47,7 @@ RCP_PROC_DEFINE(proc_u32, uint32_t, rcp_proc_u32(p, v))
 struct work {
 	uint64_t polls, handled;
 };
-RCP_PROC_DEFINE(proc_work, struct work, rcp_proc_u64(p, &v->polls);
-                rcp_proc_u64(p, &v->handled))
+RCP_PROC_DEFINE(proc_work, struct work, rcp_proc_u64(p, &v->polls); rcp_proc_u64(p, &v->handled))
 
 static pid_t g_pid;
 static uint64_t id_echo, id_hold, id_spin, id_quit, id_unknown, id_empty, id_work;
@@ -720,12 +719,12 @@ static void test_udp_inflight(void **state)
 	assert_int_equal(m.timedout, MANY_CALLS / HOLD_EVERY);
 	{
 		rcp_rpc_req *rq;
-		assert_int_equal(
-		    rcp_rpc_forward(m.rpc, ch, id_work, NULL, &w, -1, NULL, NULL, &rq), 0);
+		assert_int_equal(rcp_rpc_forward(m.rpc, ch, id_work, NULL, &w, -1, NULL, NULL, &rq),
+		                 0);
 		assert_int_equal(rcp_rpc_wait(rq, WAIT_NS), 0);
 		rcp_rpc_req_free(rq);
-		assert_int_equal(rcp_rpc_forward(m.rpc, ch, id_quit, NULL, NULL, -1, NULL, NULL, &rq),
-		                 0);
+		assert_int_equal(
+		    rcp_rpc_forward(m.rpc, ch, id_quit, NULL, NULL, -1, NULL, NULL, &rq), 0);
 		assert_int_equal(rcp_rpc_wait(rq, WAIT_NS), 0);
 		rcp_rpc_req_free(rq);
 	}

@@ -855,11 +855,11 @@ static void t_hostile_header(void **state)
 {
 	static const struct {
 		const char *tag;
-		uint32_t pre;  /* one-cell frames sent (and received) first */
-		uint64_t len;  /* the hostile header's length */
+		uint32_t pre; /* one-cell frames sent (and received) first */
+		uint64_t len; /* the hostile header's length */
 	} cases[] = {
-	    {"hx-end", 63, 100},       /* last cell, 2 cells: crosses the end */
-	    {"hx-mtu", 1, 300},        /* 5 cells from cell 1: fits, above the MTU */
+	    {"hx-end", 63, 100},         /* last cell, 2 cells: crosses the end */
+	    {"hx-mtu", 1, 300},          /* 5 cells from cell 1: fits, above the MTU */
 	    {"hx-huge", 5, 0xffffffffu}, /* longer than the ring */
 	};
 	struct rcp_nic_config cfg = {0};
@@ -911,9 +911,10 @@ static void t_hostile_header(void **state)
 		for (int round = 0; round < 3; round++) {
 			n = rcp_nic_recv(b, fr, 4);
 			if (n > 0)
-				fail_msg("%s: the reader handed out a frame of %u bytes at cell %llu "
-				         "of a 64-cell ring",
-				         cases[k].tag, fr[0].len, (unsigned long long)(pos & 63));
+				fail_msg(
+				    "%s: the reader handed out a frame of %u bytes at cell %llu "
+				    "of a 64-cell ring",
+				    cases[k].tag, fr[0].len, (unsigned long long)(pos & 63));
 			assert_int_equal(n, 0);
 		}
 		assert_int_equal(rcp_nic_get_stats(b, &st), 0);

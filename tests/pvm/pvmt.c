@@ -1018,8 +1018,8 @@ static int t_pmcast_bad(void)
 		pvm_pkbyte(a, (int)sizeof a, 1);
 		rc = pvm_mcast(lst, 4, 90);
 #endif
-		CHECK(rc == PvmBadParam, "tid %x in the list: %d, want PvmBadParam", (unsigned)bad[k],
-		      rc);
+		CHECK(rc == PvmBadParam, "tid %x in the list: %d, want PvmBadParam",
+		      (unsigned)bad[k], rc);
 	}
 	fill(a, sizeof a, 91);
 #ifndef PVMT_STOCK
@@ -1114,12 +1114,23 @@ static const struct {
 	const char *name;
 	int (*fn)(void);
 } tests[] = {
-    {"datatypes+0len", t_datatypes}, {"truncation", t_trunc},  {"mixed-order", t_mixed},
-    {"wildcards", t_wild},           {"contexts", t_ctx},      {"probe-nrecv-trecv", t_probe},
-    {"pmcast-1-3-16", t_pmcast},     {"fallback", t_fallback}, {"64MiB", t_big},
-    {"peer-killed", t_kill},         {"order-runs", t_runs},   {"transport-per-pair", t_transport},
-    {"port-reuse", t_reuse},         {"tag-order", t_tagorder}, {"source-select", t_srcsel},
-    {"pmcast-bad-tid", t_pmcast_bad}, {"shared-cpu", t_shared_cpu},
+    {"datatypes+0len", t_datatypes},
+    {"truncation", t_trunc},
+    {"mixed-order", t_mixed},
+    {"wildcards", t_wild},
+    {"contexts", t_ctx},
+    {"probe-nrecv-trecv", t_probe},
+    {"pmcast-1-3-16", t_pmcast},
+    {"fallback", t_fallback},
+    {"64MiB", t_big},
+    {"peer-killed", t_kill},
+    {"order-runs", t_runs},
+    {"transport-per-pair", t_transport},
+    {"port-reuse", t_reuse},
+    {"tag-order", t_tagorder},
+    {"source-select", t_srcsel},
+    {"pmcast-bad-tid", t_pmcast_bad},
+    {"shared-cpu", t_shared_cpu},
 };
 
 /* pvmt run N PROG [ARGS...]: spawns N copies of PROG, prints their output
@@ -1152,11 +1163,16 @@ int main(int argc, char **argv)
 		static const struct {
 			const char *r;
 			int (*fn)(void);
-		} roles[] = {{"echo", child_echo},     {"mixed", child_mixed},
-		             {"wild", child_wild},     {"ctx", child_ctx},
-		             {"mc", child_mc},         {"sleeper", child_sleeper},
-		             {"killer", child_killer}, {"runs", child_runs},
-		             {"tags", child_tags},     {"src", child_src},
+		} roles[] = {{"echo", child_echo},
+		             {"mixed", child_mixed},
+		             {"wild", child_wild},
+		             {"ctx", child_ctx},
+		             {"mc", child_mc},
+		             {"sleeper", child_sleeper},
+		             {"killer", child_killer},
+		             {"runs", child_runs},
+		             {"tags", child_tags},
+		             {"src", child_src},
 		             {"pinned", child_pinned_echo}};
 		int rc = 3;
 		for (unsigned i = 0; i < sizeof roles / sizeof roles[0]; i++)
