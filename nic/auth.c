@@ -74,8 +74,7 @@
 #define IOV_MAX_IN 15 /* caller iovecs; one more for the trailer */
 
 struct auth_nic {
-	struct rcp_nic base; /* first: the dispatcher casts */
-	rcp_nic *inner;
+	struct rcpi_nic_wrap w; /* first: base, inner (nic/wrap.c) */
 	unsigned char key[crypto_stream_xchacha20_KEYBYTES];
 	unsigned char prefix[8]; /* random half of every nonce */
 	uint64_t counter;        /* frames sent */
@@ -94,8 +93,8 @@ struct auth_nic {
 
 static void sync_stats(struct auth_nic *a)
 {
-	a->base.stats = a->inner->stats;
-	a->base.stats.a_rejected += a->rejected;
+	a->w.base.stats = a->w.inner->stats;
+	a->w.base.stats.a_rejected += a->rejected;
 }
 
 /* Tag of the bytes in IOV under the nonce NONCE16 (zero-padded to 24). */
@@ -132,7 +131,7 @@ static int anic_send(rcp_nic *nic, int peer, const struct iovec *iov, int iovcnt
 		return RCP_EMSGSIZE;
 	if (a->in_batch >= TRAILERS) {
 		/* Every slot may still be referenced by the backend's batch. */
-		rc = a->inner->ops->flush(a->inner);
+		rc = a->w.inner->ops->flush(a->w.inner);
 		if (rc) {
 			sync_stats(a);
 			return rc == RCP_EAGAIN ? RCP_EAGAIN : rc;
@@ -147,7 +146,7 @@ static int anic_send(rcp_nic *nic, int peer, const struct iovec *iov, int iovcnt
 	memcpy(v, iov, (size_t)iovcnt * sizeof *iov);
 	v[iovcnt].iov_base = t;
 	v[iovcnt].iov_len = TRAILER;
-	rc = a->inner->ops->send(a->inner, peer, v, iovcnt + 1, total + TRAILER, flags);
+	rc = a->w.inner->ops->send(a->w.inner, peer, v, iovcnt + 1, total + TRAILER, flags);
 	if (!rc) {
 		/* A nonce is burnt only when the frame left: a refused send
 		 * retried later reuses it for the very same bytes, which
@@ -163,7 +162,7 @@ static int anic_send(rcp_nic *nic, int peer, const struct iovec *iov, int iovcnt
 static int anic_flush(rcp_nic *nic)
 {
 	struct auth_nic *a = (struct auth_nic *)nic;
-	int rc = a->inner->ops->flush(a->inner);
+	int rc = a->w.inner->ops->flush(a->w.inner);
 	if (!rc)
 		a->in_batch = 0;
 	sync_stats(a);
@@ -206,7 +205,7 @@ static int filter(struct auth_nic *a, struct rcp_nic_frame *frames, int n)
 	if (n > 0 && !good) {
 		/* Nothing to hand up: give the burst back now, the caller
 		 * will not release a burst of zero frames. */
-		a->inner->ops->release(a->inner, a->burst, n);
+		a->w.inner->ops->release(a->w.inner, a->burst, n);
 		a->burst_n = 0;
 	}
 	sync_stats(a);
@@ -216,7 +215,7 @@ static int filter(struct auth_nic *a, struct rcp_nic_frame *frames, int n)
 static int anic_recv(rcp_nic *nic, struct rcp_nic_frame *frames, int max)
 {
 	struct auth_nic *a = (struct auth_nic *)nic;
-	int n = a->inner->ops->recv(a->inner, a->burst, max < BURST ? max : BURST);
+	int n = a->w.inner->ops->recv(a->w.inner, a->burst, max < BURST ? max : BURST);
 	return filter(a, frames, n);
 }
 
@@ -229,7 +228,7 @@ static int anic_recv_wait(rcp_nic *nic, struct rcp_nic_frame *frames, int max, i
 
 	for (;;) {
 		int n =
-		    rcp_nic_recv_wait(a->inner, a->burst, max < BURST ? max : BURST, timeout_ns);
+		    rcp_nic_recv_wait(a->w.inner, a->burst, max < BURST ? max : BURST, timeout_ns);
 		int good = filter(a, frames, n);
 		if (good || n <= 0 || timeout_ns == 0)
 			return good;
@@ -251,7 +250,7 @@ static void anic_release(rcp_nic *nic, struct rcp_nic_frame *frames, int n)
 	if (n <= 0 || !a->burst_n)
 		return;
 	m = n >= a->good_n ? a->burst_n : a->good_at[n - 1] + 1;
-	a->inner->ops->release(a->inner, a->burst, m);
+	a->w.inner->ops->release(a->w.inner, a->burst, m);
 	a->burst_n = 0;
 	sync_stats(a);
 }
@@ -261,92 +260,34 @@ static void anic_release(rcp_nic *nic, struct rcp_nic_frame *frames, int n)
 static void anic_query(const rcp_nic *nic, struct rcp_nic_info *info)
 {
 	const struct auth_nic *a = (const struct auth_nic *)nic;
-	a->inner->ops->query(a->inner, info);
+	a->w.inner->ops->query(a->w.inner, info);
 	info->backend = a->name;
 	info->mtu = a->mtu;
 	info->caps |= RCP_NIC_CAP_CHECKED;
 }
 
-static int anic_addr_str(const rcp_nic *nic, char *buf, size_t len)
-{
-	const struct auth_nic *a = (const struct auth_nic *)nic;
-	return a->inner->ops->addr_str(a->inner, buf, len);
-}
-
-static int anic_addr_blob(const rcp_nic *nic, void *buf, size_t *len)
-{
-	const struct auth_nic *a = (const struct auth_nic *)nic;
-	return a->inner->ops->addr_blob(a->inner, buf, len);
-}
-
-static int anic_peer_add(rcp_nic *nic, const void *blob, size_t len, int *peer)
-{
-	struct auth_nic *a = (struct auth_nic *)nic;
-	return a->inner->ops->peer_add(a->inner, blob, len, peer);
-}
-
-static int anic_peer_add_str(rcp_nic *nic, const char *addr, int *peer)
-{
-	struct auth_nic *a = (struct auth_nic *)nic;
-	return a->inner->ops->peer_add_str(a->inner, addr, peer);
-}
-
 static int anic_peer_remove(rcp_nic *nic, int peer)
 {
 	struct auth_nic *a = (struct auth_nic *)nic;
-	return a->inner->ops->peer_remove(a->inner, peer);
-}
-
-static int anic_fd(const rcp_nic *nic)
-{
-	const struct auth_nic *a = (const struct auth_nic *)nic;
-	return a->inner->ops->fd(a->inner);
+	return a->w.inner->ops->peer_remove(a->w.inner, peer);
 }
 
 static int anic_arm(rcp_nic *nic)
 {
 	struct auth_nic *a = (struct auth_nic *)nic;
-	return a->inner->ops->arm(a->inner);
+	return a->w.inner->ops->arm(a->w.inner);
 }
 
 static int anic_pending(rcp_nic *nic)
 {
 	struct auth_nic *a = (struct auth_nic *)nic;
-	return a->inner->ops->pending(a->inner);
-}
-
-static int anic_mr_reg(rcp_nic *nic, void *addr, size_t len, unsigned access, rcp_nic_mr **out)
-{
-	struct auth_nic *a = (struct auth_nic *)nic;
-	if (!a->inner->ops->mr_reg)
-		return RCP_ENOTSUP;
-	/* The registration belongs to the backend (mr->nic is the inner
-	 * endpoint), so dereg/pack reach the backend without us. */
-	return a->inner->ops->mr_reg(a->inner, addr, len, access, out);
-}
-
-static int anic_get(rcp_nic *nic, int peer, void *local, size_t len, const void *rkey,
-                    size_t rkeylen, uint64_t offset)
-{
-	struct auth_nic *a = (struct auth_nic *)nic;
-	if (!a->inner->ops->get)
-		return RCP_ENOTSUP;
-	return a->inner->ops->get(a->inner, peer, local, len, rkey, rkeylen, offset);
-}
-
-static int anic_put(rcp_nic *nic, int peer, const void *local, size_t len, const void *rkey,
-                    size_t rkeylen, uint64_t offset)
-{
-	struct auth_nic *a = (struct auth_nic *)nic;
-	if (!a->inner->ops->put)
-		return RCP_ENOTSUP;
-	return a->inner->ops->put(a->inner, peer, local, len, rkey, rkeylen, offset);
+	return a->w.inner->ops->pending(a->w.inner);
 }
 
 static void anic_close(rcp_nic *nic)
 {
 	struct auth_nic *a = (struct auth_nic *)nic;
-	a->inner->ops->close(a->inner);
+	a->w.inner->ops->close(a->w.inner);
 	sodium_memzero(a->key, sizeof a->key);
 	free(a);
 }
@@ -356,22 +297,22 @@ static const struct rcpi_nic_ops auth_ops = {
     .id = 0, /* not an address: never in the backend table */
     .close = anic_close,
     .query = anic_query,
-    .addr_str = anic_addr_str,
-    .addr_blob = anic_addr_blob,
-    .peer_add = anic_peer_add,
-    .peer_add_str = anic_peer_add_str,
+    .addr_str = rcpi_wrap_addr_str,
+    .addr_blob = rcpi_wrap_addr_blob,
+    .peer_add = rcpi_wrap_peer_add,
+    .peer_add_str = rcpi_wrap_peer_add_str,
     .peer_remove = anic_peer_remove,
     .send = anic_send,
     .flush = anic_flush,
     .recv = anic_recv,
     .release = anic_release,
-    .fd = anic_fd,
+    .fd = rcpi_wrap_fd,
     .arm = anic_arm,
     .pending = anic_pending,
     .recv_wait = anic_recv_wait,
-    .mr_reg = anic_mr_reg,
-    .get = anic_get,
-    .put = anic_put,
+    .mr_reg = rcpi_wrap_mr_reg,
+    .get = rcpi_wrap_get,
+    .put = rcpi_wrap_put,
 };
 
 int rcpi_nic_auth_wrap(rcp_nic *inner, const char *key, rcp_nic **out)
@@ -395,12 +336,12 @@ int rcpi_nic_auth_wrap(rcp_nic *inner, const char *key, rcp_nic **out)
 	crypto_generichash(a->key, sizeof a->key, (const unsigned char *)key, strlen(key),
 	                   (const unsigned char *)label, sizeof label - 1);
 	randombytes_buf(a->prefix, sizeof a->prefix);
-	a->inner = inner;
+	a->w.inner = inner;
 	a->mtu = info.mtu - TRAILER;
 	snprintf(a->name, sizeof a->name, "auth+%s", info.backend ? info.backend : "?");
-	a->base.ops = &auth_ops;
-	a->base.spin_ns = inner->spin_ns;
+	a->w.base.ops = &auth_ops;
+	a->w.base.spin_ns = inner->spin_ns;
 	sync_stats(a);
-	*out = &a->base;
+	*out = &a->w.base;
 	return 0;
 }

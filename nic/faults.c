@@ -146,8 +146,7 @@ struct fault_counts {
 };
 
 struct faults_nic {
-	struct rcp_nic base; /* first: the dispatcher casts */
-	rcp_nic *inner;
+	struct rcpi_nic_wrap w; /* first: base, inner (nic/wrap.c) */
 	struct rcpi_faults_spec spec;
 	uint64_t rng[4];
 	uint64_t seq; /* frames accepted so far */
@@ -250,14 +249,14 @@ static void gather(unsigned char *dst, const struct iovec *iov, int iovcnt)
 
 static void sync_stats(struct faults_nic *f)
 {
-	struct rcp_nic_stats s = f->inner->stats;
+	struct rcp_nic_stats s = f->w.inner->stats;
 
 	s.f_dropped += f->fc.dropped;
 	s.f_duplicated += f->fc.duplicated;
 	s.f_reordered += f->fc.reordered;
 	s.f_corrupted += f->fc.corrupted;
 	s.f_delayed += f->fc.delayed;
-	f->base.stats = s;
+	f->w.base.stats = s;
 }
 
 /* ---- the held pool ---------------------------------------------------- */
@@ -322,7 +321,7 @@ static void mark_overtaken(struct faults_nic *f, int peer, uint64_t seq)
 static int inner_send(struct faults_nic *f, int peer, const struct iovec *iov, int iovcnt,
                       size_t total, unsigned flags)
 {
-	int rc = f->inner->ops->send(f->inner, peer, iov, iovcnt, total, flags);
+	int rc = f->w.inner->ops->send(f->w.inner, peer, iov, iovcnt, total, flags);
 	if (!rc)
 		f->inner_batched = (flags & RCP_NIC_MORE) != 0;
 	return rc;
@@ -409,7 +408,7 @@ static int progress(struct faults_nic *f, int mode, int peer)
  * without it: end the backend's batch so the caller may reuse its data. */
 static void end_batch(struct faults_nic *f)
 {
-	if (f->inner_batched && f->inner->ops->flush(f->inner) == 0)
+	if (f->inner_batched && f->w.inner->ops->flush(f->w.inner) == 0)
 		f->inner_batched = false;
 }
 
@@ -511,7 +510,7 @@ static int fnic_flush(rcp_nic *nic)
 	struct faults_nic *f = (struct faults_nic *)nic;
 	int rc = progress(f, P_PROGRESS, -1), rc2;
 
-	rc2 = f->inner->ops->flush(f->inner);
+	rc2 = f->w.inner->ops->flush(f->w.inner);
 	if (!rc2)
 		f->inner_batched = false;
 	sync_stats(f);
@@ -527,7 +526,7 @@ static int fnic_recv(rcp_nic *nic, struct rcp_nic_frame *frames, int max)
 
 	if (f->head)
 		(void)progress(f, P_PROGRESS, -1);
-	n = f->inner->ops->recv(f->inner, frames, max);
+	n = f->w.inner->ops->recv(f->w.inner, frames, max);
 	sync_stats(f);
 	return n;
 }
@@ -536,14 +535,8 @@ static void fnic_release(rcp_nic *nic, struct rcp_nic_frame *frames, int n)
 {
 	struct faults_nic *f = (struct faults_nic *)nic;
 
-	f->inner->ops->release(f->inner, frames, n);
+	f->w.inner->ops->release(f->w.inner, frames, n);
 	sync_stats(f);
-}
-
-static int fnic_fd(const rcp_nic *nic)
-{
-	const struct faults_nic *f = (const struct faults_nic *)nic;
-	return f->inner->ops->fd(f->inner);
 }
 
 /* No timer wakes us for a held frame, so never let the caller sleep while
@@ -555,7 +548,7 @@ static int fnic_arm(rcp_nic *nic)
 
 	if (f->head)
 		(void)progress(f, P_PROGRESS, -1);
-	rc = f->head ? RCP_EAGAIN : f->inner->ops->arm(f->inner);
+	rc = f->head ? RCP_EAGAIN : f->w.inner->ops->arm(f->w.inner);
 	sync_stats(f);
 	return rc;
 }
@@ -569,7 +562,7 @@ static int fnic_pending(rcp_nic *nic)
 
 	if (f->head)
 		(void)progress(f, P_PROGRESS, -1);
-	rc = f->inner->ops->pending(f->inner);
+	rc = f->w.inner->ops->pending(f->w.inner);
 	sync_stats(f);
 	return rc;
 }
@@ -580,33 +573,9 @@ static void fnic_query(const rcp_nic *nic, struct rcp_nic_info *info)
 {
 	const struct faults_nic *f = (const struct faults_nic *)nic;
 
-	f->inner->ops->query(f->inner, info);
+	f->w.inner->ops->query(f->w.inner, info);
 	info->backend = f->name;
 	info->caps = f->caps;
-}
-
-static int fnic_addr_str(const rcp_nic *nic, char *buf, size_t len)
-{
-	const struct faults_nic *f = (const struct faults_nic *)nic;
-	return f->inner->ops->addr_str(f->inner, buf, len);
-}
-
-static int fnic_addr_blob(const rcp_nic *nic, void *buf, size_t *len)
-{
-	const struct faults_nic *f = (const struct faults_nic *)nic;
-	return f->inner->ops->addr_blob(f->inner, buf, len);
-}
-
-static int fnic_peer_add(rcp_nic *nic, const void *blob, size_t len, int *peer)
-{
-	struct faults_nic *f = (struct faults_nic *)nic;
-	return f->inner->ops->peer_add(f->inner, blob, len, peer);
-}
-
-static int fnic_peer_add_str(rcp_nic *nic, const char *addr, int *peer)
-{
-	struct faults_nic *f = (struct faults_nic *)nic;
-	return f->inner->ops->peer_add_str(f->inner, addr, peer);
 }
 
 /* The index may be reused for another address at once, so frames held for
@@ -624,19 +593,9 @@ static int fnic_peer_remove(rcp_nic *nic, int peer)
 		else
 			pp = &h->next;
 	}
-	rc = f->inner->ops->peer_remove(f->inner, peer);
+	rc = f->w.inner->ops->peer_remove(f->w.inner, peer);
 	sync_stats(f);
 	return rc;
-}
-
-static int fnic_mr_reg(rcp_nic *nic, void *addr, size_t len, unsigned access, rcp_nic_mr **out)
-{
-	struct faults_nic *f = (struct faults_nic *)nic;
-	if (!f->inner->ops->mr_reg)
-		return RCP_ENOTSUP;
-	/* The registration belongs to the backend (mr->nic == inner), so
-	 * rcp_nic_mr_dereg/pack reach the backend without us. */
-	return f->inner->ops->mr_reg(f->inner, addr, len, access, out);
 }
 
 static int fnic_mr_dereg(rcp_nic_mr *mr)
@@ -652,24 +611,6 @@ static int fnic_mr_pack(const rcp_nic_mr *mr, void *rkey, size_t *len)
 	                                                    : RCP_EINVAL;
 }
 
-static int fnic_get(rcp_nic *nic, int peer, void *local, size_t len, const void *rkey,
-                    size_t rkeylen, uint64_t offset)
-{
-	struct faults_nic *f = (struct faults_nic *)nic;
-	if (!f->inner->ops->get)
-		return RCP_ENOTSUP;
-	return f->inner->ops->get(f->inner, peer, local, len, rkey, rkeylen, offset);
-}
-
-static int fnic_put(rcp_nic *nic, int peer, const void *local, size_t len, const void *rkey,
-                    size_t rkeylen, uint64_t offset)
-{
-	struct faults_nic *f = (struct faults_nic *)nic;
-	if (!f->inner->ops->put)
-		return RCP_ENOTSUP;
-	return f->inner->ops->put(f->inner, peer, local, len, rkey, rkeylen, offset);
-}
-
 static void fnic_close(rcp_nic *nic)
 {
 	struct faults_nic *f = (struct faults_nic *)nic;
@@ -679,7 +620,7 @@ static void fnic_close(rcp_nic *nic)
 	/* Best effort: a backend that stays full (nobody reading) cannot
 	 * take them, and close must not hang. */
 	while (progress(f, P_ALL, -1) == RCP_EAGAIN && rcpi_now_ns() < deadline) {
-		(void)f->inner->ops->flush(f->inner);
+		(void)f->w.inner->ops->flush(f->w.inner);
 		rcpi_cpu_relax();
 	}
 	for (struct held *h = f->head; h; h = h->next)
@@ -687,7 +628,7 @@ static void fnic_close(rcp_nic *nic)
 	if (lost)
 		rcpi_debug("faults: %u held frames lost at close", lost);
 	end_batch(f);
-	f->inner->ops->close(f->inner);
+	f->w.inner->ops->close(f->w.inner);
 	free(f->slots);
 	free(f->slab);
 	free(f->scratch);
@@ -700,23 +641,23 @@ static const struct rcpi_nic_ops faults_ops = {
     .open = NULL,
     .close = fnic_close,
     .query = fnic_query,
-    .addr_str = fnic_addr_str,
-    .addr_blob = fnic_addr_blob,
-    .peer_add = fnic_peer_add,
-    .peer_add_str = fnic_peer_add_str,
+    .addr_str = rcpi_wrap_addr_str,
+    .addr_blob = rcpi_wrap_addr_blob,
+    .peer_add = rcpi_wrap_peer_add,
+    .peer_add_str = rcpi_wrap_peer_add_str,
     .peer_remove = fnic_peer_remove,
     .send = fnic_send,
     .flush = fnic_flush,
     .recv = fnic_recv,
     .release = fnic_release,
-    .fd = fnic_fd,
+    .fd = rcpi_wrap_fd,
     .arm = fnic_arm,
     .pending = fnic_pending,
-    .mr_reg = fnic_mr_reg,
+    .mr_reg = rcpi_wrap_mr_reg,
     .mr_dereg = fnic_mr_dereg,
     .mr_pack = fnic_mr_pack,
-    .get = fnic_get,
-    .put = fnic_put,
+    .get = rcpi_wrap_get,
+    .put = rcpi_wrap_put,
 };
 
 int rcpi_nic_faults_wrap(rcp_nic *inner, const char *spec, rcp_nic **out)
@@ -742,7 +683,7 @@ int rcpi_nic_faults_wrap(rcp_nic *inner, const char *spec, rcp_nic **out)
 
 	memset(&info, 0, sizeof info);
 	inner->ops->query(inner, &info);
-	f->inner = inner;
+	f->w.inner = inner;
 	f->mtu = info.mtu;
 	f->caps = info.caps;
 	if (f->spec.reorder > 0 || f->spec.delay > 0 || f->spec.dup > 0)
@@ -777,15 +718,15 @@ int rcpi_nic_faults_wrap(rcp_nic *inner, const char *spec, rcp_nic **out)
 	for (int i = 0; i < 4; i++)
 		f->rng[i] = splitmix64(&sm);
 
-	f->base.ops = &faults_ops;
-	f->base.spin_ns = inner->spin_ns;
+	f->w.base.ops = &faults_ops;
+	f->w.base.spin_ns = inner->spin_ns;
 	sync_stats(f);
 	rcpi_info("faults: %s drop=%g dup=%g reorder=%g corrupt=%g delay=%g delay_us=%llu "
 	          "seed=%llu, %u held slots",
 	          f->name, f->spec.drop, f->spec.dup, f->spec.reorder, f->spec.corrupt,
 	          f->spec.delay, (unsigned long long)(f->spec.delay_ns / 1000),
 	          (unsigned long long)f->spec.seed, n);
-	*out = &f->base;
+	*out = &f->w.base;
 	return 0;
 }
 

@@ -88,6 +88,23 @@ int rcpi_nic_has_send_to(const rcp_nic *nic);
 extern const struct rcpi_nic_ops rcpi_nic_shm_ops;
 extern const struct rcpi_nic_ops rcpi_nic_udp_ops;
 
+/* A wrapper endpoint (faults, auth) starts with this; nic/wrap.c's ops
+ * forward what the wrapper leaves as it is to INNER. */
+struct rcpi_nic_wrap {
+	struct rcp_nic base; /* first: the dispatcher casts */
+	rcp_nic *inner;
+};
+int rcpi_wrap_addr_str(const rcp_nic *nic, char *buf, size_t len);
+int rcpi_wrap_addr_blob(const rcp_nic *nic, void *buf, size_t *len);
+int rcpi_wrap_peer_add(rcp_nic *nic, const void *blob, size_t len, int *peer);
+int rcpi_wrap_peer_add_str(rcp_nic *nic, const char *addr, int *peer);
+int rcpi_wrap_fd(const rcp_nic *nic);
+int rcpi_wrap_mr_reg(rcp_nic *nic, void *addr, size_t len, unsigned access, rcp_nic_mr **out);
+int rcpi_wrap_get(rcp_nic *nic, int peer, void *local, size_t len, const void *rkey, size_t rkeylen,
+                  uint64_t offset);
+int rcpi_wrap_put(rcp_nic *nic, int peer, const void *local, size_t len, const void *rkey,
+                  size_t rkeylen, uint64_t offset);
+
 /* Wraps INNER in the fault injector configured by SPEC.  On success the
  * wrapper owns INNER.  Returns 0, RCP_EINVAL (bad spec), RCP_ENOMEM. */
 int rcpi_nic_faults_wrap(rcp_nic *inner, const char *spec, rcp_nic **out);
