@@ -5,9 +5,8 @@
  * (/dev/shm, sticky): another user can create a name before us
  * (squatting), and a file that others may write can say anything.  A
  * segment is trusted only if it is a regular file of our effective uid
- * that nobody else may open (mode 0600 or stricter).  Used by the remote
- * fetch segments of rpc/rfp.c; nic/shm.c applies the same rule with its
- * own messages (seg_trusted).  Slow paths only.
+ * that nobody else may open (mode 0600 or stricter).  Used by nic/shm.c's
+ * segments and rpc/rfp.c's remote fetch segments.  Slow paths only.
  */
 #include "rcp_common.h"
 

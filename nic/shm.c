@@ -505,25 +505,14 @@ static uint64_t align_up(uint64_t v)
 	return (v + RINGS_ALIGN - 1) & ~(uint64_t)(RINGS_ALIGN - 1);
 }
 
-static const char *shm_dir(void)
-{
-	const char *dir = rcpi_env_str("RCP_SHM_DIR");
-	return dir && *dir ? dir : "/dev/shm";
-}
-
 /* A segment is ours to trust only if it is a regular file of our
- * effective uid that nobody else may open (mode 0600 or stricter): a name
- * can be created first by another user (squatting), and such a file could
- * say anything.  Returns 0 or RCP_EPERM, logging why with WHO. */
+ * effective uid that nobody else may open (common/shmseg.c).  Returns 0 or
+ * RCP_EPERM, logging why with "shm:WHO". */
 static int seg_trusted(const struct stat *st, const char *who, const char *path)
 {
-	if (S_ISREG(st->st_mode) && st->st_uid == geteuid() && !(st->st_mode & 077))
-		return 0;
-	rcpi_err("shm:%s: %s%s is %s owned by uid %u, mode %04o; refusing it (expected a file of "
-	         "uid %u, mode 0600: another user may have created the name first)",
-	         who, shm_dir(), path, S_ISREG(st->st_mode) ? "a file" : "not a file",
-	         (unsigned)st->st_uid, (unsigned)(st->st_mode & 0777), (unsigned)geteuid());
-	return RCP_EPERM;
+	char w[96];
+	snprintf(w, sizeof w, "shm:%s", who);
+	return rcpi_shm_trusted(st, w, path);
 }
 
 /* The uid of the process holding abstract unix name SA, from the kernel's
@@ -894,7 +883,7 @@ static int seg_create(struct shm_nic *nic, const char *path)
 				/* Another user's file, or a symlink: say whose. */
 				char full[PATH_MAX];
 				int e = errno;
-				snprintf(full, sizeof full, "%s%s", shm_dir(), path);
+				snprintf(full, sizeof full, "%s%s", rcpi_shm_dir(), path);
 				if (lstat(full, &st) == 0 && seg_trusted(&st, nic->name, path))
 					return RCP_EPERM;
 				errno = e;
@@ -915,8 +904,8 @@ static int seg_create(struct shm_nic *nic, const char *path)
 			/* Ours, but others may have written it: its header
 			 * proves nothing.  No live owner holds the doorbell
 			 * name, so replace it. */
-			rcpi_warn("shm:%s: %s%s had mode %03o; replacing it", nic->name, shm_dir(),
-			          path, (unsigned)(st.st_mode & 0777));
+			rcpi_warn("shm:%s: %s%s had mode %03o; replacing it", nic->name,
+			          rcpi_shm_dir(), path, (unsigned)(st.st_mode & 0777));
 		} else if ((uint64_t)st.st_size >= SEG_HDR_BYTES) {
 			old = mmap(NULL, SEG_HDR_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 			if (old != MAP_FAILED) {
@@ -927,7 +916,7 @@ static int seg_create(struct shm_nic *nic, const char *path)
 					rcpi_warn(
 					    "shm:%s: %s%s is owned by live pid %d (in another "
 					    "network namespace?); remove it if it is stale",
-					    nic->name, shm_dir(), path, (int)old->owner_pid);
+					    nic->name, rcpi_shm_dir(), path, (int)old->owner_pid);
 					munmap(old, SEG_HDR_BYTES);
 					close(fd);
 					return RCP_EADDRINUSE;
@@ -991,7 +980,7 @@ static void sweep_stale(struct shm_nic *nic)
 
 	if (atomic_exchange(&swept, me) == me || !nic->pidns)
 		return;
-	d = opendir(shm_dir());
+	d = opendir(rcpi_shm_dir());
 	if (!d)
 		return;
 	while ((e = readdir(d))) {
@@ -1011,7 +1000,7 @@ static void sweep_stale(struct shm_nic *nic)
 		    seg_dead(dirfd(d), e->d_name, nic->pidns, &owner) &&
 		    unlinkat(dirfd(d), e->d_name, 0) == 0)
 			rcpi_info("shm:%s: removed %s/%s (its owner, pid %d, is gone)", nic->name,
-			          shm_dir(), e->d_name, (int)owner);
+			          rcpi_shm_dir(), e->d_name, (int)owner);
 		close(lock);
 	}
 	closedir(d);
