@@ -1510,17 +1510,19 @@ static int run(rcp_rpc *rpc, int (*fin)(void *), void *arg, int64_t timeout_ns)
 			last_ev = now;
 		if (now >= until)
 			return total ? total : RCP_ETIMEDOUT;
-		if ((rpc->flags & RCP_RPC_SPIN) || now < spin_end || rfp_busy(rpc) ||
+		/* Remote fetch polls the server's memory: spin without a
+		 * yield, since its slow/fast decisions count fetches of
+		 * RCP_RFP_FETCH_NS, which a yield stretches (test_rfp then
+		 * never sees a call turn slow). */
+		if (rfp_busy(rpc)) {
+			rcpi_cpu_relax();
+			continue;
+		}
+		/* Else yield past RCPI_SOLO_NS so a peer sharing this CPU runs
+		 * (issue 18, item 8). */
+		if ((rpc->flags & RCP_RPC_SPIN) || now < spin_end ||
 		    (!(rpc->flags & RCP_RPC_SLEEP) && now < last_ev + (uint64_t)rpc->spin_ns)) {
-			/* Yield past RCPI_SOLO_NS so a peer sharing this CPU
-			 * runs (issue 18, item 8); not while remote fetch polls
-			 * the server's memory: its slow/fast decisions count
-			 * fetches of RCP_RFP_FETCH_NS, which a yield stretches
-			 * (test_rfp then never sees a call turn slow). */
-			if (rfp_busy(rpc))
-				rcpi_cpu_relax();
-			else
-				rcpi_spin_pause(now - last_ev);
+			rcpi_spin_pause(now - last_ev);
 			continue;
 		}
 		/* About to sleep: every completion has queued its note. */
