@@ -274,26 +274,8 @@ static void t_unexp_hostile(void **state)
 
 struct closing {
 	struct sim *s;
-	rcp_req *sreq, *rreq;
-	struct rcp_status sst, rst;
-	int sdone, rdone;
+	struct sim_one snd, rcv;
 };
-
-static int recv_done(void *arg)
-{
-	struct closing *c = arg;
-	if (!c->rdone && rcpc_req_done(c->rreq, &c->rst))
-		c->rdone = 1;
-	return c->rdone;
-}
-
-static int send_done(void *arg)
-{
-	struct closing *c = arg;
-	if (!c->sdone && rcpc_req_done(c->sreq, &c->sst))
-		c->sdone = 1;
-	return c->sdone;
-}
 
 static int linger_over(void *arg)
 {
@@ -320,13 +302,13 @@ static int close_run(uint64_t seed, double drop)
 	test_fill(sb, len, seed);
 	memset(rb, 0, sizeof rb);
 	assert_int_equal(
-	    rcpc_irecv(sim_core(c.s, 1), sim_chan(c.s, 1, 0), 7, rb, len, sim_now(c.s), &c.rreq),
+	    rcpc_irecv(sim_core(c.s, 1), sim_chan(c.s, 1, 0), 7, rb, len, sim_now(c.s), &c.rcv.r),
 	    0);
-	assert_int_equal(rcpc_issend(sim_chan(c.s, 0, 1), 7, sb, len, sim_now(c.s), &c.sreq), 0);
-	if (sim_run(c.s, recv_done, &c, 10 * SEC) || c.rst.error ||
+	assert_int_equal(rcpc_issend(sim_chan(c.s, 0, 1), 7, sb, len, sim_now(c.s), &c.snd.r), 0);
+	if (sim_run(c.s, sim_one_done, &c.rcv, 10 * SEC) || c.rcv.st.error ||
 	    test_check(rb, len, seed) >= 0) {
 		print_error("seed %#llx: receive failed (%s)\n", (unsigned long long)seed,
-		            rcp_strerror(c.rst.error));
+		            rcp_strerror(c.rcv.st.error));
 		rc = -1;
 	}
 	/* The receiver closes: it lingers while the core says so, bounded by
@@ -340,9 +322,9 @@ static int close_run(uint64_t seed, double drop)
 	 * in flight); no resend of the sender's (>= 20 us away) comes first. */
 	sim_run(c.s, never, NULL, 2 * o.link.latency);
 	sim_kill(c.s, 1);
-	if (sim_run(c.s, send_done, &c, 2 * peer_timeout) || c.sst.error) {
+	if (sim_run(c.s, sim_one_done, &c.snd, 2 * peer_timeout) || c.snd.st.error) {
 		print_error("seed %#llx: last send: %s\n", (unsigned long long)seed,
-		            c.sdone ? rcp_strerror(c.sst.error) : "not done");
+		            c.snd.done ? rcp_strerror(c.snd.st.error) : "not done");
 		rc = -1;
 	}
 	sim_free(c.s);
@@ -373,11 +355,7 @@ static int wait_behind(int n, uint32_t credits, struct rcp_ep_stats *rs, int *al
 	unsigned char(*sb)[8] = calloc((size_t)n + 1, 8), (*rb)[8] = calloc((size_t)n + 1, 8);
 	rcp_req **sr = calloc((size_t)n + 1, sizeof *sr);
 	struct rcp_status st;
-	struct {
-		rcp_req *r;
-		struct rcp_status st;
-		int done;
-	} w = {0};
+	struct sim_one w = {0};
 	int err;
 
 	assert_non_null(sb);
