@@ -51,9 +51,9 @@
  * holds the header as sent and, for DATA, points into the user's buffer,
  * so retransmission copies nothing.  Every frame carries the cumulative ack
  * (next sequence expected); ACK frames add a selective-ack bitmap of up to
- * 1024 frames past it.  A frame is taken as lost when a frame DUPTHRESH
- * later has been selectively acked and it has been out for at least one
- * smoothed RTT: it is resent at once (the paper's "resend the named frames
+ * 1024 frames past it.  A frame is taken as lost when a later frame has
+ * been selectively acked and it has been out for the reordering window,
+ * srtt x 5/4 (RACK, time-based; no count of later frames): it is resent at once (the paper's "resend the named frames
  * in the next window", but continuous).  If nothing is acked for an RTO
  * (RFC 6298: srtt + 4 rttvar, clamped, doubled per expiry, Karn's rule for
  * samples) every frame out longer than the RTO is resent.
@@ -173,7 +173,6 @@
 
 #define RXW          1024u  /* receive window in frames (bitmap size) */
 #define TXW_MAX      1024u  /* largest send ring */
-#define DUPTHRESH    3u     /* later frames acked before a gap is a loss */
 #define ACK_EVERY    4u     /* in-order frames between forced acks */
 #define INLINE_CAP   2048u  /* bytes a slot can hold inline */
 #define CWND_ONE     1024u  /* cwnd fixed point */
@@ -1130,9 +1129,8 @@ static int chan_retransmit(rcp_chan *ch, uint64_t now)
 		int lost;
 		if (s->sacked)
 			continue;
-		/* Lost: never went out, or a later frame arrived and either
-		 * DUPTHRESH later ones did or the reordering window passed;
-		 * in both cases not resent within the last round trip. */
+		/* Lost: never went out, or a later frame arrived and the
+		 * reordering window has passed since this one was (re)sent. */
 		lost = s->sent_at == 0 || (ch->have_sack && rcpw_seq_lt(seq, ch->highest_sacked) &&
 		                           now - s->sent_at >= wait);
 		if (!lost) {
