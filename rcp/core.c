@@ -34,9 +34,14 @@
  * resets the channel.  A new epoch on a frame that names ours is no
  * proof either (a straggler of a conversation before): challenged too.
  * The challenge is a nonce, one per claimed epoch, and only an ACK that
- * echoes it proves the claim.  A frame with dst_epoch 0 and the peer's own epoch
- * is taken (a peer that has not heard us yet: its first frames were sealed
- * before).  Before the first contact a connected channel takes the first
+ * echoes it proves the claim; the echo is flagged FRESH when the echoing
+ * channel has taken no reliable frame (rx_taken), and then our blind
+ * frames cannot be in its conversation: ours goes on, no announce.  A
+ * frame with dst_epoch 0 and the peer's own epoch is taken until the peer
+ * has named us (named: its first frames were sealed before it heard us);
+ * after that a blind frame of its epoch is a straggler, dropped, and our
+ * own blind frames are resealed naming the peer when resent
+ * (slot_unblind).  Before the first contact a connected channel takes the first
  * epoch it hears, as before (residual: a spoofer racing the real peer's
  * first frame).  Accepting endpoints (RCP_EP_ACCEPT) keep no state for an
  * unknown sender, whose frames may come from forged addresses: when the
@@ -334,6 +339,8 @@ struct rcp_chan {
 	uint32_t gone_epoch; /* the incarnation before: its stragglers are stale */
 	uint32_t my_epoch;   /* our epoch on this channel: of this conversation (CHANNELS) */
 	int sent_blind;      /* a frame of this conversation went out with dst_epoch 0 */
+	int rx_taken;        /* a reliable frame was taken since the last reset */
+	int named;           /* peer_epoch has named one of our epochs: its blind frames are stale */
 	uint64_t chal;       /* our last restart challenge: only its echo proves one */
 	uint32_t chal_epoch; /* the incarnation it went to */
 	int failed;          /* error every new operation gets, or 0 */
@@ -806,9 +813,40 @@ static void tlp_arm(rcp_chan *ch, const struct slot *s, uint64_t now)
 }
 
 /* Transmits slot S (first time or again).  Returns 0 or RCP_EAGAIN. */
+/* A frame sealed blind (dst_epoch 0) and resent after the peer was heard
+ * goes out naming the peer: once the peer has named us it takes blind
+ * frames of its epoch for stragglers (HANDSHAKE), and a resend must not
+ * be one.  The crc is sealed again; the rest of the header is as sent. */
+static void slot_unblind(rcp_chan *ch, struct slot *s)
+{
+	const rcpc_core *c = ch->core;
+	uint32_t e = ch->peer_epoch;
+
+	if (s->hdr.dst_epoch || !e)
+		return;
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+	e = __builtin_bswap32(e);
+#endif
+	s->hdr.dst_epoch = e;
+	if (c->p.crc) {
+		uint32_t crc;
+		s->hdr.crc = 0;
+		crc = rcpw_crc32c(0, &s->hdr, s->hlen);
+		crc = rcpw_crc32c(crc, s->payload, s->plen);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+		crc = __builtin_bswap32(crc);
+#endif
+		s->hdr.crc = crc;
+	}
+}
+
 static int slot_send(rcp_chan *ch, struct slot *s, uint64_t now)
 {
-	int rc = xmit(ch, &s->hdr, s->hlen, s->payload, s->plen, 1);
+	int rc;
+
+	if (RCPI_UNLIKELY(!s->hdr.dst_epoch))
+		slot_unblind(ch, s);
+	rc = xmit(ch, &s->hdr, s->hlen, s->payload, s->plen, 1);
 	if (rc == RCP_EAGAIN) {
 		/* sent_at == 0 marks "the nic refused it": first in line
 		 * for the next pump. */
@@ -1249,7 +1287,8 @@ static void send_ack(rcp_chan *ch, uint64_t now)
 				words = w + 1;
 		}
 	}
-	hdr_fill(ch, &ch->ackbuf.hdr, RCPW_ACK, 0, 0, 0, 0, ch->echo, words * 8);
+	hdr_fill(ch, &ch->ackbuf.hdr, RCPW_ACK, ch->echo && !ch->rx_taken ? RCPW_F_FRESH : 0, 0, 0,
+	         0, ch->echo, words * 8);
 #if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
 	for (uint32_t w = 0; w < words; w++)
 		ch->ackbuf.sack[w] = __builtin_bswap64(ch->ackbuf.sack[w]);
@@ -1351,6 +1390,7 @@ static void chan_reset(rcp_chan *ch, int error)
 	ch->ack_now = ch->ack_pending = 0;
 	ch->acked_upto = 1;
 	ch->sent_blind = 0;
+	ch->rx_taken = 0;
 }
 
 static void chan_fail(rcp_chan *ch, int error)
@@ -2065,6 +2105,7 @@ static void process_reliable(rcp_chan *ch, const struct rcpw_hdr *h, const unsig
 	rcpc_core *c = ch->core;
 	uint32_t d = h->seq - ch->rx_next;
 
+	ch->rx_taken = 1;
 	if (rcpw_seq_lt(h->seq, ch->rx_next) || (d && rx_bit(ch, h->seq))) {
 		c->st.dup_frames++;
 		ch->ack_now = 1; /* our ack may have been lost */
@@ -2432,7 +2473,7 @@ void rcpc_input(rcpc_core *c, int peer, const void *src, size_t srclen, const vo
 			 * start a new one, and say so at once (a PING with
 			 * the new epoch: the peer challenges it and starts
 			 * afresh too, or it would keep addressing the old). */
-			announce = ch->sent_blind;
+			announce = ch->sent_blind && !(h.flags & RCPW_F_FRESH);
 			chan_reset(ch, RCP_EPEER);
 			if (announce)
 				ch->my_epoch = conv_epoch(c);
@@ -2441,9 +2482,20 @@ void rcpc_input(rcpc_core *c, int peer, const void *src, size_t srclen, const vo
 			ch->gone_epoch = ch->peer_epoch;
 		}
 		ch->peer_epoch = h.src_epoch;
+		ch->named = 0;
 		ch->failed = 0;
 		if (announce)
 			send_ping(ch, now);
+	}
+	if (h.dst_epoch) {
+		ch->named = 1;
+	} else if (ch->named) {
+		/* The peer has named us before: a blind frame of its epoch is
+		 * a straggler sealed before it heard us (or, after a restart
+		 * proven by a challenge, sealed for an earlier conversation
+		 * of ours), never a frame of this one. */
+		c->st.stale_frames++;
+		return;
 	}
 	if (ch->failed)
 		return;

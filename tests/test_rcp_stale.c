@@ -19,6 +19,10 @@
  * - t_timeout_revive: A's channel fails by the peer timeout while B's
  *   answers are held; they arrive later, and A's next message must not
  *   fill B's receive of the old one, which must end (an error is fine).
+ * - t_restart_speaks_first: A once sent blind to B; B restarts and the new
+ *   B speaks first (a PVM task on a reused udp port).  The new B had
+ *   taken nothing from A when challenged (its echo says FRESH), so A's
+ *   conversation goes on: no new epoch, B's first message is not failed.
  */
 #include "rcp/core.h"
 #include "rcp/wire.h"
@@ -319,12 +323,66 @@ static void t_timeout_revive(void **state)
 	fx_free(&x);
 }
 
+/* Trigger 2 without the hazard: the new incarnation speaks first. */
+static void t_restart_speaks_first(void **state)
+{
+	struct fx x;
+	rcp_req *s1, *sb, *ra, *ra2;
+	rcp_chan *ch, *chb;
+	struct rcp_status st = {0};
+	unsigned char bufa[256], bufa2[256];
+	uint32_t my;
+	int rc;
+	(void)state;
+
+	fx_init(&x);
+	x.from = -1; /* no frame held */
+	post_b(&x);
+	ch = sim_chan(x.s, 0, 1);
+	/* A speaks first (blind), B answers: one exchange each way. */
+	send_msg(&x, ch, 1, 100, &rc, &s1);
+	assert_int_equal(rc, 0);
+	assert_int_equal(rcpc_irecv(sim_core(x.s, 0), RCP_ANY_CHAN, RCP_ANY_TAG, bufa, sizeof bufa,
+	                            sim_now(x.s), &ra),
+	                 0);
+	send_msg(&x, sim_chan(x.s, 1, 0), 9, 50, &rc, &sb);
+	assert_int_equal(rc, 0);
+	assert_int_equal(sim_run(x.s, req_done, &ra, SEC), 0);
+	assert_int_equal(sim_run(x.s, req_done, &s1, SEC), 0);
+
+	/* B restarts and speaks first. */
+	sim_restart(x.s, 1, 0x3001);
+	post_b(&x);
+	assert_int_equal(rcpc_irecv(sim_core(x.s, 0), RCP_ANY_CHAN, RCP_ANY_TAG, bufa2,
+	                            sizeof bufa2, sim_now(x.s), &ra2),
+	                 0);
+	chb = sim_chan(x.s, 1, 0);
+	send_msg(&x, chb, 8, 60, &rc, &sb);
+	assert_int_equal(rc, 0);
+	assert_int_equal(sim_run(x.s, req_done, &ra2, SEC), 0);
+	(void)sim_run(x.s, never, NULL, 100 * MS);
+	assert_int_equal(rcpc_chan_restarts(ch), 1);
+	/* B's message came through and its send was told so. */
+	assert_true(rcpc_req_done(sb, &st));
+	assert_int_equal(st.error, 0);
+	assert_int_equal(rcpc_chan_restarts(chb), 0);
+	/* A went on in its conversation: the next message needs no new one. */
+	my = rcpc_chan_peer_epoch(chb);
+	send_msg(&x, ch, 2, 110, &rc, &s1);
+	assert_int_equal(rc, 0);
+	assert_int_equal(sim_run(x.s, req_done, &s1, SEC), 0);
+	assert_int_equal(rcpc_chan_peer_epoch(chb), my);
+	assert_int_equal(rcpc_chan_restarts(chb), 0);
+	fx_free(&x);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(t_close_reopen),
 	    cmocka_unit_test(t_restart_blind),
 	    cmocka_unit_test(t_timeout_revive),
+	    cmocka_unit_test(t_restart_speaks_first),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
