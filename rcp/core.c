@@ -6,8 +6,18 @@
  * sequence 1, message 1; nothing is exchanged to set a channel up between
  * peers that both connect.  Each side has an epoch (random per endpoint
  * open); frames carry the sender's epoch and the epoch it believes the
- * receiver has (0: none yet).  A frame addressed to an old epoch of ours
- * is stale and dropped; a proven new epoch of the peer (HANDSHAKE) means
+ * receiver has (0: none yet).  The epoch a channel sends (my_epoch) is
+ * its conversation's: since every conversation numbers from 1, one that
+ * starts again must differ on the wire from the one before, or the old
+ * one's frames in flight are taken as the new one's (a receive completed
+ * with another message's bytes: fuzz_core).  So a channel the user opens
+ * (also one closed and opened again), a failed channel, and one reset for
+ * a peer's restart after it sent frames with dst_epoch 0 (the new
+ * incarnation may take those) take a new epoch, conv_epoch(); the peer
+ * sees a restart claim and challenges it (HANDSHAKE): one round trip per
+ * new conversation, none on an established channel, no header field.  An
+ * accepted channel keeps the endpoint epoch its cookie named.  A frame
+ * addressed to another epoch than the channel's is stale and dropped; a proven new epoch of the peer (HANDSHAKE) means
  * the peer restarted: everything pending on the channel fails with
  * RCP_EPEER and the channel starts afresh, and frames of the incarnation
  * it left (gone_epoch; rcpc_chan_ban_epoch sets it for a reconnected
@@ -21,9 +31,17 @@
  * answered with a challenge, a PING to the claimed incarnation with a
  * nonzero arg; the new incarnation takes our epoch from it and answers at
  * once with an ACK that names it (echoing the arg), and only that frame
- * resets the channel.  A frame with dst_epoch 0 and the peer's own epoch
- * is taken (a peer that has not heard us yet: its first frames were sealed
- * before).  Before the first contact a connected channel takes the first
+ * resets the channel.  A new epoch on a frame that names ours is no
+ * proof either (a straggler of a conversation before): challenged too.
+ * The challenge is a nonce, one per claimed epoch, and only an ACK that
+ * echoes it proves the claim; the echo is flagged FRESH when the echoing
+ * channel has taken no reliable frame (rx_taken), and then our blind
+ * frames cannot be in its conversation: ours goes on, no announce.  A
+ * frame with dst_epoch 0 and the peer's own epoch is taken until the peer
+ * has named us (named: its first frames were sealed before it heard us);
+ * after that a blind frame of its epoch is a straggler, dropped, and our
+ * own blind frames are resealed naming the peer when resent
+ * (slot_unblind).  Before the first contact a connected channel takes the first
  * epoch it hears, as before (residual: a spoofer racing the real peer's
  * first frame).  Accepting endpoints (RCP_EP_ACCEPT) keep no state for an
  * unknown sender, whose frames may come from forged addresses: when the
@@ -318,6 +336,12 @@ struct rcp_chan {
 	uint32_t peer_epoch;
 	unsigned restarts;   /* new peer incarnations seen (rcp_chan_restarts) */
 	uint32_t gone_epoch; /* the incarnation before: its stragglers are stale */
+	uint32_t my_epoch;   /* our epoch on this channel: of this conversation (CHANNELS) */
+	int sent_blind;      /* a frame of this conversation went out with dst_epoch 0 */
+	int rx_taken;        /* a reliable frame was taken since the last reset */
+	int named;           /* peer_epoch has named one of our epochs: its blind frames are stale */
+	uint64_t chal;       /* our last restart challenge: only its echo proves one */
+	uint32_t chal_epoch; /* the incarnation it went to */
 	int failed;          /* error every new operation gets, or 0 */
 	struct list posted;  /* receives posted for this channel (rcpc_core.posted_any) */
 	int accepted;        /* made for an unknown sender, unseen by the user (HANDSHAKE) */
@@ -406,6 +430,7 @@ struct rcpc_core {
 	uint64_t now;         /* of the entry point running (for deep callees) */
 	int naccepted;        /* channels with ch->accepted set */
 	uint64_t sweep_at;    /* next look for half-open channels to reclaim */
+	uint32_t convs;       /* conversations begun: conv_epoch's counter */
 	struct rcp_ep_stats st;
 	int demand_warned; /* credit_demand's warning was given */
 };
@@ -701,8 +726,9 @@ static void hdr_fill(rcp_chan *ch, struct rcpw_hdr *h, uint8_t type, uint16_t fl
 	h->flags = flags | (c->p.crc ? RCPW_F_CRC : 0);
 	h->hlen = RCPW_HLEN;
 	h->session = c->p.session;
-	h->src_epoch = c->p.epoch;
+	h->src_epoch = ch->my_epoch;
 	h->dst_epoch = ch->peer_epoch;
+	ch->sent_blind |= !ch->peer_epoch;
 	h->seq = seq;
 	h->ack = ch->rx_next;
 	h->credits = ch->credits_given;
@@ -757,6 +783,7 @@ static int xmit(rcp_chan *ch, const void *hdr, uint32_t hlen, const void *payloa
 }
 
 static void chan_fail(rcp_chan *ch, int error);
+static uint32_t conv_epoch(rcpc_core *c);
 
 /* Tail-loss probe: if nothing is acked within ~2 round trips of the last
  * frame S, the newest one is resent so the receiver's SACK names whatever
@@ -785,9 +812,40 @@ static void tlp_arm(rcp_chan *ch, const struct slot *s, uint64_t now)
 }
 
 /* Transmits slot S (first time or again).  Returns 0 or RCP_EAGAIN. */
+/* A frame sealed blind (dst_epoch 0) and resent after the peer was heard
+ * goes out naming the peer: once the peer has named us it takes blind
+ * frames of its epoch for stragglers (HANDSHAKE), and a resend must not
+ * be one.  The crc is sealed again; the rest of the header is as sent. */
+static void slot_unblind(rcp_chan *ch, struct slot *s)
+{
+	const rcpc_core *c = ch->core;
+	uint32_t e = ch->peer_epoch;
+
+	if (s->hdr.dst_epoch || !e)
+		return;
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+	e = __builtin_bswap32(e);
+#endif
+	s->hdr.dst_epoch = e;
+	if (c->p.crc) {
+		uint32_t crc;
+		s->hdr.crc = 0;
+		crc = rcpw_crc32c(0, &s->hdr, s->hlen);
+		crc = rcpw_crc32c(crc, s->payload, s->plen);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+		crc = __builtin_bswap32(crc);
+#endif
+		s->hdr.crc = crc;
+	}
+}
+
 static int slot_send(rcp_chan *ch, struct slot *s, uint64_t now)
 {
-	int rc = xmit(ch, &s->hdr, s->hlen, s->payload, s->plen, 1);
+	int rc;
+
+	if (RCPI_UNLIKELY(!s->hdr.dst_epoch))
+		slot_unblind(ch, s);
+	rc = xmit(ch, &s->hdr, s->hlen, s->payload, s->plen, 1);
 	if (rc == RCP_EAGAIN) {
 		/* sent_at == 0 marks "the nic refused it": first in line
 		 * for the next pump. */
@@ -1227,7 +1285,8 @@ static void send_ack(rcp_chan *ch, uint64_t now)
 				words = w + 1;
 		}
 	}
-	hdr_fill(ch, &ch->ackbuf.hdr, RCPW_ACK, 0, 0, 0, 0, ch->echo, words * 8);
+	hdr_fill(ch, &ch->ackbuf.hdr, RCPW_ACK, ch->echo && !ch->rx_taken ? RCPW_F_FRESH : 0, 0, 0,
+	         0, ch->echo, words * 8);
 #if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
 	for (uint32_t w = 0; w < words; w++)
 		ch->ackbuf.sack[w] = __builtin_bswap64(ch->ackbuf.sack[w]);
@@ -1328,6 +1387,8 @@ static void chan_reset(rcp_chan *ch, int error)
 	ch->recover = 1;
 	ch->ack_now = ch->ack_pending = 0;
 	ch->acked_upto = 1;
+	ch->sent_blind = 0;
+	ch->rx_taken = 0;
 }
 
 static void chan_fail(rcp_chan *ch, int error)
@@ -1335,6 +1396,9 @@ static void chan_fail(rcp_chan *ch, int error)
 	ch->failed = error;
 	ch->core->st.timeouts++;
 	chan_reset(ch, error);
+	/* The peer may still hold this conversation (or frames of it be on
+	 * their way): whatever this channel sends later is a new one. */
+	ch->my_epoch = conv_epoch(ch->core);
 }
 
 /* ---- receiving ----------------------------------------------------------------- */
@@ -2039,6 +2103,7 @@ static void process_reliable(rcp_chan *ch, const struct rcpw_hdr *h, const unsig
 	rcpc_core *c = ch->core;
 	uint32_t d = h->seq - ch->rx_next;
 
+	ch->rx_taken = 1;
 	if (rcpw_seq_lt(h->seq, ch->rx_next) || (d && rx_bit(ch, h->seq))) {
 		c->st.dup_frames++;
 		ch->ack_now = 1; /* our ack may have been lost */
@@ -2136,6 +2201,37 @@ static uint64_t siphash24(const uint64_t k[2], const unsigned char *m, size_t n)
 	return v0 ^ v1 ^ v2 ^ v3;
 }
 
+/* CHANNELS: our epoch for a new conversation, distinct from the endpoint
+ * epoch (which accepted channels and cookies use) and, but by a 2^-32
+ * chance, from the conversations before: frames of an old conversation
+ * then name an epoch the new one does not have, and are stale. */
+static uint32_t conv_epoch(rcpc_core *c)
+{
+	unsigned char m[8];
+	uint32_t n = ++c->convs, v;
+	memcpy(m, &c->p.epoch, 4);
+	memcpy(m + 4, &n, 4);
+	v = (uint32_t)siphash24(c->p.cookie_key, m, 8);
+	while (!v || v == c->p.epoch)
+		v = v * 2654435761u + 1;
+	return v;
+}
+
+/* A restart challenge for incarnation EPOCH of CH's peer: never 0, never
+ * one before (a counter under the key), so an echo of an old challenge
+ * proves nothing. */
+static uint64_t chal_nonce(rcpc_core *c, rcp_chan *ch, uint32_t epoch)
+{
+	unsigned char m[12];
+	uint32_t n = ++c->convs;
+	uint64_t v;
+	memcpy(m, &ch->my_epoch, 4);
+	memcpy(m + 4, &epoch, 4);
+	memcpy(m + 8, &n, 4);
+	v = siphash24(c->p.cookie_key, m, 12);
+	return v ? v : 1;
+}
+
 /* The cookie for a sender at address SRC with incarnation EPOCH in time
  * slot SLOT: a MAC under the endpoint's secret, so checking an echo needs
  * no state.  Never 0 (0 means "no cookie"). */
@@ -2170,7 +2266,7 @@ static int cookie_echoed(const rcpc_core *c, const void *src, size_t srclen,
  * receiver echoes COOKIE in an ACK, which names our epoch: proof that it
  * receives at that address (a blind sender never sees our epoch). */
 static void send_challenge(rcpc_core *c, int peer, const void *src, size_t srclen,
-                           uint32_t dst_epoch, uint64_t cookie)
+                           uint32_t src_epoch, uint32_t dst_epoch, uint64_t cookie)
 {
 	struct rcpw_hdr h;
 	int rc;
@@ -2182,7 +2278,7 @@ static void send_challenge(rcpc_core *c, int peer, const void *src, size_t srcle
 	h.flags = c->p.crc ? RCPW_F_CRC : 0;
 	h.hlen = RCPW_HLEN;
 	h.session = c->p.session;
-	h.src_epoch = c->p.epoch;
+	h.src_epoch = src_epoch;
 	h.dst_epoch = dst_epoch;
 	h.ack = 1;
 	h.credits = c->p.credits;
@@ -2274,6 +2370,7 @@ void rcpc_input(rcpc_core *c, int peer, const void *src, size_t srclen, const vo
 	const unsigned char *pl;
 	enum rcpw_verdict v;
 	rcp_chan *ch;
+	int announce = 0;
 
 	c->st.frames_recv++;
 	c->now = now;
@@ -2285,10 +2382,6 @@ void rcpc_input(rcpc_core *c, int peer, const void *src, size_t srclen, const vo
 			bad(c);
 		return;
 	}
-	if (h.dst_epoch && h.dst_epoch != c->p.epoch) {
-		c->st.stale_frames++; /* meant for an earlier incarnation of us */
-		return;
-	}
 	if (RCPI_UNLIKELY(!h.src_epoch)) {
 		c->st.stale_frames++; /* every sender has an epoch */
 		return;
@@ -2298,7 +2391,7 @@ void rcpc_input(rcpc_core *c, int peer, const void *src, size_t srclen, const vo
 		/* Unknown sender: servers take it as a new channel, once it
 		 * echoes a cookie (HANDSHAKE). */
 		int np = peer;
-		if (!(c->p.flags & RCP_EP_ACCEPT)) {
+		if (!(c->p.flags & RCP_EP_ACCEPT) || (h.dst_epoch && h.dst_epoch != c->p.epoch)) {
 			c->st.stale_frames++;
 			return;
 		}
@@ -2307,7 +2400,7 @@ void rcpc_input(rcpc_core *c, int peer, const void *src, size_t srclen, const vo
 			/* No state until the sender proves it receives at its
 			 * address; a challenge is never answered with one. */
 			if (src && srclen <= COOKIE_SRC_MAX && !(h.type == RCPW_PING && h.arg))
-				send_challenge(c, -1, src, srclen, h.src_epoch,
+				send_challenge(c, -1, src, srclen, c->p.epoch, h.src_epoch,
 				               cookie_of(c, src, srclen, h.src_epoch,
 				                         now >> COOKIE_SLOT_SHIFT));
 			c->st.stale_frames++;
@@ -2337,6 +2430,12 @@ void rcpc_input(rcpc_core *c, int peer, const void *src, size_t srclen, const vo
 	}
 	if (ch->failed == RCP_ECLOSED)
 		return;
+	if (h.dst_epoch && h.dst_epoch != ch->my_epoch) {
+		/* Meant for an earlier incarnation of us or an earlier
+		 * conversation of this channel (CHANNELS). */
+		c->st.stale_frames++;
+		return;
+	}
 	if (RCPI_UNLIKELY(h.src_epoch == ch->gone_epoch)) {
 		/* A straggler of the incarnation this channel left: taking it
 		 * for a restart would reset the channel under the new one. */
@@ -2345,23 +2444,56 @@ void rcpc_input(rcpc_core *c, int peer, const void *src, size_t srclen, const vo
 	}
 	if (h.src_epoch != ch->peer_epoch) {
 		if (ch->peer_epoch) {
-			if (h.dst_epoch != c->p.epoch) {
-				/* A new incarnation that does not know ours: a
-				 * claim anyone can forge, never a reset.  Challenge
-				 * it; its answer names our epoch (the proof). */
+			if (!h.dst_epoch || h.type != RCPW_ACK || !ch->chal || h.arg != ch->chal ||
+			    h.src_epoch != ch->chal_epoch) {
+				/* A new incarnation or conversation of the peer:
+				 * a claim, never a reset by itself (a blind one
+				 * anyone can forge; one naming our epoch may be a
+				 * straggler of a conversation before).  Challenge
+				 * it; only the echo of this challenge, which names
+				 * our epoch, proves it. */
 				c->st.restart_claims++;
-				if (!(h.type == RCPW_PING && h.arg))
-					send_challenge(c, ch->peer, NULL, 0, h.src_epoch, 1);
+				if (!(h.type == RCPW_PING && h.arg)) {
+					/* One nonce per claimed epoch: the echo of
+					 * any challenge sent to it proves it. */
+					if (!ch->chal || ch->chal_epoch != h.src_epoch)
+						ch->chal = chal_nonce(c, ch, h.src_epoch);
+					ch->chal_epoch = h.src_epoch;
+					send_challenge(c, ch->peer, NULL, 0, ch->my_epoch, h.src_epoch,
+					               ch->chal);
+				}
 				return;
 			}
 			/* The peer restarted (proven): what was pending with
-			 * the old incarnation is lost. */
+			 * the old incarnation is lost.  If frames of ours went
+			 * out blind (dst_epoch 0), the new incarnation could
+			 * take (or have taken) them for this conversation's:
+			 * start a new one, and say so at once (a PING with
+			 * the new epoch: the peer challenges it and starts
+			 * afresh too, or it would keep addressing the old). */
+			announce = ch->sent_blind && !(h.flags & RCPW_F_FRESH);
 			chan_reset(ch, RCP_EPEER);
+			if (announce)
+				ch->my_epoch = conv_epoch(c);
+			ch->chal = 0;
 			ch->restarts++;
 			ch->gone_epoch = ch->peer_epoch;
 		}
 		ch->peer_epoch = h.src_epoch;
+		ch->named = 0;
 		ch->failed = 0;
+		if (announce)
+			send_ping(ch, now);
+	}
+	if (h.dst_epoch) {
+		ch->named = 1;
+	} else if (ch->named) {
+		/* The peer has named us before: a blind frame of its epoch is
+		 * a straggler sealed before it heard us (or, after a restart
+		 * proven by a challenge, sealed for an earlier conversation
+		 * of ours), never a frame of this one. */
+		c->st.stale_frames++;
+		return;
 	}
 	if (ch->failed)
 		return;
@@ -2736,6 +2868,10 @@ static int chan_open(rcpc_core *c, int peer, uint64_t now, int lazy, rcp_chan **
 	ch->rto = c->p.rto_init;
 	ch->last_heard = now;
 	chan_reset(ch, RCP_EPEER); /* sets sequence numbers, credits */
+	/* An accepted channel answers with the epoch its cookie named; one
+	 * the user opens may follow an earlier conversation with this peer
+	 * (closed, reopened): a new epoch (CHANNELS). */
+	ch->my_epoch = lazy ? c->p.epoch : conv_epoch(c);
 	list_add_tail(&c->chans, &ch->link);
 	c->by_peer[peer] = ch;
 	*out = ch;

@@ -69,7 +69,9 @@ enum rcpw_flags {
 	RCPW_F_ANYTAG = 1u << 6, /* READY: the receive takes any tag */
 	RCPW_F_SPLIT = 1u << 7,  /* FIN, READY: a split RMA transfer; RTS: the
 	                            sender offers one (see core.c) */
-	RCPW_F_ALL = (1u << 8) - 1,
+	RCPW_F_FRESH = 1u << 8,  /* ACK echoing a challenge: the sender has taken
+	                          * no reliable frame on this channel (HANDSHAKE) */
+	RCPW_F_ALL = (1u << 9) - 1,
 };
 
 struct rcpw_hdr {

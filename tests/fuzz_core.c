@@ -24,8 +24,7 @@
  * exact-size allocation so an over-read is ASan's to see.
  *
  * Oracle, besides the sanitizers: while the input neither mutated nor
- * injected a frame (nor closed a channel, restarted a core or had a
- * channel fail: FUZZ_KNOWN_STALE), every byte a receive completes with must be the
+ * injected a frame, every byte a receive completes with must be the
  * sender's pattern for that tag and length, and a receive of a given tag
  * completes only with that tag.
  */
@@ -40,18 +39,11 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-/* Known fault (tests/corpus/known/core/README): a conversation that
- * starts again (a channel closed and opened again, a peer restarted, a
- * channel failed by the peer timeout and heard from again) numbers
- * frames and messages from 1, and frames of the old one still on
- * the way (a closed channel's; dst_epoch 0 ones sent before the sender
- * knew the peer's epoch) are taken as the new one's: a receive completes
- * with another message's bytes.  Until that is fixed, close, restart and
- * a failed channel turn the byte oracle off; -DFUZZ_KNOWN_STALE=0 turns
- * it back on. */
-#ifndef FUZZ_KNOWN_STALE
-#define FUZZ_KNOWN_STALE 1
-#endif
+/* Closing and reopening a channel, restarting a core and a channel
+ * failed by the peer timeout keep the byte oracle on: a conversation that
+ * starts again has a new epoch, and frames of the old one are stale
+ * (rcp/core.c, CHANNELS; tests/corpus/regress/core/close-reopen and the
+ * two beside it were this fault's inputs). */
 
 enum { NNODES = 2, QMAX = 96, RMAX = 48, MRMAX = 64, STRANGERS = 6 };
 #define BUDGET (3u << 20) /* bytes of message buffers per input */
@@ -380,28 +372,12 @@ static void deliver_all(unsigned rounds)
 	}
 }
 
-/* FUZZ_KNOWN_STALE: a channel failed by the peer timeout starts again
- * from 1 when its peer is heard next, the peer's state unchanged. */
-static void note_failed(void)
-{
-	char line[512];
-	const char *t;
-	int failed;
-	for (int i = 0; i < NNODES; i++) {
-		rcp_chan *ch = F.core[i] ? rcpc_chan_by_peer(F.core[i], 1 - i) : NULL;
-		if (ch && rcpc_chan_debug(ch, line, sizeof line) > 0 &&
-		    (t = strstr(line, "failed ")) && sscanf(t, "failed %d", &failed) == 1 && failed)
-			F.tainted |= FUZZ_KNOWN_STALE;
-	}
-}
-
 static void timers(void)
 {
 	for (int i = 0; i < NNODES; i++)
 		if (F.core[i])
 			rcpc_timers(F.core[i], F.now);
 	flush_all();
-	note_failed();
 }
 
 static void advance(unsigned t)
@@ -648,13 +624,11 @@ static void op(unsigned o, unsigned cfg)
 			rcp_chan *ch = rcpc_chan_by_peer(F.core[a & 1], 1 - (a & 1));
 			if (ch) {
 				rcpc_chan_close(ch, F.now);
-				F.tainted |= FUZZ_KNOWN_STALE;
 			}
 		}
 		break;
 	case 15: /* restart a node: a new incarnation */
 		a = get8() & 1;
-		F.tainted |= FUZZ_KNOWN_STALE;
 		node_stop((int)a);
 		F.gen[a]++;
 		node_start((int)a, cfg);

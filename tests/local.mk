@@ -77,6 +77,15 @@ tests_test_rcp_limits_SOURCES = tests/test_rcp_limits.c tests/sim.c tests/sim.h 
 tests_test_rcp_limits_CFLAGS = $(TEST_CFLAGS)
 tests_test_rcp_limits_LDFLAGS = -static
 tests_test_rcp_limits_LDADD = $(TEST_LDADD)
+
+# A conversation that starts again takes none of the old one's frames
+# (issue 18; rcp/core.c, CHANNELS).
+check_PROGRAMS += tests/test_rcp_stale
+TESTS += tests/test_rcp_stale
+tests_test_rcp_stale_SOURCES = tests/test_rcp_stale.c tests/sim.c tests/sim.h tests/testutil.h
+tests_test_rcp_stale_CFLAGS = $(TEST_CFLAGS)
+tests_test_rcp_stale_LDFLAGS = -static
+tests_test_rcp_stale_LDADD = $(TEST_LDADD)
 endif
 
 # libFuzzer targets (docs/fuzzing.md).  Built with clang when it can link

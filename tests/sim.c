@@ -267,6 +267,8 @@ static int io_peer_add(void *ctx, const void *src, size_t srclen, int *peer)
 	return 0;
 }
 
+static void node_start(struct sim *s, int i, uint32_t epoch);
+
 struct sim *sim_new(const struct sim_opts *o)
 {
 	struct sim *s = calloc(1, sizeof *s);
@@ -282,11 +284,38 @@ struct sim *sim_new(const struct sim_opts *o)
 	s->nodes = calloc((size_t)o->n, sizeof *s->nodes);
 	for (int i = 0; i < o->n; i++) {
 		struct node *n = &s->nodes[i];
-		struct rcpc_io io = {0};
-		struct rcpc_params p = s->o.params;
 		n->s = s;
 		n->id = i;
 		n->chans = calloc((size_t)o->n, sizeof *n->chans);
+		node_start(s, i, 0x1000u + (uint32_t)i);
+	}
+	return s;
+}
+
+void sim_restart(struct sim *s, int i, uint32_t epoch)
+{
+	struct node *n = &s->nodes[i];
+	rcpc_core_free(n->core);
+	n->core = NULL;
+	memset(n->chans, 0, (size_t)s->o.n * sizeof *n->chans);
+	node_start(s, i, epoch);
+}
+
+void sim_chan_close(struct sim *s, int from, int to)
+{
+	struct node *n = &s->nodes[from];
+	rcp_chan *ch = sim_chan(s, from, to);
+	n->chans[to] = NULL;
+	rcpc_chan_close(ch, s->now);
+}
+
+static void node_start(struct sim *s, int i, uint32_t epoch)
+{
+	{
+		struct node *n = &s->nodes[i];
+		struct rcpc_io io = {0};
+		struct rcpc_params p = s->o.params;
+		const struct sim_opts *o = &s->o;
 		io.ctx = n;
 		io.send = io_send;
 		io.peer_add = io_peer_add;
@@ -296,14 +325,13 @@ struct sim *sim_new(const struct sim_opts *o)
 			io.get = io_get;
 			io.put = io_put;
 		}
-		p.epoch = 0x1000u + (uint32_t)i;
+		p.epoch = epoch;
 		if (i < 4 && o->rx_frames[i])
 			p.rx_frames = o->rx_frames[i];
 		if (o->accept)
 			p.flags |= RCP_EP_ACCEPT;
 		rcpc_core_new(&p, &io, n, &n->core);
 	}
-	return s;
 }
 
 void sim_free(struct sim *s)

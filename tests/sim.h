@@ -51,6 +51,14 @@ int sim_run(struct sim *s, int (*done)(void *), void *arg, uint64_t limit);
  * it is no longer progressed (a killed process). */
 void sim_kill(struct sim *s, int i);
 
+/* Restarts endpoint I: its core is freed (its channels with it) and a new
+ * one made with epoch EPOCH (a new incarnation; sim_new gives node i
+ * 0x1000 + i).  Frames on their way to it reach the new core. */
+void sim_restart(struct sim *s, int i, uint32_t epoch);
+
+/* Closes FROM's channel to TO (rcpc_chan_close); sim_chan opens a new one. */
+void sim_chan_close(struct sim *s, int from, int to);
+
 /* Injects raw bytes as a frame from peer FROM to core TO, now. */
 void sim_inject(struct sim *s, int from, int to, const void *frame, size_t len);
 
