@@ -168,7 +168,8 @@ static int chan_mode(long n)
 			goto fail;
 		rb = NULL;
 		/* B echoes and posts its next receive. */
-		if ((rc = rcp_isend(cba, TAG, got_b, sizeof got_b, &s)) || (rc = drive(s, a, &polls)))
+		if ((rc = rcp_isend(cba, TAG, got_b, sizeof got_b, &s)) ||
+		    (rc = drive(s, a, &polls)))
 			goto fail;
 		if ((rc = drive(ra, b, &polls)))
 			goto fail;
