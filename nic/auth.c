@@ -40,7 +40,15 @@
  *
  * Capabilities.  A frame that passes the MAC is the frame that was sent, so
  * the wrapper adds RCP_NIC_CAP_CHECKED: the protocol's CRC would only check
- * again what the MAC already proved.
+ * again what the MAC already proved.  It keeps RCP_NIC_CAP_SHARED_SEG, so
+ * remote fetch (rpc/rfp.c) still runs: the key's promise is about frames,
+ * that none without the MAC reaches the protocol, against other hosts and
+ * other users.  A shared segment is not a frame: only processes of our uid
+ * on this host can open it (0600, owner checked on both sides), and those
+ * can read the key from our environment or write our memory anyway, so
+ * the key never stood between them and us.  The attach that names the
+ * segment is a frame and carries the MAC, so a client maps only a segment
+ * a holder of the key named.
  *
  * Batching.  The trailer must stay valid until the backend has sent the
  * frame.  A send with RCP_NIC_MORE lets the backend keep pointers until its
@@ -263,7 +271,7 @@ static void anic_query(const rcp_nic *nic, struct rcp_nic_info *info)
 	a->w.inner->ops->query(a->w.inner, info);
 	info->backend = a->name;
 	info->mtu = a->mtu;
-	info->caps |= RCP_NIC_CAP_CHECKED;
+	info->caps |= RCP_NIC_CAP_CHECKED; /* SHARED_SEG kept: see Capabilities */
 }
 
 static int anic_peer_remove(rcp_nic *nic, int peer)

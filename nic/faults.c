@@ -100,6 +100,14 @@
  * corrupted frames handed to the backend, f_reordered held frames that a
  * later frame to the same destination really overtook, f_delayed delayed
  * frames handed to the backend.
+ *
+ * Capabilities.  The wrapper clears ORDERED, RELIABLE and CHECKED as its
+ * faults require and passes the rest through.  RMA and SHARED_SEG stay:
+ * the faults model a link that loses and mangles frames, and a one-sided
+ * copy or a load from a shared segment crosses no link (RMA is forwarded
+ * unfaulted, below).  So remote fetch runs under this wrapper: its attach,
+ * its results sent as messages and the liveness watch are frames and are
+ * faulted; its slots are memory and are not.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -685,7 +693,7 @@ int rcpi_nic_faults_wrap(rcp_nic *inner, const char *spec, rcp_nic **out)
 	inner->ops->query(inner, &info);
 	f->w.inner = inner;
 	f->mtu = info.mtu;
-	f->caps = info.caps;
+	f->caps = info.caps; /* RMA and SHARED_SEG included: see Capabilities */
 	if (f->spec.reorder > 0 || f->spec.delay > 0 || f->spec.dup > 0)
 		f->caps &= ~(uint32_t)RCP_NIC_CAP_ORDERED;
 	if (f->spec.drop > 0 || f->spec.dup > 0)

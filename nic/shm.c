@@ -1220,8 +1220,11 @@ static void shm_query(const rcp_nic *base, struct rcp_nic_info *info)
 	info->backend = "shm";
 	info->mtu = nic->mtu;
 	info->rx_frames = (nic->ncells - m) / m;
+	/* SHARED_SEG: our segment is 0600 and a sender attaches only to a
+	 * segment of its own euid (see "Names are shared by all users"), so
+	 * every peer can map a 0600 segment we create, and we its. */
 	info->caps = RCP_NIC_CAP_ORDERED | RCP_NIC_CAP_RELIABLE | RCP_NIC_CAP_CHECKED |
-	             RCP_NIC_CAP_SAME_HOST;
+	             RCP_NIC_CAP_SAME_HOST | RCP_NIC_CAP_SHARED_SEG;
 #ifdef HAVE_PROCESS_VM_READV
 	info->caps |= RCP_NIC_CAP_RMA;
 #endif

@@ -15,3 +15,21 @@ EXTRA_DIST += perf/rpc_sweep.sh perf/rpc_plot.py
 
 bin_PROGRAMS += perf/rcp-copy-ceiling
 perf_rcp_copy_ceiling_SOURCES = perf/copy_ceiling.c perf/tcp_pingpong.c perf/tcp_pingpong.h perf/size_arg.h
+
+# Instructions per 8 B round trip under callgrind (issue 19): perf/callgrind.sh
+# runs rcp-instr (bare nic frame, RCP channel) and, with PVM, rcp-instr-pvm.
+noinst_PROGRAMS += perf/rcp-instr
+perf_rcp_instr_SOURCES = perf/rcp_instr.c perf/instr.h
+perf_rcp_instr_LDADD = librcp.la
+# a real binary (not a libtool wrapper script) for valgrind to run
+perf_rcp_instr_LDFLAGS = -no-install
+EXTRA_DIST += perf/callgrind.sh
+TESTS += perf/callgrind_smoke.sh
+EXTRA_DIST += perf/callgrind_smoke.sh
+if HAVE_PVM
+noinst_PROGRAMS += perf/rcp-instr-pvm
+perf_rcp_instr_pvm_SOURCES = perf/rcp_instr_pvm.c perf/instr.h
+perf_rcp_instr_pvm_LDADD = libpvmrcp.la $(PVM_LIBS)
+# a real binary: valgrind runs it, pvmd execs it from the ep= path
+perf_rcp_instr_pvm_LDFLAGS = -no-install
+endif

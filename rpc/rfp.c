@@ -7,8 +7,15 @@
  * that is real on shm: a server offering RFP creates a POSIX shared-memory
  * segment (shm_open) that its clients map read/write; a client's stores
  * into it and loads from it are one-sided (the server runs no code for
- * them), with no system call per call.  On other nics (udp) the server
- * does not offer it and clients stay in server-reply.
+ * them), with no system call per call.  A server offers it only where its
+ * nic says every peer can map such a segment (RCP_NIC_CAP_SHARED_SEG: the
+ * shm nic, also under the faults and job-key wrappers, which pass the bit
+ * through; see docs/nic.md).  The choice is by capability, never by the
+ * backend's name, which wrappers change ("faults+shm").  On other nics
+ * (udp) the server does not offer it and clients stay in server-reply.
+ *
+ * SETTINGS.  RCP_RFP_* are read once, in rfp_init (rcp_rpc_create), into
+ * rpc->rfpc: the poll loop reads no environment.
  *
  * ATTACH.  A client context with RCP_RPC_FETCH calls the built-in rpc
  * "rcp.rfp.attach" (server-reply) on its first call to a server; the
@@ -205,8 +212,21 @@ static void h_attach(rcp_rpc_handle *h, void *arg)
 	rcp_rpc_respond(h, &o, 0);
 }
 
+/* An RCP_RFP_* integer within [LO, HI], else DEF. */
+static int64_t env_in(const char *name, int64_t def, int64_t lo, int64_t hi)
+{
+	int64_t v = rcpi_env_int(name, def);
+	return v < lo || v > hi ? def : v;
+}
+
 int rfp_init(rcp_rpc *rpc)
 {
+	struct rfp_cfg *k = &rpc->rfpc;
+	k->slots = (uint32_t)env_in("RCP_RFP_SLOTS", 64, 1, 4096);
+	k->fs_max = (uint32_t)env_in("RCP_RFP_FS_MAX", 1024, (int64_t)HDR_LEN + 8, 65536);
+	k->fs_min = (uint32_t)env_in("RCP_RFP_FS_MIN", 256, 0, 65536);
+	k->retry = (uint32_t)env_in("RCP_RFP_RETRY", 5, 0, 1 << 20);
+	k->fetch_ns = (uint64_t)env_in("RCP_RFP_FETCH_NS", 1000, 0, 1000000000);
 	return rcp_rpc_register(rpc, "rcp.rfp.attach", NULL, proc_attach_out, &rpc->rfp_attach_id);
 }
 
@@ -294,21 +314,12 @@ void rfp_serve(rcp_rpc *rpc)
 	rcp_rpc_set_handler(rpc, rpc->rfp_attach_id, h_attach, rpc);
 	if (rpc->rfps || (rpc->flags & (RCP_RPC_NO_RFP | RCP_RPC_SLEEP)))
 		return;
-	rcp_nic_query(rcp_ep_nic(rpc->ep), &info);
-	if (strcmp(info.backend, "shm"))
-		return; /* one-sided loads need a shared segment: shm only */
+	if (rcp_nic_query(rcp_ep_nic(rpc->ep), &info) || !(info.caps & RCP_NIC_CAP_SHARED_SEG))
+		return; /* clients could not map our segment (udp) */
 	s = calloc(1, sizeof *s);
 	if (!s)
 		return;
-	{
-		int64_t slots = rcpi_env_int("RCP_RFP_SLOTS", 64);
-		int64_t fsmax = rcpi_env_int("RCP_RFP_FS_MAX", 1024);
-		if (slots < 1 || slots > 4096)
-			slots = 64;
-		if (fsmax < (int64_t)HDR_LEN + 8 || fsmax > 65536)
-			fsmax = 1024;
-		geom_init(&s->g, (uint32_t)slots, (uint32_t)fsmax);
-	}
+	geom_init(&s->g, rpc->rfpc.slots, rpc->rfpc.fs_max);
 	{
 		uint32_t ns = rcpi_self_pidns();
 		rfp_sweep(ns);
@@ -420,7 +431,7 @@ static void attach_done(rcp_rpc_req *req, int status, void *out, void *arg)
 	}
 	for (uint32_t i = 0; i < o->slots; i++)
 		c->free_slots[c->nfree++] = o->slots - 1 - i;
-	c->fs = (uint32_t)rcpi_env_int("RCP_RFP_FS_MIN", 256);
+	c->fs = rpc->rfpc.fs_min < o->resp_max - HDR_LEN ? rpc->rfpc.fs_min : o->resp_max - HDR_LEN;
 	p->rfp = c;
 	p->rfp_state = 2;
 	/* One response receive stays posted so rcp watches the server's
@@ -529,8 +540,7 @@ void rfp_cli_abandon(rcp_rpc *rpc, struct peer *p, uint32_t slot)
 void rfp_cli_note_reply(rcp_rpc *rpc, struct rfp_cli *c, uint64_t id, uint64_t proc_ns)
 {
 	struct idmode *m;
-	uint64_t fetch_ns = (uint64_t)rcpi_env_int("RCP_RFP_FETCH_NS", 1000);
-	uint64_t t = (uint64_t)rcpi_env_int("RCP_RFP_RETRY", 5);
+	uint64_t fetch_ns = rpc->rfpc.fetch_ns, t = rpc->rfpc.retry;
 	if (!c || !(m = idmode(c, id)) || !m->reply)
 		return;
 	if (proc_ns < t * fetch_ns / 2) {
@@ -546,8 +556,8 @@ static int cli_poll(rcp_rpc *rpc, struct peer *p)
 	struct rfp_cli *c = p->rfp;
 	uint64_t now = 0;
 	int ev = 0;
-	uint64_t fetch_ns = 0;
-	uint32_t T = 0;
+	const uint64_t fetch_ns = rpc->rfpc.fetch_ns;
+	const uint32_t T = rpc->rfpc.retry;
 	for (uint32_t s = 0; s < c->g.slots && (c->npending || c->nzombie); s++) {
 		struct rcp_rpc_req *r = c->owner[s];
 		unsigned char *sl;
@@ -573,7 +583,7 @@ static int cli_poll(rcp_rpc *rpc, struct peer *p)
 			struct rpc_hdr hd;
 			struct idmode *m = idmode(c, r->call->id);
 			rpc->st.rfp_fetch_hits++;
-			if (c->fetches[s] < (T ? T : 5) && m)
+			if (c->fetches[s] < T && m)
 				m->slow_run = 0;
 			b = rpci_rbuf_get(rpc);
 			c->owner[s] = NULL;
@@ -600,7 +610,7 @@ static int cli_poll(rcp_rpc *rpc, struct peer *p)
 			if (len - HDR_LEN > c->fs_seen)
 				c->fs_seen = len - HDR_LEN;
 			if ((rpc->st.rfp_fetch_hits & 63) == 0) {
-				uint32_t lo = (uint32_t)rcpi_env_int("RCP_RFP_FS_MIN", 256);
+				uint32_t lo = rpc->rfpc.fs_min;
 				uint32_t fs = c->fs_seen < lo ? lo : c->fs_seen;
 				c->fs = fs > c->g.resp_max - HDR_LEN ? c->g.resp_max - HDR_LEN : fs;
 				c->fs_seen = 0;
@@ -629,11 +639,8 @@ static int cli_poll(rcp_rpc *rpc, struct peer *p)
 			continue;
 		}
 		/* A fetch that found nothing (paced). */
-		if (!now) {
+		if (!now)
 			now = rcpi_now_ns();
-			fetch_ns = (uint64_t)rcpi_env_int("RCP_RFP_FETCH_NS", 1000);
-			T = (uint32_t)rcpi_env_int("RCP_RFP_RETRY", 5);
-		}
 		if (now < c->next_fetch[s])
 			continue;
 		c->next_fetch[s] = now + fetch_ns;

@@ -14,6 +14,11 @@
 
 struct rfp_srv;
 struct rfp_cli;
+/* Remote fetch's settings (RCP_RFP_*), read once by rfp_init. */
+struct rfp_cfg {
+	uint32_t slots, fs_min, fs_max, retry;
+	uint64_t fetch_ns;
+};
 
 /* Message header, in the sender's byte order (ORDER tells which). */
 #define RPC_ORDER   0x01020304u
@@ -177,6 +182,7 @@ struct rcp_rpc {
 	struct rcp_rpc_stats st;
 	struct rfp_srv *rfps;
 	uint64_t rfp_attach_id;
+	struct rfp_cfg rfpc;
 };
 
 /* rcp_proc_decode with a bulk context for bulk handles. */

@@ -150,6 +150,11 @@ EXTRA_DIST += tests/check_config_doc.sh
 TESTS += tests/check_exports.sh
 EXTRA_DIST += tests/check_exports.sh
 
+# Capabilities, not names (issue 19): no layer above nic/ compares a
+# backend's name.
+TESTS += tests/check_backend_names.sh
+EXTRA_DIST += tests/check_backend_names.sh
+
 if HAVE_CMOCKA
 check_PROGRAMS += tests/test_rpc_proc tests/test_rpc
 TESTS += tests/test_rpc_proc tests/test_rpc

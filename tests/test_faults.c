@@ -115,7 +115,7 @@ static void lb_query(const rcp_nic *nic, struct rcp_nic_info *info)
 	info->mtu = LB_MTU;
 	info->rx_frames = LB_CAP;
 	info->caps = RCP_NIC_CAP_ORDERED | RCP_NIC_CAP_RELIABLE | RCP_NIC_CAP_CHECKED |
-	             RCP_NIC_CAP_SAME_HOST;
+	             RCP_NIC_CAP_SAME_HOST | RCP_NIC_CAP_SHARED_SEG;
 }
 
 static int lb_addr_str(const rcp_nic *nic, char *buf, size_t len)
@@ -695,8 +695,9 @@ static void t_query_and_forwarding(void **state)
 	    {"drop=0.1,reorder=0.1,corrupt=0.1",
 	     RCP_NIC_CAP_RELIABLE | RCP_NIC_CAP_ORDERED | RCP_NIC_CAP_CHECKED},
 	};
+	/* SHARED_SEG survives every fault (nic/faults.c, Capabilities). */
 	const uint32_t all = RCP_NIC_CAP_ORDERED | RCP_NIC_CAP_RELIABLE | RCP_NIC_CAP_CHECKED |
-	                     RCP_NIC_CAP_SAME_HOST;
+	                     RCP_NIC_CAP_SAME_HOST | RCP_NIC_CAP_SHARED_SEG;
 	struct rcp_nic_info info;
 	struct rcp_nic_stats st;
 	unsigned char big[LB_MTU + 1], blob[RCP_NIC_ADDR_MAX], rkey[8];

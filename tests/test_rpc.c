@@ -556,7 +556,7 @@ static void test_rfp(void **state)
 	struct rcp_rpc_stats st;
 	pid_t srv;
 	(void)state;
-	setenv("RCP_RFP_RETRY", "20", 1); /* read per poll by the client only */
+	setenv("RCP_RFP_RETRY", "20", 1); /* read by rcp_rpc_create */
 	srv = start_server(&setups[0], "rfp", addr);
 	assert_int_equal(open_ep(&setups[0], "rfpc", 0, &ep), 0);
 	cfg.flags = RCP_RPC_FETCH;
@@ -624,6 +624,83 @@ static void test_rfp(void **state)
 	rcp_rpc_destroy(rpc);
 	rcp_ep_close(ep);
 	unsetenv("RCP_RFP_RETRY");
+}
+
+/* Remote fetch under the wrappers: the faults wrapper (light loss and
+ * reordering) and, where built, the job key over it.  The backend's name
+ * is then "faults+shm" or "auth+faults+shm"; remote fetch is chosen by the
+ * nic's RCP_NIC_CAP_SHARED_SEG, which both pass through (docs/nic.md), so
+ * calls must still go through the server's segment (rfp_calls counts
+ * them) and every result be right.  The attach and any result sent as a
+ * message cross the faulted frames. */
+struct wrapped {
+	struct setup su;
+	const char *key; /* RCP_SESSION_KEY for both sides, or NULL */
+	const char *tag; /* endpoint names */
+};
+static const struct wrapped rfp_wrapped[] = {
+    {{"shm", "drop=0.02,reorder=0.02,seed=31"}, NULL, "rfw"},
+    {{"shm", "drop=0.02,reorder=0.02,seed=32"}, "test-rfp-job-key-0123456789abcdef", "rfwk"},
+};
+
+static void test_rfp_wrapped(void **state)
+{
+	const struct wrapped *w = *state;
+	const struct setup *su = &w->su;
+	char addr[RCP_NIC_ADDRSTR_MAX], tag[16];
+	struct rcp_nic_info info;
+	struct rcp_nic_stats ns;
+	struct rcp_rpc_config cfg = {0};
+	struct rcp_rpc_stats st;
+	rcp_ep *ep;
+	rcp_rpc *rpc;
+	rcp_chan *ch;
+	pid_t srv;
+	int rc;
+	if (w->key)
+		setenv("RCP_SESSION_KEY", w->key, 1); /* read at each nic open */
+	snprintf(tag, sizeof tag, "%sc", w->tag);
+	rc = open_ep(su, tag, 0, &ep);
+	if (rc == RCP_ENOTSUP && w->key) {
+		unsetenv("RCP_SESSION_KEY");
+		printf("SKIP: librcp built without libsodium (no job key)\n");
+		skip();
+	}
+	assert_int_equal(rc, 0);
+	assert_int_equal(rcp_nic_query(rcp_ep_nic(ep), &info), 0);
+	assert_non_null(strstr(info.backend, "faults+shm")); /* the wrapper is there */
+	assert_true(info.caps & RCP_NIC_CAP_SHARED_SEG);
+	snprintf(tag, sizeof tag, "%ss", w->tag);
+	srv = start_server(su, tag, addr);
+	if (w->key)
+		unsetenv("RCP_SESSION_KEY"); /* the server (forked) has it */
+	cfg.flags = RCP_RPC_FETCH;
+	assert_int_equal(rcp_rpc_create(ep, &cfg, &rpc), 0);
+	reg(rpc);
+	assert_int_equal(rcp_connect(ep, addr, &ch), 0);
+	for (int i = 0; i < 100; i++)
+		spin_call(rpc, ch, 0);
+	run_echo(rpc, ch, test_seed(0x7f8), 100, 16);
+	rcp_rpc_get_stats(rpc, &st);
+	{
+		rcp_rpc_req *rq;
+		assert_int_equal(rcp_rpc_forward(rpc, ch, id_quit, NULL, NULL, -1, NULL, NULL, &rq),
+		                 0);
+		assert_int_equal(rcp_rpc_wait(rq, WAIT_NS), 0);
+		rcp_rpc_req_free(rq);
+	}
+	assert_int_equal(test_wait_child(srv), 0);
+	assert_int_equal(rcp_nic_get_stats(rcp_ep_nic(ep), &ns), 0);
+	print_message("%s: %llu calls by remote fetch, %llu fetch hits; frames dropped %llu, "
+	              "reordered %llu\n",
+	              info.backend, (unsigned long long)st.rfp_calls,
+	              (unsigned long long)st.rfp_fetch_hits, (unsigned long long)ns.f_dropped,
+	              (unsigned long long)ns.f_reordered);
+	rcp_rpc_destroy(rpc);
+	rcp_ep_close(ep);
+	if (!st.rfp_calls)
+		fail_msg("%s: no call went by remote fetch (%llu fetch hits)", info.backend,
+		         (unsigned long long)st.rfp_fetch_hits);
 }
 
 /* Many calls in flight over udp: the work per completed call is counted,
@@ -784,6 +861,8 @@ int main(void)
 	    cmocka_unit_test(test_killed_server),
 	    cmocka_unit_test(test_no_server),
 	    cmocka_unit_test(test_rfp),
+	    TEST_ROW("test_rfp_faults", test_rfp_wrapped, &rfp_wrapped[0]),
+	    TEST_ROW("test_rfp_faults_key", test_rfp_wrapped, &rfp_wrapped[1]),
 	    cmocka_unit_test(test_udp_inflight),
 	};
 	signal(SIGPIPE, SIG_IGN);

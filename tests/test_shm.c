@@ -297,7 +297,7 @@ static void t_query(void **state)
 	assert_int_equal(info.mtu, 16384);
 	assert_int_equal(info.caps, RCP_NIC_CAP_ORDERED | RCP_NIC_CAP_RELIABLE |
 	                                RCP_NIC_CAP_CHECKED | RCP_NIC_CAP_RMA |
-	                                RCP_NIC_CAP_SAME_HOST);
+	                                RCP_NIC_CAP_SAME_HOST | RCP_NIC_CAP_SHARED_SEG);
 	/* 1 MiB / 64 = 16384 cells; an MTU frame takes 257. */
 	assert_int_equal(info.rx_frames, (16384 - 257) / 257);
 	assert_true(rcp_nic_fd(a) >= 0);

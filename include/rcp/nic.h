@@ -54,6 +54,12 @@ enum {
 	RCP_NIC_CAP_CHECKED = 1u << 2,   /* payload corruption is detected below */
 	RCP_NIC_CAP_RMA = 1u << 3,       /* rcp_nic_get/put work */
 	RCP_NIC_CAP_SAME_HOST = 1u << 4, /* peers are on this host only */
+	/* Every peer is a process of this host and of our effective uid, so
+	 * a POSIX shared-memory segment one side creates (mode 0600) the
+	 * other can map: loads and stores into it are one-sided, crossing
+	 * no frame.  Remote fetch (rpc/rfp.c) runs only where this is set.
+	 * Wrappers pass it through (docs/nic.md, "Capabilities"). */
+	RCP_NIC_CAP_SHARED_SEG = 1u << 5,
 };
 
 /* Flags for rcp_nic_send(). */
