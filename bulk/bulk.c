@@ -110,6 +110,15 @@
 
 #include "bulk/bulk_int.h"
 #include "common/rcp_common.h"
+#include "rcp/ep_int.h"
+
+/* Wait source (rcp_ep_wait_add): queued deliveries are work. */
+static int wait_arm(void *arg, int64_t *timeout_ns)
+{
+	rcp_bulk_ctx *ctx = arg;
+	(void)timeout_ns;
+	return ctx->qhead ? RCP_EAGAIN : 0;
+}
 
 static int post_rx(rcp_bulk_ctx *ctx)
 {
@@ -137,12 +146,21 @@ int rcp_bulk_ctx_open(rcp_ep *ep, rcp_bulk_ctx **out)
 	if (rcp_nic_query(ctx->nic, &info) == 0 && (info.caps & RCP_NIC_CAP_RMA))
 		ctx->rma = rcpi_env_int("RCP_BULK_RMA", 1) != 0;
 	ctx->regcache = rcpi_env_int("RCP_BULK_REGCACHE", 1) != 0;
-	ctx->spin_ns = rcpi_env_int("RCP_SPIN_NS", 50000);
 	ctx->next_id = rcpb_random64() & RCPB_ID_MASK;
 	rc = post_rx(ctx);
 	if (rc) {
 		free(ctx);
 		return rc;
+	}
+	{
+		/* Waits on the endpoint must not sleep over our queue. */
+		struct rcp_wait_src src = {.fd = -1, .arm = wait_arm, .arg = ctx};
+		rc = rcp_ep_wait_add(ep, &src);
+		if (rc < 0) {
+			rcp_bulk_ctx_close(ctx);
+			return rc;
+		}
+		ctx->wait_id = rc;
 	}
 	*out = ctx;
 	return 0;
@@ -344,40 +362,28 @@ int rcp_bulk_test(rcp_bulk_op *op, int *status)
 	return 0;
 }
 
+struct op_wait {
+	rcp_bulk_op *op;
+	int *status;
+	int rc;
+};
+
+static int op_done(void *arg)
+{
+	struct op_wait *w = arg;
+	w->rc = rcp_bulk_test(w->op, w->status);
+	return w->rc != RCP_EAGAIN;
+}
+
 int rcp_bulk_wait(rcp_bulk_op *op, int64_t timeout_ns, int *status)
 {
-	rcp_bulk_ctx *ctx;
-	uint64_t start, spin_end;
+	struct op_wait w = {op, status, RCP_EAGAIN};
+	int rc;
 
 	if (!op)
 		return RCP_EINVAL;
-	ctx = op->ctx;
-	start = rcpi_now_ns();
-	spin_end = start + (uint64_t)(ctx->spin_ns > 0 ? ctx->spin_ns : 0);
-	for (;;) {
-		uint64_t now;
-		int64_t sleep_ns, t;
-		int rc = rcp_bulk_test(op, status);
-		if (rc != RCP_EAGAIN)
-			return rc;
-		now = rcpi_now_ns();
-		if (timeout_ns >= 0 && now - start >= (uint64_t)timeout_ns)
-			return RCP_ETIMEDOUT;
-		if (now < spin_end) {
-			rcpi_cpu_relax();
-			continue;
-		}
-		if (rcp_bulk_arm(ctx) == RCP_EAGAIN)
-			continue;
-		sleep_ns = rcp_ep_timeout_ns(ctx->ep);
-		if (timeout_ns >= 0) {
-			t = timeout_ns - (int64_t)(now - start);
-			if (sleep_ns < 0 || t < sleep_ns)
-				sleep_ns = t;
-		}
-		if (rcpi_fd_wait(rcp_ep_fd(ctx->ep), sleep_ns))
-			return RCP_ESYS;
-	}
+	rc = rcpi_ep_wait_mode(op->ctx->ep, -1, op_done, &w, timeout_ns);
+	return rc ? rc : w.rc;
 }
 
 int rcp_bulk_cancel(rcp_bulk_op *op)
@@ -404,6 +410,8 @@ void rcp_bulk_ctx_close(rcp_bulk_ctx *ctx)
 	if (!ctx)
 		return;
 	ctx->closing = 1;
+	if (ctx->wait_id > 0)
+		rcp_ep_wait_remove(ctx->ep, ctx->wait_id);
 	/* Pending operations end with RCP_ECLOSED; pieces in flight finish
 	 * (bounded by the peer timeout), serves are revoked. */
 	for (rcp_bulk_op *op = ctx->ops; op; op = op->next) {

@@ -66,23 +66,6 @@ static inline void rcpi_cpu_relax(void)
 #endif
 }
 
-/* One pause of a spin-wait that began SPUN_NS ago.  Past RCPI_SOLO_NS it
- * offers the CPU (sched_yield): when the process we wait for shares our
- * CPU (more runnable tasks than CPUs, or the scheduler put both ends of a
- * ping-pong on one CPU), a pure spinner keeps it off until preempted —
- * an rpc round trip on one CPU took 2 x RCP_SPIN_NS (~118 us) by default
- * and a time slice with RCP_WAIT=spin.  With nothing else runnable here
- * the call returns at once; a reply from another CPU comes well within
- * RCPI_SOLO_NS.  (pvm-glue/wait.c does the same.) */
-#define RCPI_SOLO_NS 5000u
-static inline void rcpi_spin_pause(uint64_t spun_ns)
-{
-	if (spun_ns >= RCPI_SOLO_NS)
-		sched_yield();
-	else
-		rcpi_cpu_relax();
-}
-
 /* Grows *ARR (of *N elements of ELEM bytes) so index NEED is valid,
  * doubling from 16, new elements zeroed.  Returns 0 or RCP_ENOMEM (the
  * array is then unchanged). */

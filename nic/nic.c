@@ -7,10 +7,12 @@
  * implements the spin-then-sleep wait on top of each backend's `pending`
  * and `arm` operations.
  *
- * Wait policy: rcp_nic_wait() first spins on ops->pending() for spin_ns
+ * Wait policy: rcp_nic_wait() runs the one policy of common/wait.c with
+ * the nic as its only source: it spins on ops->pending() for spin_ns
  * (RCP_SPIN_NS, default 50 µs: longer than a typical round trip on this
- * kind of host, shorter than a scheduler tick), then arms the wake-up and
- * sleeps in poll() on the backend's fd.  On VMs whose idle vCPUs halt, a
+ * kind of host, shorter than a scheduler tick; past the first 5 µs each
+ * look yields the CPU), then arms the wake-up and sleeps in ppoll() on the
+ * backend's fd, in nanoseconds.  On VMs whose idle vCPUs halt, a
  * sleep/wake costs ~25 µs each way, so spinning first keeps the common
  * ping-pong case fast; sleeping afterwards keeps idle processes off the CPU.
  */
@@ -20,6 +22,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "common/wait.h"
 #include "nic/nic_int.h"
 
 /* Built backends.  A backend not built is simply not listed here. */
@@ -71,7 +74,10 @@ int rcp_nic_open(const char *addr, const struct rcp_nic_config *cfg, rcp_nic **o
 	if (rc)
 		return rc;
 	nic->ops = ops;
-	nic->spin_ns = rcpi_env_int("RCP_SPIN_NS", 50000);
+	{
+		int mode;
+		rcpi_wait_policy(&mode, &nic->spin_ns);
+	}
 
 	faults = cfg && cfg->faults ? cfg->faults : rcpi_env_str("RCP_FAULTS");
 	if (faults && *faults) {
@@ -248,58 +254,37 @@ int rcp_nic_arm(rcp_nic *nic)
 	return nic ? nic->ops->arm(nic) : RCP_EINVAL;
 }
 
+/* rcp_nic_wait through the one wait policy (common/wait.c): the nic is
+ * its only source; DONE asks pending(), which takes nothing. */
+static int nic_pending(void *arg)
+{
+	rcp_nic *nic = arg;
+	return nic->ops->pending(nic) != 0;
+}
+
+static int nic_arm(void *arg, int64_t *timeout_ns)
+{
+	rcp_nic *nic = arg;
+	(void)timeout_ns;
+	return nic->ops->arm(nic);
+}
+
 int rcp_nic_wait(rcp_nic *nic, int64_t timeout_ns, int64_t spin_ns)
 {
-	uint64_t start, deadline, now;
-	struct pollfd pfd;
-	int rc, ms;
+	struct rcpi_waiter w;
+	struct rcp_wait_src src = {.arm = nic_arm};
+	int rc;
 
 	if (!nic)
 		return RCP_EINVAL;
-	if (spin_ns < 0)
-		spin_ns = nic->spin_ns;
-	start = rcpi_now_ns();
-	deadline = timeout_ns < 0 ? UINT64_MAX : start + (uint64_t)timeout_ns;
-
-	/* Spin phase: cheap checks, no system calls where the backend can help it. */
-	if (spin_ns > 0) {
-		uint64_t spin_end = start + (uint64_t)spin_ns;
-		if (spin_end > deadline)
-			spin_end = deadline;
-		for (unsigned i = 0;; i++) {
-			if (nic->ops->pending(nic))
-				return 0;
-			rcpi_cpu_relax();
-			if ((i & 63) == 63 && rcpi_now_ns() >= spin_end)
-				break;
-		}
-	}
-
-	/* Sleep phase. */
-	for (;;) {
-		rc = nic->ops->arm(nic);
-		if (rc == RCP_EAGAIN)
-			return 0;
-		if (rc)
-			return rc;
-		now = rcpi_now_ns();
-		if (now >= deadline)
-			return RCP_ETIMEDOUT;
-		if (deadline == UINT64_MAX)
-			ms = -1;
-		else {
-			uint64_t left = (deadline - now + 999999) / 1000000;
-			ms = left > 1000000 ? 1000000 : (int)left;
-		}
-		pfd.fd = nic->ops->fd(nic);
-		pfd.events = POLLIN;
-		pfd.revents = 0;
-		rc = poll(&pfd, 1, ms);
-		if (rc > 0)
-			return 0;
-		if (rc < 0 && errno != EINTR)
-			return RCP_ESYS;
-	}
+	src.fd = nic->ops->fd(nic);
+	src.arg = nic;
+	rc = rcpi_waiter_init(&w, spin_ns == 0 ? RCPI_WAIT_SLEEP : RCPI_WAIT_DEFAULT,
+	                      spin_ns < 0 ? nic->spin_ns : spin_ns, &src);
+	if (!rc)
+		rc = rcpi_waiter_wait(&w, nic_pending, nic, timeout_ns);
+	rcpi_waiter_fini(&w);
+	return rc;
 }
 
 int rcp_nic_mr_reg(rcp_nic *nic, void *addr, size_t len, unsigned access, rcp_nic_mr **out)

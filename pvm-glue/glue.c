@@ -492,7 +492,6 @@ static int do_init(void)
 {
 	struct rcp_ep_config ec = {0};
 	char addr[RCP_NIC_ADDRSTR_MAX];
-	const char *w;
 	int tid, rc, b, save, want[PR_MAXEP];
 
 	tid = pvm_mytid();
@@ -500,12 +499,6 @@ static int do_init(void)
 		return tid;
 	S.mytid = tid;
 	S.held.next = S.held.prev = &S.held;
-	w = getenv("RCP_WAIT");
-	S.spin_ns = env_int("RCP_SPIN_NS", 50000);
-	if (w && !strcmp(w, "spin"))
-		S.spin_ns = -1;
-	else if (w && !strcmp(w, "sleep"))
-		S.spin_ns = 0;
 	S.stash_ns = (uint64_t)env_int("PVMRCP_STASH_US", 1000) * 1000;
 	S.live_ns = (uint64_t)env_int("PVMRCP_LIVE_MS", 200) * 1000000;
 	S.order_ns = (uint64_t)env_int("PVMRCP_ORDER_MS", 2000) * 1000000;

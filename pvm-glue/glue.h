@@ -150,7 +150,6 @@ struct pr_state {
 	struct pr_msg held; /* list head */
 	int nheld;
 	uint64_t last_drain_ns;
-	int64_t spin_ns;   /* <0: spin forever */
 	uint64_t stash_ns; /* sends wait this long before taking others' messages */
 	uint64_t live_ns;  /* liveness check period while blocked */
 	uint64_t order_ns; /* longest wait for stock messages an RCP one follows */

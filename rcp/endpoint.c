@@ -7,13 +7,17 @@
  * frames can be released at once), let the core send acks and whatever its
  * windows allow, and fire its timers when their deadline has passed.
  *
- * Waiting: spin on progress for spin_ns (RCP_SPIN_NS), then send the acks
- * owed and sleep in rcp_nic_recv_wait until a frame or the core's next
- * deadline.  RCP_EP_SPIN never sleeps; RCP_EP_SLEEP sleeps at once and
- * lets timers run up to sleep_slack late (see wake_at).  On VMs whose idle
- * vCPUs halt, a cross-CPU wake-up costs ~25 µs each way, so the spin phase
- * is what makes small round trips fast; the sleep phase keeps idle
- * processes off the CPU.
+ * Waiting: every wait runs the one policy of common/wait.c on the
+ * endpoint's waiter, whose first source is the endpoint itself (ep_look,
+ * ep_arm_src, ep_sleep below) and whose others were added with
+ * rcp_ep_wait_add.  Before sleeping the endpoint sends the acks owed and
+ * takes the core's next deadline; alone, it sleeps in rcp_nic_recv_wait,
+ * which returns the frames it woke for.  RCP_EP_SPIN never sleeps (unless
+ * the CPU is crowded); RCP_EP_SLEEP sleeps at once and lets timers run up
+ * to sleep_slack late (see wake_at).  On VMs whose idle vCPUs halt, a
+ * cross-CPU wake-up costs ~25 µs each way, so the spin phase is what makes
+ * small round trips fast; the sleep phase keeps idle processes off the
+ * CPU.
  */
 #include <errno.h>
 #include <poll.h>
@@ -26,8 +30,10 @@
 #include <rcp/rcp.h>
 
 #include "common/rcp_common.h"
+#include "common/wait.h"
 #include "nic/nic_int.h"
 #include "rcp/core.h"
+#include "rcp/ep_int.h"
 #include "rcp/wire.h"
 
 #define BURST          32
@@ -42,14 +48,14 @@ struct rcp_ep {
 	rcpc_core *core;
 	struct rcp_nic_info info;
 	unsigned flags;
-	int64_t spin_ns;
+	struct rcpi_waiter waiter; /* every wait on this endpoint (common/wait.c) */
+	uint64_t frames_in;        /* frames taken: a look that took some had news */
 	uint64_t sleep_slack_ns; /* RCP_EP_SLEEP: see wake_at() */
 	uint64_t deadline;       /* timers: see deadline_soon() */
 	int deadline_rough;      /* deadline may be early: re-take it before sleeping */
 	unsigned idle_polls;
 	int burst;
 	uint64_t now_cache, now_tsc; /* see ep_now() */
-	uint64_t active_at;          /* last time frames arrived */
 	uint64_t last_rx_cycles;     /* cycles() when frames last arrived */
 	uint64_t last_cycles;        /* cycles() at the last ep_now() */
 	struct peer_name *names;
@@ -76,6 +82,9 @@ static inline uint64_t cycles(void)
 
 static int progress(rcp_ep *ep);
 static int took(rcp_ep *ep, int n);
+static int ep_look(void *arg);
+static int ep_arm_src(void *arg, int64_t *timeout_ns);
+static int ep_sleep(void *arg, int64_t timeout_ns);
 
 /* The exact next deadline: a walk over the channels.  Taken after timers
  * ran and before sleeping; frames and API calls take deadline_soon(). */
@@ -222,11 +231,13 @@ int rcp_ep_open(const char *nic_addr, const struct rcp_ep_config *cfg, rcp_ep **
 		return RCP_ENOMEM;
 	ep->flags = cfg ? cfg->flags : 0;
 	{
-		const char *w = rcpi_env_str("RCP_WAIT");
-		if (w && !strcmp(w, "spin"))
-			ep->flags |= RCP_EP_SPIN;
-		else if (w && !strcmp(w, "sleep"))
-			ep->flags |= RCP_EP_SLEEP;
+		int mode;
+		int64_t spin;
+		rcpi_wait_policy(&mode, &spin); /* RCP_WAIT forces it */
+		if (mode == RCPI_WAIT_SPIN)
+			ep->flags = (ep->flags & ~RCP_EP_SLEEP) | RCP_EP_SPIN;
+		else if (mode == RCPI_WAIT_SLEEP)
+			ep->flags = (ep->flags & ~RCP_EP_SPIN) | RCP_EP_SLEEP;
 	}
 	{
 		/* The nic learns that every wait sleeps: it may then make
@@ -243,7 +254,6 @@ int rcp_ep_open(const char *nic_addr, const struct rcp_ep_config *cfg, rcp_ep **
 		return rc;
 	}
 	rcp_nic_query(ep->nic, &ep->info);
-	ep->spin_ns = rcpi_env_int("RCP_SPIN_NS", 50000);
 	ep->sleep_slack_ns = (uint64_t)rcpi_env_int("RCP_SLEEP_SLACK_US", 5000) * 1000u;
 
 	rcpc_params_default(&p);
@@ -321,11 +331,30 @@ int rcp_ep_open(const char *nic_addr, const struct rcp_ep_config *cfg, rcp_ep **
 	}
 	ep->deadline = UINT64_MAX;
 	ep->burst = 1;
+	{
+		struct rcp_wait_src self = {.fd = rcp_nic_fd(ep->nic),
+		                            .progress = ep_look,
+		                            .arm = ep_arm_src,
+		                            .arg = ep};
+		int mode = (ep->flags & RCP_EP_SPIN)    ? RCPI_WAIT_SPIN
+		           : (ep->flags & RCP_EP_SLEEP) ? RCPI_WAIT_SLEEP
+		                                        : RCPI_WAIT_DEFAULT;
+		if (rcpi_waiter_init(&ep->waiter, mode, -1, &self)) {
+			rcpc_core_free(ep->core);
+			rcp_nic_close(ep->nic);
+			free(ep);
+			return RCP_ENOMEM;
+		}
+		ep->waiter.sleep_alone = ep_sleep;
+	}
 	*out = ep;
 	return 0;
 }
 
-static int wait_until(rcp_ep *ep, int (*done)(void *), void *arg, int64_t timeout_ns);
+static int wait_until(rcp_ep *ep, int (*done)(void *), void *arg, int64_t timeout_ns)
+{
+	return rcpi_waiter_wait(&ep->waiter, done, arg, timeout_ns);
+}
 
 static int linger_done(void *arg)
 {
@@ -362,6 +391,7 @@ void rcp_ep_close(rcp_ep *ep)
 	}
 	rcpc_core_free(ep->core);
 	rcp_nic_close(ep->nic);
+	rcpi_waiter_fini(&ep->waiter);
 	free(ep->names);
 	free(ep);
 }
@@ -424,7 +454,7 @@ static int took(rcp_ep *ep, int n)
 		uint64_t t = ep->last_cycles;
 		ep->burst = n > 1 || t - ep->last_rx_cycles < BURST_GAP_CYCLES ? BURST : 1;
 		ep->last_rx_cycles = t;
-		ep->active_at = now;
+		ep->frames_in += (unsigned)n;
 	} else {
 		ep->burst = 1;
 	}
@@ -522,61 +552,108 @@ int rcp_ep_arm(rcp_ep *ep)
 	return rc ? rc : rcp_nic_arm(ep->nic);
 }
 
-/* Waits until DONE(arg) is true, progressing; TIMEOUT_NS < 0: forever.
- * The clock is read only once the wait turns out not to be instant (an
- * inline send is complete before its wait even starts). */
-static int wait_until(rcp_ep *ep, int (*done)(void *), void *arg, int64_t timeout_ns)
-{
-	uint64_t start = 0, until = UINT64_MAX, spin_end = 0;
-	const int sleeper = !!(ep->flags & RCP_EP_SLEEP);
-	int rc, n;
+/* ---- the endpoint as a wait source (common/wait.c) ---- */
 
-	for (unsigned i = 0;; i++) {
-		uint64_t now, wake;
-		if (done(arg))
-			return 0;
-		/* A sleeper skips the look before sleeping: the receive it
-		 * sleeps in returns at once when frames are there. */
-		if (!sleeper) {
-			rc = progress(ep);
-			if (rc < 0)
-				return rc;
-			if (rc > 0 || done(arg))
-				continue;
-			/* Spinning: look at the clock only now and then. */
-			if (start && (i & 15) != 15)
-				continue;
-		}
-		now = now_ns();
-		if (!start) {
-			start = now;
-			if (timeout_ns >= 0)
-				until = start + (uint64_t)timeout_ns;
-			spin_end = sleeper ? start : start + (uint64_t)ep->spin_ns;
-		}
-		if (now >= until)
-			return RCP_ETIMEDOUT;
-		/* Spin while the wait is young or frames came recently: a
-		 * transfer in progress should not fall asleep between frames. */
-		if ((ep->flags & RCP_EP_SPIN) || now < spin_end ||
-		    (!sleeper && now < ep->active_at + (uint64_t)ep->spin_ns)) {
-			rcpi_spin_pause(now - start); /* yields past RCPI_SOLO_NS */
-			continue;
-		}
-		/* Sleep until a frame arrives or the next timer is due. */
-		if (before_sleep(ep, now))
-			continue;
-		wake = wake_at(ep, ep->deadline, now);
-		if (wake > until)
-			wake = until;
-		n = rcp_nic_recv_wait(ep->nic, ep->frames, ep->burst,
-		                      wake == UINT64_MAX ? -1 : (int64_t)(wake - now));
-		if (n < 0)
-			return n;
-		rc = took(ep, n);
-		if (rc < 0)
-			return rc;
-	}
+/* One look: news if frames came or requests completed. */
+static int ep_look(void *arg)
+{
+	rcp_ep *ep = arg;
+	uint64_t f = ep->frames_in;
+	int rc = progress(ep);
+	return rc < 0 ? rc : rc > 0 || ep->frames_in != f;
+}
+
+/* Before a sleep: acks, timers (before_sleep), the next deadline; the nic
+ * is armed here only when others share the sleep (alone, ep_sleep's
+ * receive arms it). */
+static int ep_arm_src(void *arg, int64_t *timeout_ns)
+{
+	rcp_ep *ep = arg;
+	uint64_t now = now_ns(), wake;
+	if (before_sleep(ep, now))
+		return RCP_EAGAIN;
+	wake = wake_at(ep, ep->deadline, now);
+	if (wake != UINT64_MAX && (*timeout_ns < 0 || wake - now < (uint64_t)*timeout_ns))
+		*timeout_ns = (int64_t)(wake - now);
+	return ep->waiter.nsrc > 1 ? rcp_nic_arm(ep->nic) : 0;
+}
+
+/* Another endpoint's view of EP (rcp_ep_wait_add_ep): its nic is armed
+ * always, since it never sleeps alone there. */
+static int ep_arm_other(void *arg, int64_t *timeout_ns)
+{
+	rcp_ep *ep = arg;
+	uint64_t now = now_ns(), wake;
+	if (before_sleep(ep, now))
+		return RCP_EAGAIN;
+	wake = wake_at(ep, ep->deadline, now);
+	if (wake != UINT64_MAX && (*timeout_ns < 0 || wake - now < (uint64_t)*timeout_ns))
+		*timeout_ns = (int64_t)(wake - now);
+	return rcp_nic_arm(ep->nic);
+}
+
+/* Sleeps in the nic's receive, which returns the frames it woke for. */
+static int ep_sleep(void *arg, int64_t timeout_ns)
+{
+	rcp_ep *ep = arg;
+	int n = rcp_nic_recv_wait(ep->nic, ep->frames, ep->burst, timeout_ns);
+	int rc;
+	if (n < 0)
+		return n;
+	rc = took(ep, n);
+	return rc < 0 ? rc : n > 0 || rc > 0;
+}
+
+int rcp_ep_wait_add(rcp_ep *ep, const struct rcp_wait_src *src)
+{
+	if (!ep || !src)
+		return RCP_EINVAL;
+	return rcpi_waiter_add(&ep->waiter, src);
+}
+
+int rcp_ep_wait_add_ep(rcp_ep *ep, rcp_ep *other)
+{
+	struct rcp_wait_src s = {0};
+	if (!ep || !other || other == ep)
+		return RCP_EINVAL;
+	s.fd = rcp_nic_fd(other->nic);
+	s.progress = ep_look;
+	s.arm = ep_arm_other;
+	s.arg = other;
+	return rcpi_waiter_add(&ep->waiter, &s);
+}
+
+int rcp_ep_wait_remove(rcp_ep *ep, int id)
+{
+	return ep ? rcpi_waiter_remove(&ep->waiter, id) : RCP_EINVAL;
+}
+
+int rcp_ep_wait(rcp_ep *ep, int (*done)(void *), void *arg, int64_t timeout_ns)
+{
+	if (!ep || !done)
+		return RCP_EINVAL;
+	return wait_until(ep, done, arg, timeout_ns);
+}
+
+int rcpi_ep_wait_mode(rcp_ep *ep, int mode, int (*done)(void *), void *arg, int64_t timeout_ns)
+{
+	int saved = ep->waiter.mode, rc;
+	if (mode >= 0)
+		ep->waiter.mode = mode;
+	rc = rcpi_waiter_wait(&ep->waiter, done, arg, timeout_ns);
+	ep->waiter.mode = saved;
+	return rc;
+}
+
+int rcp_ep_wait_stats(rcp_ep *ep, struct rcp_wait_stats *st, int reset)
+{
+	if (!ep)
+		return RCP_EINVAL;
+	if (st)
+		*st = ep->waiter.st;
+	if (reset)
+		memset(&ep->waiter.st, 0, sizeof ep->waiter.st);
+	return 0;
 }
 
 /* ---- channels ---- */

@@ -76,8 +76,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/wait.h"
 #include "rcp/core.h"
+#include "rcp/ep_int.h"
 #include "rpc/rpc_int.h"
+
+static int wait_look(void *arg);
+static int wait_arm(void *arg, int64_t *timeout_ns);
 
 #define RESP_MIN              256 /* initial send-buffer capacity */
 #define OWNER(p, type, field) ((type *)(void *)((char *)(p)-offsetof(type, field)))
@@ -357,10 +362,12 @@ int rcp_rpc_create(rcp_ep *ep, const struct rcp_rpc_config *cfg, rcp_rpc **out)
 	}
 	rpc->flags = cfg ? cfg->flags : 0;
 	{
-		const char *w = rcpi_env_str("RCP_WAIT");
-		if (w && !strcmp(w, "spin"))
+		int mode;
+		int64_t spin;
+		rcpi_wait_policy(&mode, &spin); /* RCP_WAIT forces it */
+		if (mode == RCPI_WAIT_SPIN)
 			rpc->flags = (rpc->flags & ~RCP_RPC_SLEEP) | RCP_RPC_SPIN;
-		else if (w && !strcmp(w, "sleep"))
+		else if (mode == RCPI_WAIT_SLEEP)
 			rpc->flags = (rpc->flags & ~RCP_RPC_SPIN) | RCP_RPC_SLEEP;
 	}
 	{
@@ -370,7 +377,6 @@ int rcp_rpc_create(rcp_ep *ep, const struct rcp_rpc_config *cfg, rcp_rpc **out)
 		else if (m && !strcmp(m, "reply"))
 			rpc->flags &= ~RCP_RPC_FETCH;
 	}
-	rpc->spin_ns = rcpi_env_int("RCP_SPIN_NS", 50000);
 	rpc->def_timeout = cfg && cfg->timeout_ns ? cfg->timeout_ns
 	                                          : rcpi_env_int("RCP_RPC_TIMEOUT_MS", 0) * 1000000;
 	if (rpc->def_timeout == 0)
@@ -392,6 +398,16 @@ int rcp_rpc_create(rcp_ep *ep, const struct rcp_rpc_config *cfg, rcp_rpc **out)
 	if (rfp_init(rpc)) {
 		free(rpc);
 		return RCP_ENOMEM;
+	}
+	{
+		struct rcp_wait_src src = {.fd = -1, .progress = wait_look, .arm = wait_arm, .arg = rpc};
+		int id = rcp_ep_wait_add(ep, &src);
+		if (id < 0) {
+			rfp_fini(rpc);
+			free(rpc);
+			return id;
+		}
+		rpc->wait_id = id;
 	}
 	*out = rpc;
 	return 0;
@@ -1477,71 +1493,70 @@ int64_t rcp_rpc_timeout_ns(const rcp_rpc *rpc)
 	return t;
 }
 
-/* Progresses until DONE(arg) or an event (DONE NULL), or TIMEOUT_NS. */
+/* ---- waiting: the endpoint's waiter (common/wait.c) ----
+ * A context is a wait source of its endpoint (added at init): every wait
+ * on the endpoint sees its events as news and does not sleep over its
+ * queued notes and callbacks or past its call timeouts. */
+
+/* News since the last look: events (handlers run, calls completed), or
+ * a remote fetch in flight, which polls the server's memory: the wait
+ * spins on without a yield, since its slow/fast decisions count fetches
+ * of RCP_RFP_FETCH_NS, which a yield stretches (test_rfp then never sees
+ * a call turn slow). */
+static int wait_look(void *arg)
+{
+	rcp_rpc *rpc = arg;
+	int news = rpc->events != rpc->events_seen || rfp_busy(rpc);
+	rpc->events_seen = rpc->events;
+	return news;
+}
+
+static int wait_arm(void *arg, int64_t *timeout_ns)
+{
+	rcp_rpc *rpc = arg;
+	if (rpc->notes || rpc->doneq || rfp_busy(rpc))
+		return RCP_EAGAIN; /* every completion has queued its note */
+	if (rpc->ntimed) {
+		uint64_t now = now_ns(), dl = rpc->heap[0]->deadline;
+		int64_t d = dl > now ? (int64_t)(dl - now) : 0;
+		if (*timeout_ns < 0 || d < *timeout_ns)
+			*timeout_ns = d;
+	}
+	return 0;
+}
+
+struct run_ctx {
+	rcp_rpc *rpc;
+	int (*fin)(void *);
+	void *arg;
+	int total;
+};
+
+static int run_done(void *arg)
+{
+	struct run_ctx *x = arg;
+	int n;
+	if (x->fin && x->fin(x->arg))
+		return 1;
+	n = progress(x->rpc);
+	if (n < 0)
+		return n;
+	x->total += n;
+	return x->fin ? x->fin(x->arg) : x->total > 0;
+}
+
+/* Progresses until FIN(arg) or an event (FIN NULL), or TIMEOUT_NS.
+ * Returns the events seen, RCP_ETIMEDOUT if none, or an error. */
 static int run(rcp_rpc *rpc, int (*fin)(void *), void *arg, int64_t timeout_ns)
 {
-	uint64_t start = 0, until = UINT64_MAX, spin_end = 0, last_ev = 0;
-	int total = 0;
-
-	for (unsigned i = 0;; i++) {
-		int n;
-		uint64_t now;
-		if (fin && fin(arg))
-			return total;
-		n = progress(rpc);
-		if (n < 0)
-			return n;
-		total += n;
-		if (!fin && total > 0)
-			return total;
-		if (fin && fin(arg))
-			return total;
-		if (start && n == 0 && (i & 15) != 15 && !(rpc->flags & RCP_RPC_SLEEP))
-			continue;
-		now = now_ns();
-		if (!start) {
-			start = last_ev = now;
-			if (timeout_ns >= 0)
-				until = start + (uint64_t)timeout_ns;
-			spin_end =
-			    (rpc->flags & RCP_RPC_SLEEP) ? start : start + (uint64_t)rpc->spin_ns;
-		}
-		if (n)
-			last_ev = now;
-		if (now >= until)
-			return total ? total : RCP_ETIMEDOUT;
-		/* Remote fetch polls the server's memory: spin without a
-		 * yield, since its slow/fast decisions count fetches of
-		 * RCP_RFP_FETCH_NS, which a yield stretches (test_rfp then
-		 * never sees a call turn slow). */
-		if (rfp_busy(rpc)) {
-			rcpi_cpu_relax();
-			continue;
-		}
-		/* Else yield past RCPI_SOLO_NS so a peer sharing this CPU runs
-		 * (issue 18, item 8). */
-		if ((rpc->flags & RCP_RPC_SPIN) || now < spin_end ||
-		    (!(rpc->flags & RCP_RPC_SLEEP) && now < last_ev + (uint64_t)rpc->spin_ns)) {
-			rcpi_spin_pause(now - last_ev);
-			continue;
-		}
-		/* About to sleep: every completion has queued its note. */
-		if (rpc->notes || rpc->doneq)
-			continue;
-		{
-			int64_t t;
-			int rc = rpc->bulk ? rcp_bulk_arm(rpc->bulk) : rcp_ep_arm(rpc->ep);
-			if (rc == RCP_EAGAIN)
-				continue;
-			if (rc)
-				return rc;
-			t = rcp_rpc_timeout_ns(rpc);
-			if (until != UINT64_MAX && (t < 0 || (uint64_t)t > until - now))
-				t = (int64_t)(until - now);
-			if (rcpi_fd_wait(rcp_ep_fd(rpc->ep), t))
-				return RCP_ESYS;
-		}
-	}
+	struct run_ctx x = {rpc, fin, arg, 0};
+	int mode = (rpc->flags & RCP_RPC_SPIN)    ? RCPI_WAIT_SPIN
+	           : (rpc->flags & RCP_RPC_SLEEP) ? RCPI_WAIT_SLEEP
+	                                          : -1;
+	int rc = rcpi_ep_wait_mode(rpc->ep, mode, run_done, &x, timeout_ns);
+	if (rc == RCP_ETIMEDOUT && x.total)
+		return x.total;
+	return rc < 0 ? rc : x.total;
 }
 
 int rcp_rpc_loop(rcp_rpc *rpc, int64_t timeout_ns)
@@ -1612,6 +1627,7 @@ void rcp_rpc_destroy(rcp_rpc *rpc)
 {
 	if (!rpc)
 		return;
+	rcp_ep_wait_remove(rpc->ep, rpc->wait_id);
 	rfp_fini(rpc);
 	for (uint32_t i = 0; i < rpc->peercap; i++)
 		if (rpc->peers[i])

@@ -153,7 +153,9 @@ struct rcp_rpc {
 	rcp_ep *ep;
 	rcp_bulk_ctx *bulk;
 	unsigned flags;
-	int64_t spin_ns, def_timeout;
+	int64_t def_timeout;
+	int wait_id;          /* our wait source on the endpoint */
+	uint64_t events_seen; /* events at the waiter's last look */
 	size_t msg_max;
 	int nrecvs;
 	/* calls: open addressing on id */

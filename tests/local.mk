@@ -190,3 +190,11 @@ tests_test_rfp_owner_SOURCES = tests/test_rfp_owner.c tests/testutil.h
 tests_test_rfp_owner_CFLAGS = $(TEST_CFLAGS)
 tests_test_rfp_owner_LDADD = $(TEST_LDADD)
 endif
+
+# The one wait policy (common/wait.c), on a fake clock: counted, not timed.
+check_PROGRAMS += tests/test_wait
+TESTS += tests/test_wait
+tests_test_wait_SOURCES = tests/test_wait.c tests/testutil.h
+tests_test_wait_CFLAGS = $(TEST_CFLAGS)
+tests_test_wait_LDFLAGS = -static
+tests_test_wait_LDADD = $(TEST_LDADD)

@@ -36,6 +36,7 @@
 
 #include <rcp/error.h>
 #include <rcp/nic.h>
+#include <rcp/wait.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -143,6 +144,31 @@ int64_t rcp_ep_timeout_ns(const rcp_ep *ep);
 /* Drives the protocol: receives frames, fires timers, sends what is due.
  * Returns the number of requests completed (>= 0) or a negative code. */
 int rcp_progress(rcp_ep *ep);
+
+/* ---- waiting (include/rcp/wait.h; the policy: docs/waiting.md) ----
+ * Every wait on EP (rcp_wait, rcp_waitany, rcp_ep_wait, and the layers'
+ * waits on it) spins and sleeps on the endpoint and on every source added
+ * here: a layer's queue, another endpoint, a user's fd. */
+
+/* Adds wait source SRC (copied) to EP's waits: its id (> 0), or RCP_EINVAL
+ * (NULL) / RCP_ENOMEM. */
+int rcp_ep_wait_add(rcp_ep *ep, const struct rcp_wait_src *src);
+/* Adds endpoint OTHER as a wait source of EP (its frames are taken, its
+ * timers run, its fd wakes EP's sleeps): its id, or RCP_EINVAL (NULL, or
+ * OTHER == EP) / RCP_ENOMEM.  Remove it before closing OTHER. */
+int rcp_ep_wait_add_ep(rcp_ep *ep, rcp_ep *other);
+/* Removes source ID: 0, RCP_EINVAL (no such id on EP), RCP_EBUSY (called
+ * from inside a wait on EP). */
+int rcp_ep_wait_remove(rcp_ep *ep, int id);
+/* Waits until DONE(ARG) > 0 (returns 0) or < 0 (returns that value),
+ * progressing EP and its sources, or TIMEOUT_NS passes (RCP_ETIMEDOUT;
+ * < 0: forever).  DONE is asked before every look.  Also returns a
+ * progress error (RCP_ESYS, ...) or RCP_EINVAL (NULL EP or DONE). */
+int rcp_ep_wait(rcp_ep *ep, int (*done)(void *), void *arg, int64_t timeout_ns);
+/* What EP's waits did (counted since open or the last reset); RESET
+ * zeroes the counts after copying them (ST may be NULL).  0 or
+ * RCP_EINVAL. */
+int rcp_ep_wait_stats(rcp_ep *ep, struct rcp_wait_stats *st, int reset);
 int rcp_ep_get_stats(const rcp_ep *ep, struct rcp_ep_stats *st);
 
 /* ---- channels ---- */

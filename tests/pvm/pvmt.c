@@ -1077,7 +1077,8 @@ static int pinned_pingpong(const char *prog, int n, int rcp, struct pvm_rcp_wait
 	        "%llu, crowded %llu\n",
 	        rcp ? "RCP" : "stock", ws->waits, ws->polls, ws->yields, ws->sleeps, ws->max_run,
 	        ws->crowded);
-	CHECK(ws->waits > 0, "no wait counted");
+	if (ws->waits == 0)
+		return 2; /* the peer always answered first: nothing measured */
 	CHECK(ws->max_run <= 64,
 	      "%s peer: a wait looked %llu times in a row without giving the CPU away "
 	      "(%llu waits, %llu looks, %llu yields, %llu sleeps)",
@@ -1104,9 +1105,19 @@ static int t_shared_cpu(void)
 	return 1;
 #else
 	struct pvm_rcp_waitstats ws;
-	if (pinned_pingpong(NULL, 300, 1, &ws) || pinned_pingpong("pvmt-stock", 100, 0, &ws))
+	int rc = 2;
+	/* A peer woken on our CPU may preempt us and answer before each
+	 * receive (seen once beside a build): no wait to count; try again. */
+	for (int k = 0; k < 3 && rc == 2; k++)
+		rc = pinned_pingpong(NULL, 300, 1, &ws);
+	CHECK(rc != 2, "RCP: no wait counted in 3 tries");
+	if (rc)
 		return -1;
-	return 0;
+	rc = 2;
+	for (int k = 0; k < 3 && rc == 2; k++)
+		rc = pinned_pingpong("pvmt-stock", 100, 0, &ws);
+	CHECK(rc != 2, "stock: no wait counted in 3 tries");
+	return rc ? -1 : 0;
 #endif
 }
 
