@@ -22,6 +22,8 @@ enum { RCPI_WAIT_DEFAULT = 0, RCPI_WAIT_SPIN, RCPI_WAIT_SLEEP };
 /* How long the CPU counts as crowded after such a yield. */
 #define RCPI_CROWDED_NS  20000000u
 #define RCPI_WAIT_MAXFDS 64
+/* How often the run queue is looked at (runq_probe), per process. */
+#define RCPI_RUNQ_EVERY_NS 1000000u
 
 struct rcpi_waiter {
 	int mode;        /* RCPI_WAIT_* */
@@ -38,6 +40,7 @@ struct rcpi_waiter {
 	/* Tests only (NULL: the monotonic clock, sched_yield). */
 	uint64_t (*now)(void);
 	void (*yield)(void);
+	int (*runq)(void); /* more runnable tasks than CPUs? (NULL: /proc/loadavg) */
 };
 
 /* The process's policy, from RCP_WAIT (spin|sleep) and RCP_SPIN_NS (read

@@ -38,6 +38,12 @@ static uint64_t fake_now(void)
 	return fake_ns;
 }
 
+static int fake_crowd;
+static int fake_runq(void)
+{
+	return fake_crowd;
+}
+
 static void fake_yield(void)
 {
 	yields_seen++;
@@ -100,6 +106,8 @@ static void setup_w(struct rcpi_waiter *w, int mode, int64_t spin_ns, struct src
 	assert_int_equal(rcpi_waiter_init(w, mode, spin_ns, &src), 0);
 	w->now = fake_now;
 	w->yield = fake_yield;
+	w->runq = fake_runq;
+	fake_crowd = 0;
 	fake_ns = 1000000000ull;
 	tick_ns = 100;
 	yield_ns = 100;
@@ -148,6 +156,24 @@ static void t_crowded_sleeps(void **state)
 		 * without yielding at all. */
 		memset(&w.st, 0, sizeof w.st);
 		yield_ns = 100;
+		assert_int_equal(rcpi_waiter_wait(&w, done_when, &u, -1), 0);
+		assert_int_equal(w.st.yields, 0);
+		assert_int_equal(w.st.sleeps, 1);
+		rcpi_waiter_fini(&w);
+	}
+}
+
+/* More tasks runnable than CPUs: past the time alone a wait sleeps
+ * without paying a yield for the news. */
+static void t_runq_crowded(void **state)
+{
+	struct rcpi_waiter w;
+	struct src_state s = {0};
+	struct until u = {&w, 1, 0, 0};
+	(void)state;
+	for (int mode = RCPI_WAIT_DEFAULT; mode <= RCPI_WAIT_SPIN; mode++) {
+		setup_w(&w, mode, 50000, &s);
+		fake_crowd = 1;
 		assert_int_equal(rcpi_waiter_wait(&w, done_when, &u, -1), 0);
 		assert_int_equal(w.st.yields, 0);
 		assert_int_equal(w.st.sleeps, 1);
@@ -330,6 +356,7 @@ int main(void)
 	    cmocka_unit_test(t_fds_hook),
 	    cmocka_unit_test(t_news_keeps_spinning),
 	    cmocka_unit_test(t_errors),
+	    cmocka_unit_test(t_runq_crowded),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
