@@ -115,11 +115,14 @@ static void fx_init(struct fx *x)
 }
 
 /* B's channel to A (a connected endpoint drops strangers' frames) and
- * B's receives, for any channel and tag. */
+ * B's receives, for any channel and tag.  Called again only after B
+ * restarted (its old core and receives are gone): the old buffers go. */
 static void post_b(struct fx *x)
 {
 	(void)sim_chan(x->s, 1, 0);
 	for (int i = 0; i < NRB; i++) {
+		free(x->bufb[i]);
+		x->done[i] = 0;
 		x->bufb[i] = calloc(1, 32768);
 		assert_int_equal(rcpc_irecv(sim_core(x->s, 1), RCP_ANY_CHAN, RCP_ANY_TAG, x->bufb[i],
 		                            32768, sim_now(x->s), &x->rb[i]),
