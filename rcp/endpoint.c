@@ -995,12 +995,3 @@ rcp_ep *rcp_chan_ep(const rcp_chan *ch)
 {
 	return ch ? ep_of_chan(ch) : NULL;
 }
-
-/* ---- accessors for the layers above (rpc/) ---- */
-
-int rcp_test_noprogress(rcp_req *req, struct rcp_status *st)
-{
-	if (!req || rcpc_req_has_cb(req))
-		return RCP_EINVAL;
-	return finish(req, st);
-}

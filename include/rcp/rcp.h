@@ -224,10 +224,6 @@ int rcp_waitany(rcp_req **reqs, int n, int *idx, struct rcp_status *st, int64_t 
  * peer by READY, cannot be canceled: RCP_EBUSY. Returns 0, RCP_EBUSY. */
 int rcp_cancel(rcp_req *req);
 
-/* Like rcp_test but never progresses the endpoint: a cheap check for
- * layers that progress it themselves (rpc/).  Returns like rcp_test. */
-int rcp_test_noprogress(rcp_req *req, struct rcp_status *st);
-
 /* ---- completion callbacks ----
  *
  * A request may carry a callback instead of being tested or waited for
