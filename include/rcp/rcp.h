@@ -123,7 +123,9 @@ int rcp_ep_open(const char *nic_addr, const struct rcp_ep_config *cfg, rcp_ep **
  * frames, until peers have been quiet for RCP_TIME_WAIT_MS (50: a peer
  * whose last frame's ack was lost resends, and is answered), at most
  * RCP_LINGER_MS (default 2000) and the peer timeout; then fails every
- * pending request with RCP_ECLOSED and frees everything.  NULL accepted. */
+ * pending request with RCP_ECLOSED, runs the completion callbacks due
+ * and frees everything.  NULL accepted; refused (a warning, nothing
+ * closed) from inside a completion callback of EP. */
 void rcp_ep_close(rcp_ep *ep);
 /* The endpoint's nic address as a string.  Returns 0, RCP_EINVAL, RCP_ERANGE. */
 int rcp_ep_addr(const rcp_ep *ep, char *buf, size_t len);
