@@ -87,11 +87,12 @@
  *
  * ---- Progress ------------------------------------------------------------
  *
- * rcp_bulk_progress calls rcp_progress once, then looks at every rcp
- * request bulk/ waits for with rcp_test_noprogress (a flag check each):
- * one nic poll per call however many requests are pending.  Each
- * completion is dispatched by kind (RCPB_W_*), then the completion queue
- * is delivered (callbacks).
+ * Every rcp request bulk/ posts carries an rcp completion callback (rcp.h)
+ * naming its owner (the context's request receive, a piece, a serve) and
+ * its kind (RCPB_W_*: one small callback per kind).  rcp_bulk_progress
+ * calls rcp_progress once, which runs them: nothing is polled or scanned,
+ * however many requests are pending.  Then the completion queue is
+ * delivered (the user's callbacks).
  *
  * ---- Invariants ----------------------------------------------------------
  *
@@ -120,10 +121,12 @@ static int wait_arm(void *arg, int64_t *timeout_ns)
 	return ctx->qhead ? RCP_EAGAIN : 0;
 }
 
+static void rx_cb(rcp_req *rq, const struct rcp_status *st, void *user);
+
 static int post_rx(rcp_bulk_ctx *ctx)
 {
-	int rc = rcp_irecv(ctx->ep, RCP_ANY_CHAN, RCPB_TAG(RCPB_KIND_REQ, 0), &ctx->req_buf,
-	                   sizeof ctx->req_buf, &ctx->req_rx);
+	int rc = rcp_irecv_cb(ctx->ep, RCP_ANY_CHAN, RCPB_TAG(RCPB_KIND_REQ, 0), &ctx->req_buf,
+	                      sizeof ctx->req_buf, rx_cb, ctx, &ctx->req_rx);
 	if (rc)
 		ctx->req_rx = NULL;
 	return rc;
@@ -212,18 +215,6 @@ void rcpb_op_bind(rcp_bulk_op *op, int dir, rcp_chan *chan, rcp_bulk *remote, rc
 	}
 }
 
-int rcpb_first_done(rcp_req **const *reqs, int n, struct rcp_status *st)
-{
-	for (int i = 0; i < n; i++) {
-		if (!*reqs[i])
-			continue;
-		memset(st, 0, sizeof *st);
-		if (rcp_test_noprogress(*reqs[i], st) != RCP_EAGAIN)
-			return i;
-	}
-	return -1;
-}
-
 static void op_free(rcp_bulk_op *op)
 {
 	rcp_bulk_ctx *ctx = op->ctx;
@@ -283,8 +274,12 @@ static int deliver(rcp_bulk_ctx *ctx)
 	return n;
 }
 
-static void rx_done(rcp_bulk_ctx *ctx, const struct rcp_status *st)
+/* The request receive completed (rcp callback). */
+static void rx_cb(rcp_req *rq, const struct rcp_status *st, void *user)
 {
+	rcp_bulk_ctx *ctx = user;
+	(void)rq;
+	ctx->req_rx = NULL;
 	if (!st->error)
 		rcpb_serve_request(ctx, &ctx->req_buf, st->len, st->chan);
 	else if (st->error == RCP_ETRUNC)
@@ -293,31 +288,12 @@ static void rx_done(rcp_bulk_ctx *ctx, const struct rcp_status *st)
 		post_rx(ctx);
 }
 
-/* Progresses the endpoint once, then handles every rcp request of bulk/
- * that completed (without progressing again).  Returns 0 or a negative
- * progress code. */
+/* Progresses the endpoint once: rcp runs the callbacks of bulk/'s
+ * requests that completed.  Returns 0 or a negative progress code. */
 static int poll_reqs(rcp_bulk_ctx *ctx)
 {
-	int rc = rcp_progress(ctx->ep), n;
-	if (rc < 0)
-		return rc;
-	do {
-		n = 0;
-		while (ctx->req_rx) {
-			struct rcp_status st;
-			memset(&st, 0, sizeof st);
-			if (rcp_test_noprogress(ctx->req_rx, &st) == RCP_EAGAIN)
-				break;
-			ctx->req_rx = NULL;
-			rx_done(ctx, &st); /* reposts */
-			n++;
-		}
-		if (ctx->pieces)
-			n += rcpb_pieces_poll(ctx);
-		if (ctx->serves)
-			n += rcpb_serves_poll(ctx);
-	} while (n);
-	return 0;
+	int rc = rcp_progress(ctx->ep);
+	return rc < 0 ? rc : 0;
 }
 
 int rcp_bulk_progress(rcp_bulk_ctx *ctx)
@@ -437,9 +413,15 @@ void rcp_bulk_ctx_close(rcp_bulk_ctx *ctx)
 	while ((ctx->pieces || ctx->serves || ctx->req_rx) && rcpi_now_ns() < until)
 		if (rcp_bulk_progress(ctx) < 0)
 			break;
-	if (ctx->pieces || ctx->serves || ctx->req_rx)
-		/* Their memory stays allocated: RCP may still write into it. */
+	if (ctx->pieces || ctx->serves || ctx->req_rx) {
+		/* Their memory stays allocated: RCP may still write into it;
+		 * their callbacks are detached (they would name freed ops). */
 		rcpi_warn("bulk: closing with requests still pending at the endpoint");
+		rcpb_pieces_forget(ctx);
+		rcpb_serves_forget(ctx);
+		if (ctx->req_rx)
+			rcp_req_set_cb(ctx->req_rx, NULL, NULL);
+	}
 	for (rcp_bulk_op *op = ctx->ops; op; op = op->next)
 		if (op->state == RCPB_PENDING)
 			rcpb_op_complete(op, RCP_ECLOSED);

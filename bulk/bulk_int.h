@@ -42,7 +42,7 @@ struct rcpb_stat_msg {
 	uint64_t id;
 };
 
-/* Kinds of rcp requests bulk/ waits for. */
+/* Kinds of rcp requests bulk/ waits for (each has its rcp callback). */
 enum {
 	RCPB_W_RX,    /* the posted request receive */
 	RCPB_W_PREQ,  /* requester: REQ send */
@@ -163,9 +163,6 @@ rcp_bulk_op *rcpb_op_new(rcp_bulk_ctx *ctx, rcp_bulk_cb cb, void *arg);
  * (each held while OP lives); hands OP to the caller in *OPP if given. */
 void rcpb_op_bind(rcp_bulk_op *op, int dir, rcp_chan *chan, rcp_bulk *remote, rcp_bulk *local,
                   rcp_bulk_op **opp);
-/* The index of the first of *REQS[0..N) (NULL ones skipped) that has
- * completed, ST filled; -1 if none.  Never progresses. */
-int rcpb_first_done(rcp_req **const *reqs, int n, struct rcp_status *st);
 
 /* transfer.c */
 /* Starts OP (fields dir, chan, remote, local, roff, loff, left set). */
@@ -173,20 +170,17 @@ void rcpb_op_start(rcp_bulk_op *op);
 /* Validates a transfer's arguments.  Returns 0 or the public error. */
 int rcpb_check_args(rcp_bulk_ctx *ctx, rcp_chan *chan, int dir, rcp_bulk *remote,
                     uint64_t remote_off, rcp_bulk *local, uint64_t local_off, uint64_t len);
-/* Handles every completed rcp request of the requester's pieces, without
- * progressing.  Returns how many. */
-int rcpb_pieces_poll(rcp_bulk_ctx *ctx);
-/* A request of piece P (kind K) completed with ST. */
 /* Closing: fails every piece, cancels its receives. */
 void rcpb_pieces_close(rcp_bulk_ctx *ctx);
-void rcpb_piece_event(rcp_bulk_ctx *ctx, void *p, int k, const struct rcp_status *st);
+/* Closing gave up waiting: detaches the callbacks of the pieces' requests
+ * (the pieces stay allocated: rcp may still use their buffers). */
+void rcpb_pieces_forget(rcp_bulk_ctx *ctx);
 
 /* serve.c */
 void rcpb_serve_request(rcp_bulk_ctx *ctx, const struct rcpb_req_msg *m, size_t len,
                         rcp_chan *chan);
-/* The same for the owner's serves. */
-int rcpb_serves_poll(rcp_bulk_ctx *ctx);
-void rcpb_serve_event(rcp_bulk_ctx *ctx, void *s, int k, const struct rcp_status *st);
+/* rcpb_pieces_forget for the owner's serves. */
+void rcpb_serves_forget(rcp_bulk_ctx *ctx);
 /* Stops serving H: cancels what can be canceled. */
 void rcpb_serves_revoke(rcp_bulk_ctx *ctx, rcp_bulk *h);
 /* Forgets H in every serve (H is being destroyed regardless). */

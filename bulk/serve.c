@@ -17,6 +17,7 @@
 
 struct rcpb_serve {
 	struct rcpb_serve *prev, *next;
+	rcp_bulk_ctx *ctx;
 	rcp_bulk *h; /* NULL for a refusal */
 	rcp_chan *chan;
 	uint64_t id, len;
@@ -27,6 +28,27 @@ struct rcpb_serve {
 	rcp_req *done; /* done (write) */
 	struct rcpb_stat_msg st, dn;
 };
+
+static void serve_event(struct rcpb_serve *s, int kind, const struct rcp_status *st);
+
+/* rcp completion callbacks of a serve's requests, one per kind. */
+static void sdata_cb(rcp_req *rq, const struct rcp_status *st, void *user)
+{
+	(void)rq;
+	serve_event(user, RCPB_W_SDATA, st);
+}
+
+static void sstat_cb(rcp_req *rq, const struct rcp_status *st, void *user)
+{
+	(void)rq;
+	serve_event(user, RCPB_W_SSTAT, st);
+}
+
+static void sdone_cb(rcp_req *rq, const struct rcp_status *st, void *user)
+{
+	(void)rq;
+	serve_event(user, RCPB_W_SDONE, st);
+}
 
 static void serve_link(rcp_bulk_ctx *ctx, struct rcpb_serve *s)
 {
@@ -51,13 +73,15 @@ static void serve_maybe_done(rcp_bulk_ctx *ctx, struct rcpb_serve *s)
 	free(s);
 }
 
-/* Sends STAT STATUS for S using MSG; the request goes to *REQ. */
+/* Sends STAT STATUS for S using MSG; the request goes to *REQ (s->stat or
+ * s->done, which tells its callback). */
 static int send_stat(struct rcpb_serve *s, struct rcpb_stat_msg *msg, int status, rcp_req **req)
 {
 	msg->magic = RCPB_MSG_MAGIC;
 	msg->status = status;
 	msg->id = s->id;
-	if (rcp_isend(s->chan, RCPB_TAG(RCPB_KIND_STAT, s->id), msg, sizeof *msg, req)) {
+	if (rcp_isend_cb(s->chan, RCPB_TAG(RCPB_KIND_STAT, s->id), msg, sizeof *msg,
+	                 req == &s->stat ? sstat_cb : sdone_cb, s, req)) {
 		*req = NULL;
 		return -1;
 	}
@@ -80,6 +104,7 @@ void rcpb_serve_request(rcp_bulk_ctx *ctx, const struct rcpb_req_msg *m, size_t 
 	s = calloc(1, sizeof *s);
 	if (!s)
 		return; /* the requester times out on its peer, or retries */
+	s->ctx = ctx;
 	s->chan = chan;
 	s->id = m->id & RCPB_ID_MASK;
 	s->len = m->len;
@@ -104,11 +129,12 @@ void rcpb_serve_request(rcp_bulk_ctx *ctx, const struct rcpb_req_msg *m, size_t 
 	ctx->stats.served_ops++;
 	ctx->stats.served_bytes += m->len;
 	if (m->op == RCPB_OP_READ) {
-		if (rcp_isend(chan, RCPB_TAG(RCPB_KIND_DATA, s->id), ptr, (size_t)m->len, &s->data))
+		if (rcp_isend_cb(chan, RCPB_TAG(RCPB_KIND_DATA, s->id), ptr, (size_t)m->len,
+		                 sdata_cb, s, &s->data))
 			s->data = NULL; /* channel failed: nobody to answer */
 	} else {
-		if (rcp_irecv(ctx->ep, chan, RCPB_TAG(RCPB_KIND_DATA, s->id), ptr, (size_t)m->len,
-		              &s->data)) {
+		if (rcp_irecv_cb(ctx->ep, chan, RCPB_TAG(RCPB_KIND_DATA, s->id), ptr,
+		                 (size_t)m->len, sdata_cb, s, &s->data)) {
 			s->data = NULL;
 			send_stat(s, &s->st, RCP_ENOMEM, &s->stat);
 		} else if (send_stat(s, &s->st, 0, &s->stat)) {
@@ -120,27 +146,9 @@ void rcpb_serve_request(rcp_bulk_ctx *ctx, const struct rcpb_req_msg *m, size_t 
 	serve_maybe_done(ctx, s);
 }
 
-int rcpb_serves_poll(rcp_bulk_ctx *ctx)
+/* A request of serve S (KIND) completed with ST; S may be freed. */
+static void serve_event(struct rcpb_serve *s, int kind, const struct rcp_status *st)
 {
-	int done = 0;
-	struct rcpb_serve *s, *next;
-	for (s = ctx->serves; s; s = next) {
-		rcp_req **rs[3] = {&s->data, &s->stat, &s->done};
-		static const int kinds[3] = {RCPB_W_SDATA, RCPB_W_SSTAT, RCPB_W_SDONE};
-		struct rcp_status st;
-		int i = rcpb_first_done(rs, 3, &st);
-		next = s->next;
-		if (i >= 0) {
-			done++;
-			rcpb_serve_event(ctx, s, kinds[i], &st); /* S may be gone */
-		}
-	}
-	return done;
-}
-
-void rcpb_serve_event(rcp_bulk_ctx *ctx, void *owner, int kind, const struct rcp_status *st)
-{
-	struct rcpb_serve *s = owner;
 	switch (kind) {
 	case RCPB_W_SDATA:
 		s->data = NULL;
@@ -159,7 +167,17 @@ void rcpb_serve_event(rcp_bulk_ctx *ctx, void *owner, int kind, const struct rcp
 	case RCPB_W_SSTAT: s->stat = NULL; break;
 	case RCPB_W_SDONE: s->done = NULL; break;
 	}
-	serve_maybe_done(ctx, s);
+	serve_maybe_done(s->ctx, s);
+}
+
+void rcpb_serves_forget(rcp_bulk_ctx *ctx)
+{
+	for (struct rcpb_serve *s = ctx->serves; s; s = s->next) {
+		rcp_req *rs[3] = {s->data, s->stat, s->done};
+		for (int i = 0; i < 3; i++)
+			if (rs[i])
+				rcp_req_set_cb(rs[i], NULL, NULL);
+	}
 }
 
 void rcpb_serves_revoke(rcp_bulk_ctx *ctx, rcp_bulk *h)

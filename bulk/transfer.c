@@ -110,6 +110,26 @@ static void piece_fail(struct rcpb_piece *p, int rc)
 }
 
 static void emu_issue(rcp_bulk_op *op);
+static void piece_event(struct rcpb_piece *p, int kind, const struct rcp_status *st);
+
+/* rcp completion callbacks of a piece's requests, one per kind. */
+static void preq_cb(rcp_req *rq, const struct rcp_status *st, void *user)
+{
+	(void)rq;
+	piece_event(user, RCPB_W_PREQ, st);
+}
+
+static void pdata_cb(rcp_req *rq, const struct rcp_status *st, void *user)
+{
+	(void)rq;
+	piece_event(user, RCPB_W_PDATA, st);
+}
+
+static void pstat_cb(rcp_req *rq, const struct rcp_status *st, void *user)
+{
+	(void)rq;
+	piece_event(user, RCPB_W_PSTAT, st);
+}
 
 /* Frees P if none of its requests is pending; then lets its op go on. */
 static void piece_maybe_done(rcp_bulk_ctx *ctx, struct rcpb_piece *p)
@@ -157,17 +177,18 @@ static int piece_start(rcp_bulk_op *op, char *lptr, uint64_t roff, uint64_t len)
 	p->rq.off = roff;
 	p->rq.len = len;
 	if (op->dir == RCP_BULK_PULL) {
-		rc = rcp_irecv(ctx->ep, op->chan, RCPB_TAG(RCPB_KIND_DATA, id), lptr, (size_t)len,
-		               &p->data);
+		rc = rcp_irecv_cb(ctx->ep, op->chan, RCPB_TAG(RCPB_KIND_DATA, id), lptr,
+		                  (size_t)len, pdata_cb, p, &p->data);
 		if (rc) {
 			free(p);
 			return rc;
 		}
 	}
-	rc = rcp_irecv(ctx->ep, op->chan, RCPB_TAG(RCPB_KIND_STAT, id), &p->st, sizeof p->st,
-	               &p->stat);
+	rc = rcp_irecv_cb(ctx->ep, op->chan, RCPB_TAG(RCPB_KIND_STAT, id), &p->st, sizeof p->st,
+	                  pstat_cb, p, &p->stat);
 	if (!rc)
-		rc = rcp_isend(op->chan, RCPB_TAG(RCPB_KIND_REQ, 0), &p->rq, sizeof p->rq, &p->req);
+		rc = rcp_isend_cb(op->chan, RCPB_TAG(RCPB_KIND_REQ, 0), &p->rq, sizeof p->rq,
+		                  preq_cb, p, &p->req);
 	if (rc) {
 		piece_fail(p, rc);
 		if (!p->data && !p->stat && !p->req) {
@@ -234,26 +255,6 @@ void rcpb_op_start(rcp_bulk_op *op)
 	emu_issue(op);
 }
 
-int rcpb_pieces_poll(rcp_bulk_ctx *ctx)
-{
-	int done = 0;
-	struct rcpb_piece *p, *next;
-	/* An event frees at most its own piece; new pieces go to the head
-	 * and are looked at next time. */
-	for (p = ctx->pieces; p; p = next) {
-		rcp_req **rs[3] = {&p->req, &p->data, &p->stat};
-		static const int kinds[3] = {RCPB_W_PREQ, RCPB_W_PDATA, RCPB_W_PSTAT};
-		struct rcp_status st;
-		int i = rcpb_first_done(rs, 3, &st);
-		next = p->next;
-		if (i >= 0) {
-			done++;
-			rcpb_piece_event(ctx, p, kinds[i], &st); /* P may be gone */
-		}
-	}
-	return done;
-}
-
 /* Reads a STAT message: its status, or RCP_EPROTO if it is not one. */
 static int stat_of(const struct rcpb_piece *p, const struct rcp_status *st)
 {
@@ -264,10 +265,11 @@ static int stat_of(const struct rcpb_piece *p, const struct rcp_status *st)
 	return p->st.status;
 }
 
-void rcpb_piece_event(rcp_bulk_ctx *ctx, void *owner, int kind, const struct rcp_status *st)
+/* A request of piece P (KIND) completed with ST; P may be freed. */
+static void piece_event(struct rcpb_piece *p, int kind, const struct rcp_status *st)
 {
-	struct rcpb_piece *p = owner;
 	rcp_bulk_op *op = p->op;
+	rcp_bulk_ctx *ctx = op->ctx;
 	int rc;
 
 	switch (kind) {
@@ -307,17 +309,18 @@ void rcpb_piece_event(rcp_bulk_ctx *ctx, void *owner, int kind, const struct rcp
 			 * receive, if the transfer was given up). */
 			int give_up = op->canceled || op->status || p->status;
 			p->phase = 1;
-			rc = rcp_isend(op->chan, RCPB_TAG(RCPB_KIND_DATA, p->id),
-			               give_up ? (void *)&p->rq : p->lptr,
-			               give_up ? 0 : (size_t)p->len, &p->data);
+			rc = rcp_isend_cb(op->chan, RCPB_TAG(RCPB_KIND_DATA, p->id),
+			                  give_up ? (void *)&p->rq : p->lptr,
+			                  give_up ? 0 : (size_t)p->len, pdata_cb, p, &p->data);
 			if (rc) {
 				p->data = NULL;
 				piece_fail(p, rc);
 			} else if (give_up) {
 				piece_fail(p, op->status ? op->status : RCP_ECANCELED);
 			} else {
-				rc = rcp_irecv(ctx->ep, op->chan, RCPB_TAG(RCPB_KIND_STAT, p->id),
-				               &p->st, sizeof p->st, &p->stat);
+				rc =
+				    rcp_irecv_cb(ctx->ep, op->chan, RCPB_TAG(RCPB_KIND_STAT, p->id),
+				                 &p->st, sizeof p->st, pstat_cb, p, &p->stat);
 				if (rc) {
 					p->stat = NULL;
 					piece_fail(p, rc);
@@ -328,6 +331,16 @@ void rcpb_piece_event(rcp_bulk_ctx *ctx, void *owner, int kind, const struct rcp
 		break;
 	}
 	piece_maybe_done(ctx, p);
+}
+
+void rcpb_pieces_forget(rcp_bulk_ctx *ctx)
+{
+	for (struct rcpb_piece *p = ctx->pieces; p; p = p->next) {
+		rcp_req *rs[3] = {p->req, p->data, p->stat};
+		for (int i = 0; i < 3; i++)
+			if (rs[i])
+				rcp_req_set_cb(rs[i], NULL, NULL);
+	}
 }
 
 void rcpb_pieces_close(rcp_bulk_ctx *ctx)

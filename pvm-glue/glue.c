@@ -97,18 +97,19 @@
  * the call returns 0.  Lengths are in bytes as in stock PVM 3.4.
  *
  * SENDING (send.c).  Messages up to PVMRCP_COPY_MAX bytes (16 KiB) are
- * copied and psend returns at once (the copy is freed when RCP completes
- * the send, reaped in later calls; copies of up to 512 bytes come from a
- * small pool of reused buffers).  Larger ones go from the user's buffer
+ * copied and psend returns at once (the copy is freed by the send's RCP
+ * completion callback, which runs from a later call that progresses the
+ * endpoint, at the latest rcp_ep_close; copies of up to 512 bytes come
+ * from a small pool of reused buffers).  Larger ones go from the user's buffer
  * and psend waits for RCP to complete them (the receiver pulls them).
  * While it waits longer than PVMRCP_STASH_US it takes other peers'
  * messages into the held queue, so two tasks psending to each other (or
  * any cycle) cannot deadlock.  pvm_pmcast: rcp_mcast to the RCP peers,
  * one stock pvm_mcast to the others; never to the caller itself.
  *
- * EXIT AND FAILURE (wait.c).  pvm_exit reaps pending sends, deletes the
- * mailbox entry, closes the endpoints (RCP lingers until its frames are
- * acknowledged) and calls the real pvm_exit; an atexit hook closes the
+ * EXIT AND FAILURE (wait.c).  pvm_exit deletes the mailbox entry, closes
+ * the endpoints (RCP lingers until its frames are acknowledged, then runs
+ * the callbacks that free the copies of sends) and calls the real pvm_exit; an atexit hook closes the
  * endpoints of a task that never called pvm_exit.  A task blocked in psend,
  * pmcast or precv on a specific tid asks pvmd (pvm_pstat) every
  * PVMRCP_LIVE_MS (200 ms) whether the peer still runs; when it is gone the
@@ -420,7 +421,6 @@ static void close_eps(void)
 static void at_exit(void)
 {
 	if (S.state == PR_READY) {
-		pvmrcpi_reap(1);
 		close_eps();
 		S.state = PR_CLOSED;
 	}
@@ -606,7 +606,6 @@ int pvm_exit(void)
 	if (pvmrcpi_resolve())
 		return PvmSysErr;
 	if (S.state == PR_READY) {
-		pvmrcpi_reap(1);
 		pvm_delinfo(S.mbox, 0, PvmMboxDefault);
 		close_eps();
 		pvmrcpi_free_held();

@@ -154,21 +154,11 @@ struct pr_state {
 	uint64_t live_ns;  /* liveness check period while blocked */
 	uint64_t order_ns; /* longest wait for stock messages an RCP one follows */
 	size_t copy_max;   /* psend copies messages up to this size and returns */
-	/* sends completing in the background: owned copies */
-	struct pr_pend *pend;
-	int npend;
 	/* buffers made for pvm_recv of RCP messages: bufid -> info */
 	struct pr_syn *syn;
 	int nsyn, capsyn;
 };
 PRI extern struct pr_state pvmrcpi_st;
-
-struct pr_pend {
-	struct pr_pend *next;
-	rcp_req *req;
-	void *buf;
-	int pooled; /* buf is a small-copy buffer (send.c), not malloc'd to size */
-};
 
 struct pr_syn {
 	int bufid, len, tag, src, ctx;
@@ -198,7 +188,6 @@ PRI int pvmrcpi_dtsize(int dt);
 /* send.c */
 PRI int pvmrcpi_ctrl_send(struct pr_peer *p, uint64_t tag, const void *buf, size_t len);
 PRI int pvmrcpi_prepare(struct pr_peer *p, int ctx);
-PRI void pvmrcpi_reap(int all);
 PRI void pvmrcpi_count_stock(int tid, int ctx);
 
 /* recv.c */

@@ -671,8 +671,6 @@ int pvm_precv(int tid, int tag, void *buf, int len, int dt, int *rtid, int *rtag
 	if (sz < 0 || len < 0)
 		return pvmrcpi_real.precv(tid, tag, buf, len, dt, rtid, rtag, rlen);
 	x.w.ctx = pvm_getcontext();
-	if (S.pend)
-		pvmrcpi_reap(0);
 	if (tid != -1 && pr_encodable(x.w.ctx, tag < 0 ? 0 : tag)) {
 		struct fx f = {.w = x.w,
 		               .p = pvmrcpi_peer(tid, 0),

@@ -73,51 +73,22 @@ static void copy_put(void *buf, int pooled)
 		free(buf);
 }
 
-/* Completes background sends; ALL: wait for each (at exit; a send that
- * cannot finish keeps its buffer, rcp_ep_close may still read it). */
-void pvmrcpi_reap(int all)
+/* A copied send completed (rcp callback, from whichever call progressed
+ * the endpoint; at the latest from rcp_ep_close at exit): its copy goes.
+ * Nothing is kept per send and nothing walked: the status is the message
+ * length, which tells a pooled copy from a malloc'd one. */
+static void copy_done(rcp_req *r, const struct rcp_status *st, void *copy)
 {
-	struct pr_pend **pp = &S.pend;
-	while (*pp) {
-		struct pr_pend *e = *pp;
-		int rc = all ? rcp_wait(e->req, NULL, 2000000000ll) : rcp_test(e->req, NULL);
-		if (rc == RCP_EAGAIN || rc == RCP_ETIMEDOUT) {
-			if (all) { /* give up on it */
-				*pp = e->next;
-				free(e);
-				S.npend--;
-			} else {
-				pp = &e->next;
-			}
-			continue;
-		}
-		*pp = e->next;
-		copy_put(e->buf, e->pooled);
-		free(e);
-		S.npend--;
-	}
+	(void)r;
+	copy_put(copy, st->len <= COPY_SMALL);
 }
 
-/* Send R, from the copy BUF, is still in flight: keep it for pvmrcpi_reap
- * to free BUF once R completes.  Without memory to track it, waits for R
- * and frees BUF now.  Returns 0 or R's RCP code. */
-static int pend_add(rcp_req *r, void *buf, int pooled)
+/* The same for pvm_pmcast's copy (malloc'd to size). */
+static void mcast_copy_done(rcp_req *r, const struct rcp_status *st, void *copy)
 {
-	struct pr_pend *e = malloc(sizeof *e);
-	int rc;
-	if (!e) {
-		/* cannot track it: wait for it */
-		rc = rcp_wait(r, NULL, -1);
-		copy_put(buf, pooled);
-		return rc;
-	}
-	e->req = r;
-	e->buf = buf;
-	e->pooled = pooled;
-	e->next = S.pend;
-	S.pend = e;
-	S.npend++;
-	return 0;
+	(void)r;
+	(void)st;
+	free(copy);
 }
 
 /* Sends BUF (copied) with TAG on P's channel; returns at once. */
@@ -125,23 +96,15 @@ static int send_copy(struct pr_peer *p, uint64_t tag, const void *buf, size_t le
 {
 	int pooled;
 	void *copy = copy_get(len, &pooled);
-	rcp_req *r;
 	int rc;
 
 	if (!copy)
 		return RCP_ENOMEM;
 	memcpy(copy, buf, len);
-	rc = rcp_isend(p->ch, tag, copy, len, &r);
-	if (rc) {
+	rc = rcp_isend_cb(p->ch, tag, copy, len, copy_done, copy, NULL);
+	if (rc)
 		copy_put(copy, pooled);
-		return rc;
-	}
-	rc = rcp_test(r, NULL);
-	if (rc != RCP_EAGAIN) {
-		copy_put(copy, pooled);
-		return rc;
-	}
-	return pend_add(r, copy, pooled);
+	return rc;
 }
 
 int pvmrcpi_ctrl_send(struct pr_peer *p, uint64_t tag, const void *buf, size_t len)
@@ -216,8 +179,6 @@ int pvm_psend(int tid, int tag, void *buf, int len, int dt)
 	if (!pr_encodable(ctx, tag) || pvmrcpi_route(p) != PR_RCP)
 		return stock_psend(tid, tag, buf, len, dt);
 	bytes = (size_t)len * (size_t)sz;
-	if (S.pend)
-		pvmrcpi_reap(0);
 	rc = pvmrcpi_prepare(p, ctx);
 	p->rcp_dirty = 1;
 	if (!rc && bytes <= S.copy_max) {
@@ -310,7 +271,6 @@ int pvm_pmcast(int *tids, int ntask, int tag, void *buf, int len, int dt)
 		void *copy = NULL;
 		const void *src = buf;
 		int rc2;
-		pvmrcpi_reap(0);
 		if (bytes <= S.copy_max) {
 			copy = malloc(bytes ? bytes : 1);
 			if (!copy) {
@@ -323,10 +283,10 @@ int pvm_pmcast(int *tids, int ntask, int tag, void *buf, int len, int dt)
 		rc2 = rcp_mcast(chans, nch, pr_rtag(ctx, tag), src, bytes, &r);
 		if (rc2)
 			rc2 = pvmrcpi_err(rc2);
-		else if (copy && rcp_test(r, NULL) == RCP_EAGAIN) {
-			rc2 = pvmrcpi_err(pend_add(r, copy, 0)); /* frees COPY when done */
+		else if (copy) {
+			rcp_req_set_cb(r, mcast_copy_done, copy); /* frees COPY when done */
 			copy = NULL;
-		} else if (!copy) {
+		} else {
 			rc2 = pvmrcpi_wait_req(r, &st, live, nlive, 1);
 		}
 		free(copy);

@@ -280,8 +280,9 @@ struct rcp_req {
 	int children;        /* mcast: children not yet done */
 	rcp_chan *src;       /* recv: channel the message came from */
 	rcp_req *pool_next;
-	void (*notify)(void *arg, rcp_req *r); /* rcpc_req_notify */
-	void *notify_arg;
+	rcp_req_cb cb; /* set: completion goes on core->cbq (CALLBACKS) */
+	void *cb_user;
+	rcp_req *cb_next;  /* core->cbq */
 	struct list clink; /* posted recv: in chan->posted or core->posted_any */
 	uint64_t pseq;     /* posted recv: posting order across both */
 };
@@ -424,6 +425,7 @@ struct rcpc_core {
 	uint64_t unexp_held;  /* eager unexpected messages buffered now */
 	uint32_t credits_eff; /* credits a channel grants (CREDITS) */
 	int completed;
+	rcp_req *cbq, **cbtail; /* finished requests with a callback (CALLBACKS) */
 	int retry;            /* a frame or ack the nic refused is waiting */
 	uint64_t timer_floor; /* no timer is armed closer than this (TIMERS) */
 	uint64_t soon_at;     /* earliest reordering timer armed closer (0: none) */
@@ -498,8 +500,11 @@ static void complete(rcp_req *r, int error)
 	r->state = Q_DONE;
 	r->error = error;
 	c->completed++;
-	if (r->notify)
-		r->notify(r->notify_arg, r);
+	if (r->cb) {
+		r->cb_next = NULL;
+		*c->cbtail = r;
+		c->cbtail = &r->cb_next;
+	}
 	if (r->kind == REQ_SEND && !error) {
 		c->st.msgs_sent++;
 		c->st.bytes_sent += r->total;
@@ -559,7 +564,7 @@ static rcp_req *req_alloc(rcpc_core *c)
 	r->mr = NULL;
 	r->parent = NULL;
 	r->children = 0;
-	r->notify = NULL;
+	r->cb = NULL;
 	return r;
 }
 
@@ -2735,6 +2740,7 @@ int rcpc_core_new(const struct rcpc_params *p, const struct rcpc_io *io, void *o
 		c->timer_floor = c->p.peer_timeout / 8;
 	list_init(&c->chans);
 	list_init(&c->dirty);
+	c->cbtail = &c->cbq;
 	list_init(&c->posted);
 	list_init(&c->posted_any);
 	list_init(&c->unexp);
@@ -2785,18 +2791,25 @@ static void chan_free(rcp_chan *ch)
 	free(ch);
 }
 
-void rcpc_core_free(rcpc_core *c)
+void rcpc_core_shutdown(rcpc_core *c)
 {
 	struct list *p, *t;
 
-	if (!c)
-		return;
 	list_for_each_safe(p, t, &c->chans)
 	{
 		rcp_chan *ch = container_of(p, rcp_chan, link);
 		chan_reset(ch, RCP_ECLOSED);
 	}
 	fail_list(&c->posted, RCP_ECLOSED);
+}
+
+void rcpc_core_free(rcpc_core *c)
+{
+	struct list *p, *t;
+
+	if (!c)
+		return;
+	rcpc_core_shutdown(c);
 	list_for_each_safe(p, t, &c->unexp)
 	{
 		struct unexp *u = container_of(p, struct unexp, link);
@@ -3143,26 +3156,71 @@ int rcpc_mcast(rcp_chan **chans, int n, uint64_t tag, const void *buf, size_t le
 	return 0;
 }
 
+static void req_status(const rcp_req *r, struct rcp_status *st)
+{
+	st->error = r->error;
+	st->chan = r->kind == REQ_RECV ? r->src : r->chan;
+	st->tag = r->tag;
+	st->len = r->total;
+}
+
 int rcpc_req_done(rcp_req *r, struct rcp_status *st)
 {
-	if (r->state != Q_DONE)
-		return 0;
-	if (st) {
-		st->error = r->error;
-		st->chan = r->kind == REQ_RECV ? r->src : r->chan;
-		st->tag = r->tag;
-		st->len = r->total;
-	}
+	if (r->state != Q_DONE || r->cb)
+		return 0; /* with a callback: the library's, released after it */
+	if (st)
+		req_status(r, st);
 	req_free(r);
 	return 1;
 }
 
-void rcpc_req_notify(rcp_req *r, void (*fn)(void *arg, rcp_req *r), void *arg)
+/* CALLBACKS.  A request with a callback goes, when complete() finishes
+ * it, on the core's completion list: intrusive (cb_next), in completion
+ * order, no allocation.  The core never runs a callback (it stays pure);
+ * the endpoint takes the whole list after the core's work and runs it
+ * outside (rcp/endpoint.c, run_callbacks), then releases each request. */
+void rcpc_req_set_cb(rcp_req *r, rcp_req_cb cb, void *user)
 {
-	r->notify = fn;
-	r->notify_arg = arg;
-	if (fn && r->state == Q_DONE)
-		fn(arg, r);
+	rcpc_core *c = r->core;
+	if (r->state == Q_DONE && !r->cb) {
+		/* Finished before it had a callback: queue it now. */
+		r->cb_next = NULL;
+		*c->cbtail = r;
+		c->cbtail = &r->cb_next;
+	}
+	r->cb = cb;
+	r->cb_user = user;
+}
+
+rcp_req *rcpc_cb_take(rcpc_core *c)
+{
+	rcp_req *l = c->cbq;
+	c->cbq = NULL;
+	c->cbtail = &c->cbq;
+	return l;
+}
+
+rcp_req *const *rcpc_cb_head(const rcpc_core *c)
+{
+	return &c->cbq;
+}
+
+rcp_req *rcpc_req_cb_get(const rcp_req *r, rcp_req_cb *cb, void **user, struct rcp_status *st)
+{
+	*cb = r->cb;
+	*user = r->cb_user;
+	req_status(r, st);
+	return r->cb_next;
+}
+
+void rcpc_req_release(rcp_req *r)
+{
+	req_free(r);
+}
+
+int rcpc_req_has_cb(const rcp_req *r)
+{
+	return r->cb != NULL;
 }
 
 rcpc_core *rcpc_req_core(const rcp_req *r)

@@ -9,8 +9,8 @@
  * virtual time (tests/sim.c), which makes every run reproducible.
  *
  * Every entry point takes `now` (ns, any monotonic origin).  The core
- * never calls back into the user except through rcpc_io (and the hooks of
- * rcpc_req_notify, which only record).
+ * never calls back into the user except through rcpc_io: requests with a
+ * completion callback are only listed (rcpc_cb_take), the glue runs them.
  */
 #ifndef RCP_CORE_H
 #define RCP_CORE_H
@@ -80,7 +80,11 @@ void rcpc_params_default(struct rcpc_params *p);
 /* Returns 0, RCP_EINVAL, RCP_ENOMEM. */
 int rcpc_core_new(const struct rcpc_params *p, const struct rcpc_io *io, void *owner,
                   rcpc_core **out);
-/* Completes all pending requests with RCP_ECLOSED and frees everything. */
+/* Completes all pending requests with RCP_ECLOSED (those with a callback
+ * go on the completion list: the caller runs them before freeing). */
+void rcpc_core_shutdown(rcpc_core *c);
+/* rcpc_core_shutdown, then frees everything (callbacks still listed are
+ * dropped with their requests). */
 void rcpc_core_free(rcpc_core *c);
 void *rcpc_core_owner(const rcpc_core *c);
 void rcpc_core_stats(const rcpc_core *c, struct rcp_ep_stats *st);
@@ -135,14 +139,23 @@ int rcpc_irecv(rcpc_core *c, rcp_chan *ch, uint64_t tag, void *buf, size_t len, 
                rcp_req **req);
 int rcpc_mcast(rcp_chan **chans, int n, uint64_t tag, const void *buf, size_t len, uint64_t now,
                rcp_req **req);
-/* 1 if REQ is complete (ST filled, REQ freed), 0 if not. */
+/* 1 if REQ is complete (ST filled, REQ freed), 0 if not (always 0 for a
+ * request with a callback: it is the library's). */
 int rcpc_req_done(rcp_req *req, struct rcp_status *st);
 rcpc_core *rcpc_req_core(const rcp_req *req);
-/* Internal completion hook (rpc/rpc.c; until issue 19's request callbacks):
- * FN(ARG, REQ) runs once when REQ completes (at once if it has), from
- * inside the core, so it may only record the fact, never call rcp.  FN
- * NULL removes it; REQ must not have been reaped by rcpc_req_done. */
-void rcpc_req_notify(rcp_req *req, void (*fn)(void *arg, rcp_req *req), void *arg);
+/* Completion callbacks (rcp_req_cb in rcp/rcp.h; core.c, CALLBACKS).
+ * rcpc_req_set_cb gives REQ a callback (CB non-NULL): when it completes
+ * (at once if it has), it goes on the core's completion list, which the
+ * core never runs.  The glue takes the whole list (rcpc_cb_take, linked
+ * by rcpc_req_cb_get's return), runs each callback and then releases the
+ * request (rcpc_req_release).  rcpc_cb_head: the list head, for a check
+ * without a call. */
+void rcpc_req_set_cb(rcp_req *req, rcp_req_cb cb, void *user);
+rcp_req *rcpc_cb_take(rcpc_core *c);
+rcp_req *const *rcpc_cb_head(const rcpc_core *c);
+rcp_req *rcpc_req_cb_get(const rcp_req *req, rcp_req_cb *cb, void **user, struct rcp_status *st);
+void rcpc_req_release(rcp_req *req);
+int rcpc_req_has_cb(const rcp_req *req);
 int rcpc_cancel(rcp_req *req, uint64_t now);
 int rcpc_probe(rcpc_core *c, rcp_chan *ch, uint64_t tag, struct rcp_status *st);
 

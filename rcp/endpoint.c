@@ -60,6 +60,9 @@ struct rcp_ep {
 	uint64_t last_cycles;        /* cycles() at the last ep_now() */
 	struct peer_name *names;
 	int nnames;
+	rcp_req *const *cbq; /* the core's completion list (rcpc_cb_head) */
+	int cb_depth;        /* callbacks running (nested progress: > 1) */
+	int closing;         /* rcp_ep_close runs the last callbacks */
 	struct rcp_nic_frame frames[BURST];
 };
 
@@ -85,6 +88,48 @@ static int took(rcp_ep *ep, int n);
 static int ep_look(void *arg);
 static int ep_arm_src(void *arg, int64_t *timeout_ns);
 static int ep_sleep(void *arg, int64_t timeout_ns);
+
+/* ---- completion callbacks (rcp.h) ----
+ *
+ * The core lists the finished requests that carry a callback (core.c,
+ * CALLBACKS); every progress takes the list after the core's work and runs
+ * it here, outside the core, so a callback may post, cancel and close
+ * channels (the core is between entry points).  The list taken is a local
+ * chain: a callback that progresses again takes and runs only what
+ * completed since, and the rest of the outer chain is not on the core's
+ * list any more, so no callback runs twice.  A round runs until the list
+ * is empty: requests posted from callbacks that complete at once run in
+ * the same round (a user whose callbacks repost endlessly spins here). */
+static void cb_drop(rcp_req *req, const struct rcp_status *st, void *user)
+{
+	(void)req;
+	(void)st;
+	(void)user;
+}
+
+static void run_callbacks(rcp_ep *ep)
+{
+	rcp_req *r;
+	ep->cb_depth++;
+	while ((r = rcpc_cb_take(ep->core))) {
+		while (r) {
+			struct rcp_status st;
+			rcp_req_cb cb;
+			void *user;
+			rcp_req *next = rcpc_req_cb_get(r, &cb, &user, &st);
+			cb(r, &st, user);
+			rcpc_req_release(r);
+			r = next;
+		}
+	}
+	ep->cb_depth--;
+}
+
+static inline void callbacks(rcp_ep *ep)
+{
+	if (*ep->cbq)
+		run_callbacks(ep);
+}
 
 /* The exact next deadline: a walk over the channels.  Taken after timers
  * ran and before sleeping; frames and API calls take deadline_soon(). */
@@ -331,6 +376,7 @@ int rcp_ep_open(const char *nic_addr, const struct rcp_ep_config *cfg, rcp_ep **
 	}
 	ep->deadline = UINT64_MAX;
 	ep->burst = 1;
+	ep->cbq = rcpc_cb_head(ep->core);
 	{
 		struct rcp_wait_src self = {.fd = rcp_nic_fd(ep->nic),
 		                            .progress = ep_look,
@@ -366,6 +412,10 @@ void rcp_ep_close(rcp_ep *ep)
 {
 	if (!ep)
 		return;
+	if (ep->cb_depth) {
+		rcpi_warn("rcp_ep_close from a completion callback: refused (close after it)");
+		return;
+	}
 	/* Linger: a send that completed at once (inline) may still be in
 	 * flight, peers may be owed acks, and a peer that missed our last ack
 	 * may still resend (core.c, CLOSE).  Progress until none of that is
@@ -389,6 +439,11 @@ void rcp_ep_close(rcp_ep *ep)
 		}
 		rcpc_flush(ep->core, now_ns());
 	}
+	/* What is still pending fails with RCP_ECLOSED; its callbacks run
+	 * now, and posts from them are refused (ep->closing). */
+	ep->closing = 1;
+	rcpc_core_shutdown(ep->core);
+	run_callbacks(ep);
 	rcpc_core_free(ep->core);
 	rcp_nic_close(ep->nic);
 	rcpi_waiter_fini(&ep->waiter);
@@ -435,6 +490,7 @@ static int progress(rcp_ep *ep)
 	 * microseconds apart, a clock read costs ~27 ns here. */
 	if (!n && ep->deadline != 0 && (++ep->idle_polls & 31)) {
 		ep->burst = 1;
+		callbacks(ep); /* e.g. sends posted since that completed at once */
 		return 0;
 	}
 	return took(ep, n);
@@ -483,6 +539,7 @@ static int took(rcp_ep *ep, int n)
 			deadline_exact(ep);
 		}
 	}
+	callbacks(ep);
 	return done;
 }
 
@@ -525,6 +582,10 @@ int64_t rcp_ep_timeout_ns(const rcp_ep *ep)
  * have completed: look before sleeping), else 0 with ep->deadline > NOW. */
 static int before_sleep(rcp_ep *ep, uint64_t now)
 {
+	if (*ep->cbq) {
+		run_callbacks(ep); /* queued outside progress (a post, a cancel) */
+		return RCP_EAGAIN;
+	}
 	if (rcpc_ack_owed(ep->core, now))
 		ep->deadline_rough = 1; /* a delayed-ack timer is gone */
 	if (ep->deadline_rough)
@@ -721,43 +782,99 @@ static rcp_ep *ep_of_chan(const rcp_chan *ch)
 	return rcpc_core_owner(rcpc_chan_core(ch));
 }
 
-static int isend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, int sync, rcp_req **req)
+static int isend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, int sync, rcp_req **req,
+                 rcp_req_cb cb, void *user)
 {
 	rcp_ep *ep;
 	uint64_t now;
+	rcp_req *r;
 	int rc;
-	if (!ch)
+	if (!ch || !req)
 		return RCP_EINVAL;
 	ep = ep_of_chan(ch);
+	if (ep->closing)
+		return RCP_ECLOSED;
 	now = ep_now(ep);
-	rc = sync ? rcpc_issend(ch, tag, buf, len, now, req)
-	          : rcpc_isend(ch, tag, buf, len, now, req);
-	if (!rc)
-		deadline_soon(ep, now);
-	return rc;
+	rc =
+	    sync ? rcpc_issend(ch, tag, buf, len, now, &r) : rcpc_isend(ch, tag, buf, len, now, &r);
+	if (rc)
+		return rc;
+	if (cb)
+		rcpc_req_set_cb(r, cb, user);
+	*req = r;
+	deadline_soon(ep, now);
+	return 0;
 }
 
 int rcp_isend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, rcp_req **req)
 {
-	return isend(ch, tag, buf, len, 0, req);
+	return isend(ch, tag, buf, len, 0, req, NULL, NULL);
 }
 
 int rcp_issend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, rcp_req **req)
 {
-	return isend(ch, tag, buf, len, 1, req);
+	return isend(ch, tag, buf, len, 1, req, NULL, NULL);
+}
+
+int rcp_isend_cb(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, rcp_req_cb cb, void *user,
+                 rcp_req **req)
+{
+	rcp_req *r;
+	if (!cb)
+		return RCP_EINVAL;
+	return isend(ch, tag, buf, len, 0, req ? req : &r, cb, user);
+}
+
+int rcp_issend_cb(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, rcp_req_cb cb,
+                  void *user, rcp_req **req)
+{
+	rcp_req *r;
+	if (!cb)
+		return RCP_EINVAL;
+	return isend(ch, tag, buf, len, 1, req ? req : &r, cb, user);
+}
+
+static int irecv(rcp_ep *ep, rcp_chan *ch, uint64_t tag, void *buf, size_t len, rcp_req **req,
+                 rcp_req_cb cb, void *user)
+{
+	uint64_t now;
+	rcp_req *r;
+	int rc;
+	if (!ep || !req)
+		return RCP_EINVAL;
+	if (ep->closing)
+		return RCP_ECLOSED;
+	now = ep_now(ep);
+	rc = rcpc_irecv(ep->core, ch, tag, buf, len, now, &r);
+	if (rc)
+		return rc;
+	if (cb)
+		rcpc_req_set_cb(r, cb, user);
+	*req = r;
+	deadline_soon(ep, now);
+	return 0;
 }
 
 int rcp_irecv(rcp_ep *ep, rcp_chan *ch, uint64_t tag, void *buf, size_t len, rcp_req **req)
 {
-	uint64_t now;
-	int rc;
-	if (!ep)
+	return irecv(ep, ch, tag, buf, len, req, NULL, NULL);
+}
+
+int rcp_irecv_cb(rcp_ep *ep, rcp_chan *ch, uint64_t tag, void *buf, size_t len, rcp_req_cb cb,
+                 void *user, rcp_req **req)
+{
+	rcp_req *r;
+	if (!cb)
 		return RCP_EINVAL;
-	now = ep_now(ep);
-	rc = rcpc_irecv(ep->core, ch, tag, buf, len, now, req);
-	if (!rc)
-		deadline_soon(ep, now);
-	return rc;
+	return irecv(ep, ch, tag, buf, len, req ? req : &r, cb, user);
+}
+
+int rcp_req_set_cb(rcp_req *req, rcp_req_cb cb, void *user)
+{
+	if (!req)
+		return RCP_EINVAL;
+	rcpc_req_set_cb(req, cb ? cb : cb_drop, cb ? user : NULL);
+	return 0;
 }
 
 int rcp_mcast(rcp_chan **chans, int n, uint64_t tag, const void *buf, size_t len, rcp_req **req)
@@ -786,8 +903,8 @@ static int finish(rcp_req *req, struct rcp_status *st)
 int rcp_test(rcp_req *req, struct rcp_status *st)
 {
 	int rc;
-	if (!req)
-		return RCP_EINVAL;
+	if (!req || rcpc_req_has_cb(req))
+		return RCP_EINVAL; /* with a callback: the library's */
 	rc = finish(req, st);
 	if (rc != RCP_EAGAIN)
 		return rc;
@@ -815,7 +932,7 @@ int rcp_wait(rcp_req *req, struct rcp_status *st, int64_t timeout_ns)
 {
 	struct done_one d = {req, {0}, 0};
 	int rc;
-	if (!req)
+	if (!req || rcpc_req_has_cb(req))
 		return RCP_EINVAL;
 	rc = wait_until(rcpc_core_owner(rcpc_req_core(req)), done_one, &d, timeout_ns);
 	if (rc)
@@ -854,9 +971,14 @@ int rcp_waitany(rcp_req **reqs, int n, int *idx, struct rcp_status *st, int64_t 
 
 	if (!reqs || n <= 0 || !idx)
 		return RCP_EINVAL;
-	for (int i = 0; i < n && !ep; i++)
-		if (reqs[i])
+	for (int i = 0; i < n; i++) {
+		if (!reqs[i])
+			continue;
+		if (!ep)
 			ep = rcpc_core_owner(rcpc_req_core(reqs[i]));
+		if (rcpc_req_has_cb(reqs[i]))
+			return RCP_EINVAL;
+	}
 	if (!ep)
 		return RCP_EINVAL;
 	rc = wait_until(ep, done_any, &d, timeout_ns);
@@ -949,13 +1071,4 @@ int rcp_chan_reconnect(rcp_chan **chp)
 rcp_ep *rcp_chan_ep(const rcp_chan *ch)
 {
 	return ch ? ep_of_chan(ch) : NULL;
-}
-
-/* ---- accessors for the layers above (rpc/) ---- */
-
-int rcp_test_noprogress(rcp_req *req, struct rcp_status *st)
-{
-	if (!req)
-		return RCP_EINVAL;
-	return finish(req, st);
 }

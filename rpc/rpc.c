@@ -26,20 +26,20 @@
  * (timed out, canceled) is counted as stale and dropped, and its receive
  * is reposted only if responses are still expected.
  *
- * NOTICES.  The context never looks for completions: every rcp request it
- * owns (posted receives, request and response sends not done at once,
- * overflow messages) carries a completion hook (rcpc_req_notify,
- * rcp/core.h) whose only effect is to queue the owner's `struct note` on
- * the context, in completion order; progress drains that queue.  The cost
- * of a completed call is then a constant whatever the number of calls in
- * flight: scanning the outstanding receives or sends for the few that
- * completed (as this engine once did whenever rcp reported a completion it
- * could not place, on udp every round) cost O(calls in flight) per
- * completion, 11 s latency at 30,000 in flight.  A note is a hint: it is
- * checked with rcp_test_noprogress before use and dropped if its owner
- * has since been recycled (a canceled receive), so a stray note is
- * harmless.  stats.polls counts every such check and every request the
- * timers touch: tests/test_rpc.c holds it to a constant per call.
+ * COMPLETIONS.  The context never looks for completions: every rcp
+ * request it owns (posted receives, request and response sends, overflow
+ * messages) carries an rcp completion callback (rcp.h, rcp_isend_cb ...)
+ * whose user pointer is its owner (rbuf, request, handle, aux); rcp runs
+ * it from the progress that finished it, with the status, and releases
+ * the request.  The cost of a completed call is then a constant whatever
+ * the number of calls in flight: scanning the outstanding receives or
+ * sends for the few that completed (as this engine once did whenever rcp
+ * reported a completion it could not place, on udp every round) cost
+ * O(calls in flight) per completion, 11 s latency at 30,000 in flight.
+ * Callbacks run outside rcp's core, so they post, cancel and run handlers
+ * (which may respond, forward, even progress: rcp nests that safely).
+ * stats.polls counts every callback and every request the timers touch:
+ * tests/test_rpc.c holds it to a constant per call.
  *
  * CLIENT STATE MACHINE (struct rcp_rpc_req):
  *   FREE -> PENDING (forward: request sent, expect++ on its peer)
@@ -63,8 +63,8 @@
  *
  * INVARIANTS.  posted receives on a peer == expect + watch (while the
  * channel has not failed); every pending request is on its peer's list;
- * every rcp request the context owns has its note's hook set, and rpc
- * frees nothing whose hook rcp may still call (destroy clears them); a buffer
+ * every rcp request the context owns has its callback set, and rpc frees
+ * nothing a callback may still name (destroy detaches them); a buffer
  * given to rcp is never freed or reused before rcp completes it (on
  * destroy, receives rcp refuses to cancel are leaked, never freed early);
  * input from the wire is decoded only after the header's order, kind,
@@ -137,42 +137,12 @@ static int call_grow(rcp_rpc *rpc)
 	return 0;
 }
 
-/* ---- completion notices (NOTICES above) ----------------------------------------------- */
+/* ---- completion callbacks (COMPLETIONS above) ------------------------------------------- */
 
-/* rcp's hook: runs inside the core, so it only queues the note. */
-static void note_hook(void *arg, rcp_req *rq)
-{
-	struct note *n = arg;
-	(void)rq;
-	if (n->queued)
-		return; /* its owner is checked when the queued note is drained */
-	n->queued = 1;
-	n->next = NULL;
-	*n->rpc->notetail = n;
-	n->rpc->notetail = &n->next;
-}
-
-/* N will be queued when RQ (owned by N's owner) completes. */
-static void note_watch(rcp_rpc *rpc, struct note *n, int kind, rcp_req *rq)
-{
-	n->rpc = rpc;
-	n->kind = (uint8_t)kind;
-	rcpc_req_notify(rq, note_hook, n);
-}
-
-/* Destroy: RQ (not yet reaped) may outlive its owner; unhook it. */
-static void note_unwatch(rcp_req *rq)
-{
-	if (rq)
-		rcpc_req_notify(rq, NULL, NULL);
-}
-
-/* Every completion test of an rcp request the context makes: counted. */
-static int test_rq(rcp_rpc *rpc, rcp_req *rq, struct rcp_status *st)
-{
-	rpc->st.polls++;
-	return rcp_test_noprogress(rq, st);
-}
+static void recv_cb(rcp_req *rq, const struct rcp_status *st, void *user);
+static void sreq_cb(rcp_req *rq, const struct rcp_status *st, void *user);
+static void send_cb(rcp_req *rq, const struct rcp_status *st, void *user);
+static void aux_cb(rcp_req *rq, const struct rcp_status *st, void *user);
 
 static void blist_push(struct blist *l, struct rbuf *b)
 {
@@ -212,6 +182,7 @@ static struct rbuf *rbuf_get(rcp_rpc *rpc)
 	b = calloc(1, sizeof *b);
 	if (!b)
 		return NULL;
+	b->rpc = rpc;
 	b->data = malloc(rpc->msg_max);
 	if (!b->data) {
 		free(b);
@@ -246,10 +217,13 @@ static struct aux *aux_add(rcp_rpc *rpc, rcp_req *rq, int kind, void *buf, void 
 	struct aux *a = rpc->freeaux;
 	if (a)
 		rpc->freeaux = a->next;
-	else if (!(a = malloc(sizeof *a)))
+	else if (!(a = malloc(sizeof *a))) {
+		/* Untracked: rcp releases it; its buffer must then never be
+		 * freed (the callers leak it). */
+		rcp_req_set_cb(rq, NULL, NULL);
 		return NULL;
-	else
-		a->note.queued = 0;
+	}
+	a->rpc = rpc;
 	a->rq = rq;
 	a->kind = kind;
 	a->buf = buf;
@@ -259,7 +233,7 @@ static struct aux *aux_add(rcp_rpc *rpc, rcp_req *rq, int kind, void *buf, void 
 	if (rpc->aux)
 		rpc->aux->prev = a;
 	rpc->aux = a;
-	note_watch(rpc, &a->note, N_AUX, rq);
+	rcp_req_set_cb(rq, aux_cb, a);
 	return a;
 }
 
@@ -394,7 +368,6 @@ int rcp_rpc_create(rcp_ep *ep, const struct rcp_rpc_config *cfg, rcp_rpc **out)
 		mm = 512;
 	rpc->msg_max = (size_t)mm;
 	rpc->donetail = &rpc->doneq;
-	rpc->notetail = &rpc->notes;
 	if (rfp_init(rpc)) {
 		free(rpc);
 		return RCP_ENOMEM;
@@ -470,14 +443,14 @@ static int srv_post(rcp_rpc *rpc)
 	int rc;
 	if (!b)
 		return RCP_ENOMEM;
-	rc = rcp_irecv(rpc->ep, RCP_ANY_CHAN, TAG_REQ, b->data, rpc->msg_max, &b->rq);
+	rc =
+	    rcp_irecv_cb(rpc->ep, RCP_ANY_CHAN, TAG_REQ, b->data, rpc->msg_max, recv_cb, b, &b->rq);
 	if (rc) {
 		rbuf_put(rpc, b);
 		return rc;
 	}
 	b->peer = NULL;
 	blist_push(&rpc->srv, b);
-	note_watch(rpc, &b->note, N_RECV, b->rq);
 	return 0;
 }
 
@@ -732,13 +705,13 @@ static void peer_repost(rcp_rpc *rpc, struct peer *p)
 		struct rbuf *b = rbuf_get(rpc);
 		if (!b)
 			return;
-		if (rcp_irecv(rpc->ep, p->ch, TAG_RESP, b->data, rpc->msg_max, &b->rq)) {
+		if (rcp_irecv_cb(rpc->ep, p->ch, TAG_RESP, b->data, rpc->msg_max, recv_cb, b,
+		                 &b->rq)) {
 			rbuf_put(rpc, b);
 			return;
 		}
 		b->peer = p;
 		blist_push(&p->posted, b);
-		note_watch(rpc, &b->note, N_RECV, b->rq);
 	}
 }
 
@@ -934,14 +907,16 @@ static void on_request(rcp_rpc *rpc, struct rbuf *b, const struct rcp_status *st
 			rcp_req *rq;
 			unsigned char *buf =
 			    hd.aux <= (1ull << 32) ? malloc(hd.aux ? hd.aux : 1) : NULL;
-			if (d && buf &&
-			    !rcp_irecv(rpc->ep, st->chan, TAG_OVF(hd.cookie), buf, hd.aux, &rq) &&
-			    aux_add(rpc, rq, AUX_ORPHAN, buf, NULL)) {
+			int posted =
+			    d && buf &&
+			    !rcp_irecv(rpc->ep, st->chan, TAG_OVF(hd.cookie), buf, hd.aux, &rq);
+			if (posted && aux_add(rpc, rq, AUX_ORPHAN, buf, NULL)) {
 				handle_put(rpc, d);
 				respond_status(rpc, st->chan, &hd, RCP_ENOENT);
 				return;
 			}
-			free(buf);
+			if (!posted)
+				free(buf); /* else rcp may still write it: leaked (aux_add) */
 			if (d)
 				handle_put(rpc, d);
 		}
@@ -962,7 +937,8 @@ static void on_request(rcp_rpc *rpc, struct rbuf *b, const struct rcp_status *st
 		rbuf_put(rpc, b);
 		if (hd.aux > ((uint64_t)1 << 32) || !(h->ovf_in = malloc(hd.aux ? hd.aux : 1)) ||
 		    rcp_irecv(rpc->ep, st->chan, TAG_OVF(hd.cookie), h->ovf_in, hd.aux, &rq) ||
-		    !aux_add(rpc, rq, AUX_RECV_HANDLE, h->ovf_in, h)) {
+		    (!aux_add(rpc, rq, AUX_RECV_HANDLE, h->ovf_in, h) && !(h->ovf_in = NULL))) {
+			/* (an untracked receive keeps its buffer: ovf_in NULL) */
 			rpc->st.bad_msgs++;
 			rcp_rpc_respond(h, NULL, RCP_ENOMEM);
 			return;
@@ -1074,15 +1050,17 @@ int rcp_rpc_respond(rcp_rpc_handle *h, const void *out, int status)
 		rbuf_put(rpc, h->rb);
 		h->rb = NULL;
 	}
-	rc = rcp_isend(h->ch, TAG_RESP, h->sbuf, len, &h->sreq);
+	h->sreq = NULL;
+	rc = rcp_isend_cb(h->ch, TAG_RESP, h->sbuf, len, send_cb, h, &h->sreq);
 	if (h->rfp_slot)
 		rfp_srv_replied(rpc->rfps, h->rfp_cli, h->rfp_slot - 1);
 	if (!rc && ovf) {
 		rcp_req *rq;
-		if (rcp_isend(h->ch, TAG_OVF(h->cookie), ovf, used, &rq) ||
-		    !aux_add(rpc, rq, AUX_SEND_FREE, ovf, NULL)) {
-			free(ovf); /* only reached if isend failed: the channel failed */
-			rc = RCP_EPEER;
+		int src = rcp_isend(h->ch, TAG_OVF(h->cookie), ovf, used, &rq);
+		if (src || !aux_add(rpc, rq, AUX_SEND_FREE, ovf, NULL)) {
+			if (src)
+				free(ovf); /* the channel failed; else leaked (aux_add) */
+			rc = src ? RCP_EPEER : RCP_ENOMEM;
 		}
 		rpc->st.overflow_out++;
 	} else {
@@ -1093,18 +1071,13 @@ int rcp_rpc_respond(rcp_rpc_handle *h, const void *out, int status)
 		return rc;
 	}
 	rpc->st.responded++;
-	if (test_rq(rpc, h->sreq, NULL) != RCP_EAGAIN) {
-		/* Completed at once (inline; or failed: reaped all the same). */
-		h->sreq = NULL;
-		handle_put(rpc, h);
-		return rc;
-	}
+	/* The handle comes back by send_cb (from the next progress if the
+	 * send completed at once). */
 	h->sprev = NULL;
 	h->next = rpc->sending;
 	if (rpc->sending)
 		rpc->sending->sprev = h;
 	rpc->sending = h;
-	note_watch(rpc, &h->note, N_SEND, h->sreq);
 	return rc;
 nomem:
 	handle_put(rpc, h);
@@ -1241,15 +1214,12 @@ int rcp_rpc_forward(rcp_rpc *rpc, rcp_chan *ch, uint64_t id, const void *in, voi
 		/* The response receive first (pre-posted), then the request. */
 		p->expect++;
 		peer_repost(rpc, p);
-		rc = rcp_isend(ch, TAG_REQ, r->sbuf, HDR_LEN + hd.len, &r->sreq);
+		rc = rcp_isend_cb(ch, TAG_REQ, r->sbuf, HDR_LEN + hd.len, sreq_cb, r, &r->sreq);
 		if (rc) {
+			r->sreq = NULL;
 			p->expect--;
 			goto fail;
 		}
-		if (test_rq(rpc, r->sreq, NULL) != RCP_EAGAIN)
-			r->sreq = NULL; /* completed at once (or failed: reaped) */
-		else
-			note_watch(rpc, &r->snote, N_SREQ, r->sreq);
 		if (ovf) {
 			rcp_req *rq;
 			rc = rcp_isend(ch, TAG_OVF(hd.cookie), ovf, used, &rq);
@@ -1335,28 +1305,64 @@ static void fire_timeouts(rcp_rpc *rpc, uint64_t now)
 	}
 }
 
-/* A posted receive completed (or its note is stale: 0). */
-static int recv_done(rcp_rpc *rpc, struct rbuf *b)
+/* A posted receive completed (rcp callback). */
+static void recv_cb(rcp_req *rq, const struct rcp_status *st, void *user)
 {
-	struct rcp_status st;
-	if (!b->posted || (rpc->closing && !b->peer) || test_rq(rpc, b->rq, &st) == RCP_EAGAIN)
-		return 0;
+	struct rbuf *b = user;
+	rcp_rpc *rpc = b->rpc;
+	(void)rq;
+	rpc->st.polls++;
 	b->rq = NULL;
 	if (b->peer) {
 		blist_del(&b->peer->posted, b);
-		on_response(rpc, b->peer, b, &st);
+		on_response(rpc, b->peer, b, st);
 	} else {
 		blist_del(&rpc->srv, b);
-		on_request(rpc, b, &st);
+		if (rpc->closing) {
+			rbuf_put(rpc, b); /* destroy: requests are no longer handled */
+			return;
+		}
+		on_request(rpc, b, st);
 		if (rpc->serving)
 			srv_post(rpc);
 	}
-	return 1;
+}
+
+/* A client request's send completed. */
+static void sreq_cb(rcp_req *rq, const struct rcp_status *st, void *user)
+{
+	struct rcp_rpc_req *r = user;
+	(void)rq;
+	(void)st;
+	r->rpc->st.polls++;
+	r->sreq = NULL;
+}
+
+/* A response's send completed: the handle goes back to the pool. */
+static void send_cb(rcp_req *rq, const struct rcp_status *st, void *user)
+{
+	struct rcp_rpc_handle *h = user;
+	rcp_rpc *rpc = h->rpc;
+	(void)rq;
+	(void)st;
+	rpc->st.polls++;
+	if (h->sprev)
+		h->sprev->next = h->next;
+	else
+		rpc->sending = h->next;
+	if (h->next)
+		h->next->sprev = h->sprev;
+	h->sreq = NULL;
+	handle_put(rpc, h);
 }
 
 /* An overflow message (or a send left by a recycled request) completed. */
-static void aux_done(rcp_rpc *rpc, struct aux *a, const struct rcp_status *st)
+static void aux_cb(rcp_req *rq, const struct rcp_status *st, void *user)
 {
+	struct aux *a = user;
+	rcp_rpc *rpc = a->rpc;
+	(void)rq;
+	rpc->st.polls++;
 	aux_del(rpc, a);
 	a->rq = NULL;
 	switch (a->kind) {
@@ -1389,56 +1395,6 @@ static void aux_done(rcp_rpc *rpc, struct aux *a, const struct rcp_status *st)
 	rpc->freeaux = a;
 }
 
-/* Handles the queued completion notices; returns the completions. */
-static int drain(rcp_rpc *rpc)
-{
-	int n = 0;
-	while (rpc->notes) {
-		struct note *no = rpc->notes;
-		struct rcp_status st;
-		rpc->notes = no->next;
-		if (!rpc->notes)
-			rpc->notetail = &rpc->notes;
-		no->queued = 0;
-		switch (no->kind) {
-		case N_RECV: n += recv_done(rpc, OWNER(no, struct rbuf, note)); break;
-		case N_SREQ: {
-			struct rcp_rpc_req *r = OWNER(no, struct rcp_rpc_req, snote);
-			if (r->sreq && test_rq(rpc, r->sreq, NULL) != RCP_EAGAIN) {
-				r->sreq = NULL;
-				n++;
-			}
-			break;
-		}
-		case N_SEND: {
-			struct rcp_rpc_handle *h = OWNER(no, struct rcp_rpc_handle, note);
-			if (h->sreq && test_rq(rpc, h->sreq, NULL) != RCP_EAGAIN) {
-				if (h->sprev)
-					h->sprev->next = h->next;
-				else
-					rpc->sending = h->next;
-				if (h->next)
-					h->next->sprev = h->sprev;
-				h->sreq = NULL;
-				handle_put(rpc, h);
-				n++;
-			}
-			break;
-		}
-		case N_AUX: {
-			struct aux *a = OWNER(no, struct aux, note);
-			if (a->rq && test_rq(rpc, a->rq, &st) != RCP_EAGAIN) {
-				aux_done(rpc, a, &st);
-				n++;
-			}
-			break;
-		}
-		default: break;
-		}
-	}
-	return n;
-}
-
 static int progress(rcp_rpc *rpc)
 {
 	int n;
@@ -1451,19 +1407,16 @@ static int progress(rcp_rpc *rpc)
 			return n;
 		rpc->events += (uint64_t)n; /* bulk callbacks ran: callers look */
 	} else {
-		n = rcp_progress(rpc->ep);
+		n = rcp_progress(rpc->ep); /* runs the rcp callbacks */
 		if (n < 0)
 			return n;
 	}
-	drain(rpc);
 	rfp_poll(rpc);
 	if (rpc->ntimed) {
 		uint64_t now = now_ns();
 		if (now >= rpc->heap[0]->deadline)
 			fire_timeouts(rpc, now);
 	}
-	if (rpc->notes)
-		drain(rpc); /* what the timers canceled */
 	if (rpc->doneq)
 		run_callbacks(rpc);
 	return (int)(rpc->events - ev0);
@@ -1481,7 +1434,7 @@ int64_t rcp_rpc_timeout_ns(const rcp_rpc *rpc)
 	int64_t t;
 	if (!rpc)
 		return RCP_EINVAL;
-	if (rpc->doneq || rpc->notes || rfp_busy(rpc))
+	if (rpc->doneq || rfp_busy(rpc))
 		return 0;
 	t = rcp_ep_timeout_ns(rpc->ep);
 	if (rpc->ntimed) {
@@ -1514,8 +1467,8 @@ static int wait_look(void *arg)
 static int wait_arm(void *arg, int64_t *timeout_ns)
 {
 	rcp_rpc *rpc = arg;
-	if (rpc->notes || rpc->doneq || rfp_busy(rpc))
-		return RCP_EAGAIN; /* every completion has queued its note */
+	if (rpc->doneq || rfp_busy(rpc))
+		return RCP_EAGAIN; /* completed calls wait for their callbacks */
 	if (rpc->ntimed) {
 		uint64_t now = now_ns(), dl = rpc->heap[0]->deadline;
 		int64_t d = dl > now ? (int64_t)(dl - now) : 0;
@@ -1529,9 +1482,12 @@ struct run_ctx {
 	rcp_rpc *rpc;
 	int (*fin)(void *);
 	void *arg;
+	uint64_t ev0; /* events when the run began */
 	int total;
 };
 
+/* Events count wherever they ran: in our progress, or in the endpoint's
+ * look (an rcp callback that handled a call) before it. */
 static int run_done(void *arg)
 {
 	struct run_ctx *x = arg;
@@ -1541,7 +1497,7 @@ static int run_done(void *arg)
 	n = progress(x->rpc);
 	if (n < 0)
 		return n;
-	x->total += n;
+	x->total = (int)(x->rpc->events - x->ev0);
 	return x->fin ? x->fin(x->arg) : x->total > 0;
 }
 
@@ -1549,7 +1505,7 @@ static int run_done(void *arg)
  * Returns the events seen, RCP_ETIMEDOUT if none, or an error. */
 static int run(rcp_rpc *rpc, int (*fin)(void *), void *arg, int64_t timeout_ns)
 {
-	struct run_ctx x = {rpc, fin, arg, 0};
+	struct run_ctx x = {rpc, fin, arg, rpc->events, 0};
 	int mode = (rpc->flags & RCP_RPC_SPIN)    ? RCPI_WAIT_SPIN
 	           : (rpc->flags & RCP_RPC_SLEEP) ? RCPI_WAIT_SLEEP
 	                                          : -1;
@@ -1597,29 +1553,33 @@ int rcp_rpc_wait(rcp_rpc_req *req, int64_t timeout_ns)
 
 /* ---- destroy --------------------------------------------------------------------------------- */
 
-/* Cancels an rcp receive and frees its buffer, or leaks it if rcp will not
- * let go (a READY promise): never freed while rcp may write into it. */
-static void drop_recv(rcp_rpc *rpc, rcp_req *rq, void *buf, struct rbuf *b)
+/* Receives still posted (server ring and every peer's responses). */
+static uint32_t posted_count(const rcp_rpc *rpc)
 {
-	uint64_t until = now_ns() + 100000000ull;
-	if (rcp_test_noprogress(rq, NULL) == RCP_EAGAIN) { /* else done, now reaped */
-		if (rcp_cancel(rq) == RCP_EBUSY) {
-			while (rcp_test_noprogress(rq, NULL) == RCP_EAGAIN && now_ns() < until)
-				rcp_progress(rpc->ep);
-			if (rcp_test_noprogress(rq, NULL) == RCP_EAGAIN) {
-				rcpi_warn(
-				    "rpc: a receive rcp would not release is leaked at destroy");
-				return;
-			}
-		} else {
-			rcp_test_noprogress(rq, NULL);
-		}
-	}
-	if (b) {
-		free(b->data);
-		free(b);
-	} else {
-		free(buf);
+	uint32_t n = rpc->srv.n;
+	for (uint32_t i = 0; i < rpc->peercap; i++)
+		if (rpc->peers[i])
+			n += rpc->peers[i]->posted.n;
+	return n;
+}
+
+static void cancel_list(struct blist *l)
+{
+	for (struct rbuf *b = l->head; b; b = b->lnext)
+		(void)rcp_cancel(b->rq); /* RCP_EBUSY: being filled, completes */
+}
+
+/* Frees the receive buffers still posted after destroy's wait: rcp keeps
+ * them (a READY promise), so they are detached and leaked, never freed
+ * while rcp may write into them. */
+static void leak_list(struct blist *l)
+{
+	while (l->head) {
+		struct rbuf *b = l->head;
+		blist_del(l, b);
+		rcp_req_set_cb(b->rq, NULL, NULL);
+		free(b); /* b->data stays */
+		rcpi_warn("rpc: a receive rcp would not release is leaked at destroy");
 	}
 }
 
@@ -1637,58 +1597,47 @@ void rcp_rpc_destroy(rcp_rpc *rpc)
 			done(rpc->reqs[i], RCP_ECLOSED);
 	run_callbacks(rpc);
 	/* Let responses already handed to rcp go out (rcp_ep_close lingers
-	 * for their acks); wait for the sends we still own.  Requests that
-	 * arrive meanwhile are not handled. */
+	 * for their acks); wait for the sends we still own and take the
+	 * receives back: their callbacks return them (requests that arrive
+	 * meanwhile are not handled). */
 	rpc->closing = 1;
+	rpc->serving = 0;
+	cancel_list(&rpc->srv);
+	for (uint32_t i = 0; i < rpc->peercap; i++)
+		if (rpc->peers[i]) {
+			rpc->peers[i]->failed = RCP_ECLOSED; /* no reposting */
+			cancel_list(&rpc->peers[i]->posted);
+		}
 	{
 		uint64_t until = now_ns() + 100000000ull;
-		while ((rpc->sending || rpc->aux) && now_ns() < until) {
-			rcp_progress(rpc->ep);
+		while ((rpc->sending || rpc->aux || posted_count(rpc)) && now_ns() < until) {
 			for (struct aux *a = rpc->aux; a; a = a->next)
 				if (a->kind != AUX_SEND_FREE)
-					rcp_cancel(a->rq);
-			drain(rpc);
+					(void)rcp_cancel(a->rq);
+			rcp_progress(rpc->ep);
 		}
 	}
-	/* From here nothing is drained and owners are freed: every request
-	 * rcp still has loses its hook first (a hook would write into the
-	 * note queue, through freed owners). */
+	/* From here owners are freed: every request rcp still has is
+	 * detached first (its callback would name a freed owner). */
 	for (struct rcp_rpc_handle *h = rpc->sending; h; h = h->next)
-		note_unwatch(h->sreq); /* leaked with the handle: rcp reads sbuf */
-	for (struct rbuf *b = rpc->srv.head; b; b = b->lnext)
-		note_unwatch(b->rq);
-	for (uint32_t i = 0; i < rpc->peercap; i++)
-		for (struct rbuf *b = rpc->peers[i] ? rpc->peers[i]->posted.head : NULL; b;
-		     b = b->lnext)
-			note_unwatch(b->rq);
-	for (uint32_t i = 0; i < rpc->nreqs; i++)
-		note_unwatch(rpc->reqs[i]->sreq);
-	for (struct aux *a = rpc->aux; a; a = a->next)
-		note_unwatch(a->rq);
-	rpc->notes = NULL;
-	rpc->notetail = &rpc->notes;
-	while (rpc->srv.head) {
-		struct rbuf *b = rpc->srv.head;
-		blist_del(&rpc->srv, b);
-		drop_recv(rpc, b->rq, NULL, b);
-	}
+		rcp_req_set_cb(h->sreq, NULL, NULL); /* leaked with the handle: rcp reads sbuf */
+	leak_list(&rpc->srv);
 	for (uint32_t i = 0; i < rpc->peercap; i++) {
 		struct peer *p = rpc->peers[i];
 		if (!p)
 			continue;
-		while (p->posted.head) {
-			struct rbuf *b = p->posted.head;
-			blist_del(&p->posted, b);
-			drop_recv(rpc, b->rq, NULL, b);
-		}
+		leak_list(&p->posted);
 		rfp_peer_free(p);
 		free(p);
 	}
 	free(rpc->peers);
 	for (uint32_t i = 0; i < rpc->nreqs; i++) {
 		struct rcp_rpc_req *r = rpc->reqs[i];
-		if (r->sreq && rcp_test_noprogress(r->sreq, NULL) == RCP_EAGAIN)
-			continue; /* rcp still reads sbuf: leak it rather than free early */
+		if (r->sreq) {
+			/* rcp still reads sbuf: leak it rather than free early */
+			rcp_req_set_cb(r->sreq, NULL, NULL);
+			continue;
+		}
 		if (r->resp) {
 			free(r->resp->data);
 			free(r->resp);
@@ -1713,8 +1662,7 @@ void rcp_rpc_destroy(rcp_rpc *rpc)
 	}
 	for (struct aux *a = rpc->aux, *n; a; a = n) {
 		n = a->next;
-		if (rcp_test_noprogress(a->rq, NULL) != RCP_EAGAIN)
-			free(a->buf);
+		rcp_req_set_cb(a->rq, NULL, NULL); /* pending: its buffer is leaked */
 		free(a);
 	}
 	while (rpc->freeaux) {

@@ -59,24 +59,15 @@ struct call {
 
 enum { Q_FREE, Q_PENDING, Q_OVF_WAIT, Q_DONE };
 
-/* A completion notice (rpc.c, NOTICES): rcp queues it on its context when
- * the rcp request it watches completes. */
-enum { N_RECV = 1, N_SREQ, N_SEND, N_AUX };
-struct note {
-	struct note *next;
-	rcp_rpc *rpc;
-	uint8_t kind, queued;
-};
-
 /* A receive buffer posted to rcp. */
 struct rbuf {
+	rcp_rpc *rpc;
 	unsigned char *data;
-	rcp_req *rq;
+	rcp_req *rq;                /* posted, with rpc.c's recv_cb (COMPLETIONS) */
 	struct rbuf *next;          /* free list */
 	struct rbuf *lprev, *lnext; /* posted list */
 	struct peer *peer;          /* posted on: a peer, NULL the server's */
 	int posted;
-	struct note note;
 };
 
 /* The receives posted with the same (channel, tag), in posting order. */
@@ -88,13 +79,13 @@ struct blist {
 /* Secondary rcp requests: overflow sends and receives. */
 enum { AUX_SEND_FREE, AUX_RECV_REQ, AUX_RECV_HANDLE, AUX_ORPHAN };
 struct aux {
-	rcp_req *rq;
+	rcp_rpc *rpc;
+	rcp_req *rq; /* with rpc.c's aux_cb */
 	int kind;
 	void *buf;
 	void *owner;
 	uint64_t gen;
 	struct aux *next, *prev;
-	struct note note;
 };
 
 struct peer {
@@ -118,7 +109,7 @@ struct rcp_rpc_req {
 	void *arg;
 	struct peer *peer;
 	uint64_t deadline;
-	rcp_req *sreq; /* request send not yet complete */
+	rcp_req *sreq; /* request send not yet complete (sreq_cb clears it) */
 	unsigned char *sbuf;
 	size_t scap;
 	struct rbuf *resp;       /* response held while OUT is in use */
@@ -128,7 +119,6 @@ struct rcp_rpc_req {
 	uint32_t hidx;                     /* deadline heap index + 1, 0: none */
 	struct rcp_rpc_req *pnext, *pprev; /* peer's live list */
 	struct rcp_rpc_req *dnext;         /* done queue / free list */
-	struct note snote;                 /* sreq */
 };
 
 struct rcp_rpc_handle {
@@ -142,11 +132,10 @@ struct rcp_rpc_handle {
 	unsigned char *ovf_in; /* overflowed input */
 	unsigned char *sbuf;
 	size_t scap;
-	rcp_req *sreq;
+	rcp_req *sreq; /* response send (send_cb returns the handle) */
 	int responded;
 	uint32_t rfp_cli, rfp_slot;          /* RFP slot + 1, 0: message */
 	struct rcp_rpc_handle *next, *sprev; /* free list / sending list */
-	struct note note;                    /* sreq */
 };
 
 struct rcp_rpc {
@@ -171,8 +160,6 @@ struct rcp_rpc {
 	/* pending requests with a deadline: a binary min-heap */
 	struct rcp_rpc_req **heap;
 	uint32_t ntimed, heapcap;
-	/* completion notices, in completion order */
-	struct note *notes, **notetail;
 	int closing; /* destroy: request receives are no longer handled */
 	/* server */
 	int serving;

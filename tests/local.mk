@@ -142,6 +142,12 @@ TESTS += tests/test_rcp
 tests_test_rcp_SOURCES = tests/test_rcp.c tests/testutil.h
 tests_test_rcp_CFLAGS = $(TEST_CFLAGS)
 tests_test_rcp_LDADD = $(TEST_LDADD)
+
+check_PROGRAMS += tests/test_rcp_cb
+TESTS += tests/test_rcp_cb
+tests_test_rcp_cb_SOURCES = tests/test_rcp_cb.c tests/testutil.h
+tests_test_rcp_cb_CFLAGS = $(TEST_CFLAGS)
+tests_test_rcp_cb_LDADD = $(TEST_LDADD)
 endif
 
 TESTS += tests/check_config_doc.sh

@@ -16,7 +16,9 @@
  *
  * Requests: isend/irecv return a request; rcp_test/rcp_wait/rcp_waitany
  * complete it and release it (like MPI): after a call that reports
- * completion, the request pointer is gone.  Every request completes exactly
+ * completion, the request pointer is gone.  Or the request carries a
+ * completion callback (rcp_isend_cb, ...; "completion callbacks" below),
+ * which progress runs, and the library releases it.  Every request completes exactly
  * once, with a status: 0, RCP_ETRUNC (receive buffer too short: the
  * buffer holds the first bytes, status.len the real length), RCP_EPEER
  * (peer silent for RCP_PEER_TIMEOUT, or restarted), RCP_ECANCELED,
@@ -122,7 +124,9 @@ int rcp_ep_open(const char *nic_addr, const struct rcp_ep_config *cfg, rcp_ep **
  * frames, until peers have been quiet for RCP_TIME_WAIT_MS (50: a peer
  * whose last frame's ack was lost resends, and is answered), at most
  * RCP_LINGER_MS (default 2000) and the peer timeout; then fails every
- * pending request with RCP_ECLOSED and frees everything.  NULL accepted. */
+ * pending request with RCP_ECLOSED, runs the completion callbacks due
+ * and frees everything.  NULL accepted; refused (a warning, nothing
+ * closed) from inside a completion callback of EP. */
 void rcp_ep_close(rcp_ep *ep);
 /* The endpoint's nic address as a string.  Returns 0, RCP_EINVAL, RCP_ERANGE. */
 int rcp_ep_addr(const rcp_ep *ep, char *buf, size_t len);
@@ -141,8 +145,9 @@ int rcp_ep_arm(rcp_ep *ep);
  * at least RCP_SLEEP_SLACK_US (its loss-recovery timers may run that late;
  * docs/protocol.md, Waiting).  Returns RCP_EINVAL for NULL. */
 int64_t rcp_ep_timeout_ns(const rcp_ep *ep);
-/* Drives the protocol: receives frames, fires timers, sends what is due.
- * Returns the number of requests completed (>= 0) or a negative code. */
+/* Drives the protocol: receives frames, fires timers, sends what is due,
+ * then runs the completion callbacks due.  Returns the number of requests
+ * completed (>= 0) or a negative code. */
 int rcp_progress(rcp_ep *ep);
 
 /* ---- waiting (include/rcp/wait.h; the policy: docs/waiting.md) ----
@@ -233,7 +238,8 @@ int rcp_irecv(rcp_ep *ep, rcp_chan *ch, uint64_t tag, void *buf, size_t len, rcp
 
 /* Completes REQ if done: returns 0 and fills ST (may be NULL) and releases
  * the request, or RCP_EAGAIN if not done yet.  The operation's own error is
- * in ST->error (and also returned when nonzero). */
+ * in ST->error (and also returned when nonzero).  RCP_EINVAL for a request
+ * with a callback (so also rcp_wait and rcp_waitany). */
 int rcp_test(rcp_req *req, struct rcp_status *st);
 /* Waits up to TIMEOUT_NS (<0: forever) for REQ.  Returns like rcp_test,
  * or RCP_ETIMEDOUT (the request stays pending). */
@@ -246,9 +252,52 @@ int rcp_waitany(rcp_req **reqs, int n, int *idx, struct rcp_status *st, int64_t 
  * peer by READY, cannot be canceled: RCP_EBUSY. Returns 0, RCP_EBUSY. */
 int rcp_cancel(rcp_req *req);
 
-/* Like rcp_test but never progresses the endpoint: a cheap check for
- * layers that progress it themselves (rpc/).  Returns like rcp_test. */
-int rcp_test_noprogress(rcp_req *req, struct rcp_status *st);
+/* ---- completion callbacks ----
+ *
+ * A request may carry a callback instead of being tested or waited for
+ * (the shape of UCP's request callbacks and Mercury's NA_Trigger):
+ *
+ * - The callback runs exactly once per request, with its status (the codes
+ *   of rcp_test: 0, RCP_ETRUNC, RCP_EPEER, RCP_ECANCELED, RCP_ECLOSED), from
+ *   a call that progresses the endpoint (rcp_progress, rcp_test, rcp_wait,
+ *   rcp_waitany, rcp_probe, rcp_send, rcp_recv, the layers' progress) after
+ *   the protocol's own work, in completion order.  Never from inside the
+ *   call that posts or cancels the request: a send that completes at once
+ *   and a canceled request run their callbacks from the next progress.
+ * - The request is the library's: rcp_test, rcp_wait and rcp_waitany refuse
+ *   it (RCP_EINVAL).  Until its callback returns, the pointer may be given
+ *   to rcp_cancel and rcp_req_set_cb; the library releases the request when
+ *   the callback returns (ST and REQ are valid during the call only).
+ * - A callback may post requests (with or without callbacks; one that
+ *   completes meanwhile runs in the same round), cancel others, close
+ *   channels, test and wait for plain requests and call rcp_progress: a
+ *   nested progress runs the callbacks of requests completed since, never
+ *   one twice.  It must not close its endpoint: rcp_ep_close called from a
+ *   callback logs a warning and returns without closing.
+ * - rcp_ep_close fails what is pending with RCP_ECLOSED and runs every
+ *   callback still due before it frees the endpoint; requests posted from
+ *   those callbacks fail at once with RCP_ECLOSED.
+ */
+typedef void (*rcp_req_cb)(rcp_req *req, const struct rcp_status *st, void *user);
+
+/* rcp_isend, rcp_issend and rcp_irecv whose request carries callback CB
+ * (non-NULL) with USER.  REQ may be NULL; else *REQ is valid until the
+ * callback returns (for rcp_cancel).  Returns like the plain forms, and
+ * RCP_EINVAL for a NULL CB; when the post fails no callback runs. */
+int rcp_isend_cb(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, rcp_req_cb cb, void *user,
+                 rcp_req **req);
+int rcp_issend_cb(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, rcp_req_cb cb,
+                  void *user, rcp_req **req);
+int rcp_irecv_cb(rcp_ep *ep, rcp_chan *ch, uint64_t tag, void *buf, size_t len, rcp_req_cb cb,
+                 void *user, rcp_req **req);
+/* Gives REQ (pending, or complete but not yet tested: e.g. an rcp_mcast
+ * request) callback CB with USER; from now on the request is the
+ * library's, as above.  On a request that has a callback, replaces it if
+ * it has not started.  CB NULL detaches REQ: the library releases it when
+ * it completes and tells no one (for a user going away before a request it
+ * cannot cancel; its buffers must then live until the endpoint closes).
+ * Returns 0, RCP_EINVAL (REQ NULL). */
+int rcp_req_set_cb(rcp_req *req, rcp_req_cb cb, void *user);
 
 /* Blocking forms (wait forever; fail on peer timeout). */
 int rcp_send(rcp_chan *ch, uint64_t tag, const void *buf, size_t len);
