@@ -1,2 +1,2 @@
-librcp_la_SOURCES += rcp/wire.h rcp/wire.c rcp/core.h rcp/core.c rcp/endpoint.c
+librcp_la_SOURCES += rcp/wire.h rcp/wire.c rcp/core.h rcp/core.c rcp/heap.h rcp/heap.c rcp/endpoint.c
 rcpinclude_HEADERS += include/rcp/rcp.h

@@ -55,6 +55,16 @@ tests_test_wire_LDADD = $(TEST_LDADD)
 endif
 
 if HAVE_CMOCKA
+# The core's timer heap against a brute force (internal API: static link).
+check_PROGRAMS += tests/test_heap
+TESTS += tests/test_heap
+tests_test_heap_SOURCES = tests/test_heap.c tests/testutil.h
+tests_test_heap_CFLAGS = $(TEST_CFLAGS)
+tests_test_heap_LDFLAGS = -static
+tests_test_heap_LDADD = $(TEST_LDADD)
+endif
+
+if HAVE_CMOCKA
 # The protocol core on a simulated network (internal API: static link).
 check_PROGRAMS += tests/test_rcp_sim
 TESTS += tests/test_rcp_sim
