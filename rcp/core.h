@@ -47,7 +47,7 @@ struct rcpc_io {
 	void (*peer_remove)(void *ctx, int peer);
 	/* Sends one frame to the address blob SRC of a sender that has no
 	 * peer index, without making one (the cookie challenge of
-	 * RCP_EP_ACCEPT, core.c HANDSHAKE).  May be NULL: then an unknown
+	 * RCP_EP_ACCEPT, handshake.c HANDSHAKE).  May be NULL: then an unknown
 	 * sender gets a channel at once, as before the handshake existed. */
 	int (*send_to)(void *ctx, const void *src, size_t srclen, const void *frame, size_t len);
 };
@@ -123,7 +123,7 @@ uint64_t rcpc_deadline(const rcpc_core *c);
  * a time no later than any timer they armed (0: retry at once), without
  * walking the channels.
  * The caller keeps min(its deadline, this) and takes rcpc_deadline() when
- * that time comes or before sleeping (core.c, TIMERS). */
+ * that time comes or before sleeping (timers.c, TIMERS). */
 uint64_t rcpc_deadline_soon(const rcpc_core *c, uint64_t now);
 
 /* rcpc_issend: completes on the peer's ack only (rcp_issend). */

@@ -1,2 +1,4 @@
-librcp_la_SOURCES += rcp/wire.h rcp/wire.c rcp/core.h rcp/core.c rcp/heap.h rcp/heap.c rcp/endpoint.c
+librcp_la_SOURCES += rcp/wire.h rcp/wire.c rcp/core.h rcp/core.c rcp/chan.h rcp/chan.c rcp/req.c \
+	rcp/send.c rcp/recv.c rcp/msg.c rcp/epoch.c rcp/handshake.c rcp/timers.c rcp/heap.h \
+	rcp/heap.c rcp/endpoint.c
 rcpinclude_HEADERS += include/rcp/rcp.h

@@ -42,7 +42,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 /* Closing and reopening a channel, restarting a core and a channel
  * failed by the peer timeout keep the byte oracle on: a conversation that
  * starts again has a new epoch, and frames of the old one are stale
- * (rcp/core.c, CHANNELS; tests/corpus/regress/core/close-reopen and the
+ * (rcp/chan.c, CHANNELS; tests/corpus/regress/core/close-reopen and the
  * two beside it were this fault's inputs). */
 
 enum { NNODES = 2, QMAX = 96, RMAX = 48, MRMAX = 64, STRANGERS = 6 };

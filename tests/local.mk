@@ -89,7 +89,7 @@ tests_test_rcp_limits_LDFLAGS = -static
 tests_test_rcp_limits_LDADD = $(TEST_LDADD)
 
 # A conversation that starts again takes none of the old one's frames
-# (issue 18; rcp/core.c, CHANNELS).
+# (issue 18; rcp/chan.c, CHANNELS).
 check_PROGRAMS += tests/test_rcp_stale
 TESTS += tests/test_rcp_stale
 tests_test_rcp_stale_SOURCES = tests/test_rcp_stale.c tests/sim.c tests/sim.h tests/testutil.h
