@@ -42,6 +42,7 @@ void rcpi_chan_reset(rcp_chan *ch, int error)
 	rcpc_core *c = ch->core;
 	struct list *p, *t;
 
+	chan_retime(ch);
 	for (uint32_t seq = ch->tx_una; rcpw_seq_lt(seq, ch->tx_next); seq++)
 		slot_free(ch, slot_of(ch, seq));
 	ch->wnd_told = 0; /* a restarted peer knows nothing of us */
@@ -136,11 +137,35 @@ void rcpi_chan_free(rcp_chan *ch)
 	}
 	list_del(&ch->link);
 	list_del(&ch->dlink);
+	list_del(&ch->tlink);
+	rcpi_heap_del(&c->theap, &ch->tnode);
+	c->nchans--;
 	if (ch->peer >= 0 && ch->peer < c->npeers)
 		c->by_peer[ch->peer] = NULL;
 	free(ch->slots);
 	free(ch->ctlq);
 	free(ch);
+}
+
+/* Room in the timer heap and in rcpc_timers' list of channels to serve
+ * for N channels: neither allocates later (TIMERS).  Returns 0 or
+ * RCP_ENOMEM. */
+static int chans_room(rcpc_core *c, int n)
+{
+	if (rcpi_heap_reserve(&c->theap, (uint32_t)n))
+		return RCP_ENOMEM;
+	if (n > c->tdue_cap) {
+		int cap = c->tdue_cap ? 2 * c->tdue_cap : 8;
+		rcp_chan **v;
+		while (cap < n)
+			cap *= 2;
+		v = realloc(c->tdue, sizeof *v * (size_t)cap);
+		if (!v)
+			return RCP_ENOMEM;
+		c->tdue = v;
+		c->tdue_cap = cap;
+	}
+	return 0;
 }
 
 /* LAZY: no send ring yet (an accepted channel: chan_claim makes it). */
@@ -160,6 +185,8 @@ int rcpi_chan_open(rcpc_core *c, int peer, uint64_t now, int lazy, rcp_chan **ou
 		return RCP_ENOMEM;
 	/* Room in the timer heap and rcpc_timers' list for one more channel:
 	 * neither allocates later (TIMERS). */
+	if (chans_room(c, c->nchans + 1))
+		return RCP_ENOMEM;
 	ch = calloc(1, sizeof *ch);
 	if (!ch)
 		return RCP_ENOMEM;
@@ -176,6 +203,9 @@ int rcpi_chan_open(rcpc_core *c, int peer, uint64_t now, int lazy, rcp_chan **ou
 	ch->core = c;
 	ch->peer = peer;
 	list_init(&ch->dlink);
+	list_init(&ch->tlink);
+	rcpi_tnode_init(&ch->tnode);
+	ch->ord = ++c->chan_ord;
 	list_init(&ch->posted);
 	list_init(&ch->startq);
 	list_init(&ch->streamq);
@@ -192,6 +222,7 @@ int rcpi_chan_open(rcpc_core *c, int peer, uint64_t now, int lazy, rcp_chan **ou
 	 * (closed, reopened): a new epoch (CHANNELS). */
 	ch->my_epoch = lazy ? c->p.epoch : rcpi_conv_epoch(c);
 	list_add_tail(&c->chans, &ch->link);
+	c->nchans++;
 	c->by_peer[peer] = ch;
 	*out = ch;
 	return 0;

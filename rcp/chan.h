@@ -4,7 +4,7 @@
  * internal (rcpi_) functions each file offers to the files above it.
  * Private to rcp/: nothing here is exported (include/rcp/ has the API,
  * rcp/core.h the core's entry points).  The files and their layering are
- * described in rcp/core.c (LAYERS).  A design section
+ * described in rcp/core.c (LAYERS) and docs/core.md.  A design section
  * named in capitals, as (CREDITS), is the head comment of the file that
  * holds it: CHANNELS chan.c, HANDSHAKE handshake.c, RELIABILITY and WINDOW
  * send.c, RECEIVING recv.c, MESSAGES, CREDITS and DEMAND msg.c, TIMERS
@@ -25,6 +25,7 @@
 
 #include "common/rcp_common.h"
 #include "rcp/core.h"
+#include "rcp/heap.h"
 #include "rcp/wire.h"
 
 #define RXW          1024u  /* receive window in frames (bitmap size) */
@@ -169,8 +170,12 @@ struct unexp {
 };
 
 struct rcp_chan {
-	struct list link;  /* core->chans */
-	struct list dlink; /* core->dirty while on it, else empty */
+	struct list link;        /* core->chans */
+	struct list dlink;       /* core->dirty while on it, else empty */
+	struct list tlink;       /* core->retime while on it, else empty (TIMERS) */
+	struct rcpi_tnode tnode; /* in core->theap while a timer is armed */
+	uint64_t ord;            /* order of opening: rcpc_timers serves in it */
+	uint8_t tdue;            /* on rcpc_timers' list of channels to serve */
 	rcpc_core *core;
 	int peer;
 	void *user;
@@ -265,13 +270,16 @@ struct rcpc_core {
 	uint64_t unexp_held;  /* eager unexpected messages buffered now */
 	uint32_t credits_eff; /* credits a channel grants (CREDITS) */
 	int completed;
-	int retry;            /* a frame or ack the nic refused is waiting */
-	uint64_t timer_floor; /* no timer is armed closer than this (TIMERS) */
-	uint64_t soon_at;     /* earliest reordering timer armed closer (0: none) */
-	uint64_t now;         /* of the entry point running (for deep callees) */
-	int naccepted;        /* channels with ch->accepted set */
-	uint64_t sweep_at;    /* next look for half-open channels to reclaim */
-	uint32_t convs;       /* conversations begun: conv_epoch's counter */
+	struct list retime;     /* channels whose timer key may be stale (TIMERS) */
+	struct rcpi_heap theap; /* channels by earliest deadline (TIMERS) */
+	rcp_chan **tdue;        /* rcpc_timers' channels to serve (room for all) */
+	int tdue_cap;
+	int nchans;
+	uint64_t chan_ord; /* channels opened: rcp_chan.ord */
+	uint64_t now;      /* of the entry point running (for deep callees) */
+	int naccepted;     /* channels with ch->accepted set */
+	uint64_t sweep_at; /* next look for half-open channels to reclaim */
+	uint32_t convs;    /* conversations begun: conv_epoch's counter */
 	struct rcp_ep_stats st;
 	int demand_warned; /* credit_demand's warning was given */
 };
@@ -413,9 +421,18 @@ static inline int chan_idle(const rcp_chan *ch)
 	return !ch->ack_now && !ch->ack_pending && !ch->ack_due && !chan_has_work(ch);
 }
 
+/* CH's timers may have changed: its key in the timer heap is taken anew
+ * before the deadline is next read (TIMERS). */
+static inline void chan_retime(rcp_chan *ch)
+{
+	if (list_empty(&ch->tlink))
+		list_add_tail(&ch->core->retime, &ch->tlink);
+}
+
 /* Called before a channel takes on work: silence while idle is no failure. */
 static inline void chan_touch(rcp_chan *ch, uint64_t now)
 {
+	chan_retime(ch);
 	if (!chan_has_work(ch) && ch->last_heard < now)
 		ch->last_heard = now;
 }
@@ -436,6 +453,7 @@ static inline uint32_t window(const rcp_chan *ch)
  * flush every channel) calls this. */
 static inline void chan_dirty(rcp_chan *ch)
 {
+	chan_retime(ch);
 	if (list_empty(&ch->dlink))
 		list_add_tail(&ch->core->dirty, &ch->dlink);
 }

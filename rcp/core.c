@@ -9,13 +9,13 @@
  * LAYERS.  The core is split into files of one concept each; each file
  * calls only the files below it (arrows: "calls"), and rcp/chan.h holds
  * the structures they share.  A lower file that must reach up gets no
- * callback: what it needs was moved down (slot_free and chan_dirty are
- * helpers in chan.h; failing a channel is chan.c, below every file that
- * fails one).
+ * callback: what it needs was moved down (slot_free, chan_dirty,
+ * chan_retime are helpers in chan.h; failing a channel is chan.c, below
+ * every file that fails one).
  *
  *   core.c       public rcpc_* entry points: core and channel API, isend,
  *     |          irecv, mcast, cancel, probe; rcpc_input dispatch; flush
- *   timers.c     rcpc_timers, rcpc_deadline, delayed acks
+ *   timers.c     timer heap of channel deadlines, rcpc_timers, delayed acks
  *     |
  *   handshake.c  admission of each frame: epochs, restart challenges,
  *     |          accept cookies, reclaim of half-open channels
@@ -27,16 +27,19 @@
  *     |          acks of our frames
  *   chan.c       channel open, reset, fail, claim, close, free
  *     |
- *   req.c, epoch.c   requests and completion, pools; keyed epochs,
- *                nonces, cookies
+ *   req.c, epoch.c, heap.c   requests and completion, pools; keyed
+ *                epochs, nonces, cookies; the binary heap
+ *
+ * (docs/core.md has the same map with a walk of one message through it.)
  *
  * FLUSH.  rcpc_flush() visits only the channels on the core's dirty list,
  * not every channel: an endpoint with many peers pays per frame for the
  * channel the frame came on.  A channel goes on the list (chan_dirty)
  * when a frame of it is taken in, when a control frame is queued on it,
  * when it returns a credit, when a message joins its start or stream
- * queue, and when the nic refuses its ack; rcpc_timers flushes every
- * channel and takes them off.
+ * queue, and when the nic refuses its ack; rcpc_timers flushes those
+ * that are not idle or failed with the channels it serves, and takes them
+ * off (TIMERS).
  */
 #include <assert.h>
 #include <stdio.h>
@@ -153,15 +156,9 @@ int rcpc_core_new(const struct rcpc_params *p, const struct rcpc_io *io, void *o
 	c->io = *io;
 	c->owner = owner;
 	c->payload_max = p->mtu - RCPW_HLEN;
-	c->timer_floor = TIMER_MIN_NS;
-	if (c->p.ack_delay < c->timer_floor)
-		c->timer_floor = c->p.ack_delay;
-	if (c->p.rto_min < c->timer_floor)
-		c->timer_floor = c->p.rto_min;
-	if (c->p.peer_timeout / 8 < c->timer_floor)
-		c->timer_floor = c->p.peer_timeout / 8;
 	list_init(&c->chans);
 	list_init(&c->dirty);
+	list_init(&c->retime);
 	list_init(&c->posted);
 	list_init(&c->posted_any);
 	list_init(&c->unexp);
@@ -229,6 +226,8 @@ void rcpc_core_free(rcpc_core *c)
 		free(c->req_slabs[i]);
 	free(c->req_slabs);
 	free(c->by_peer);
+	rcpi_heap_free(&c->theap);
+	free(c->tdue);
 	free(c);
 }
 
@@ -491,6 +490,7 @@ int rcpc_cancel(rcp_req *r, uint64_t now)
 		{
 			rcp_chan *ch = r->chan;
 			struct list *p;
+			chan_retime(ch); /* startq: its liveness timer */
 			for (p = ch->startq.next; p != &ch->startq; p = p->next) {
 				rcp_req *q = container_of(p, rcp_req, link);
 				if (rcpw_seq_lt(r->msg, q->msg))

@@ -30,8 +30,7 @@
 #include "rcp/core.h"
 #include "rcp/wire.h"
 
-#define BURST          32
-#define TIMERS_LATE_NS 20000u /* see took() */
+#define BURST 32
 
 struct peer_name {
 	char addr[RCP_NIC_ADDRSTR_MAX];
@@ -44,8 +43,6 @@ struct rcp_ep {
 	unsigned flags;
 	int64_t spin_ns;
 	uint64_t sleep_slack_ns; /* RCP_EP_SLEEP: see wake_at() */
-	uint64_t deadline;       /* timers: see deadline_soon() */
-	int deadline_rough;      /* deadline may be early: re-take it before sleeping */
 	unsigned idle_polls;
 	int burst;
 	uint64_t now_cache, now_tsc; /* see ep_now() */
@@ -76,27 +73,6 @@ static inline uint64_t cycles(void)
 
 static int progress(rcp_ep *ep);
 static int took(rcp_ep *ep, int n);
-
-/* The exact next deadline: a walk over the channels.  Taken after timers
- * ran and before sleeping; frames and API calls take deadline_soon(). */
-static void deadline_exact(rcp_ep *ep)
-{
-	ep->deadline = rcpc_deadline(ep->core);
-	ep->deadline_rough = 0;
-}
-
-/* After frames came in, a send, receive, cancel: the core's cheap early
- * bound for what they armed (rcpc_deadline_soon), not a walk per message.  Reaching
- * it early only runs rcpc_timers once for nothing, which takes the
- * exact deadline again; a sleeper takes the exact one first (ep_arm). */
-static void deadline_soon(rcp_ep *ep, uint64_t now)
-{
-	uint64_t d = rcpc_deadline_soon(ep->core, now);
-	if (d < ep->deadline) {
-		ep->deadline = d;
-		ep->deadline_rough = 1;
-	}
-}
 
 /* The time for stamping sends and receives posted by the user.  A clock
  * read costs ~27 ns here and a small message's whole budget is a few
@@ -319,7 +295,6 @@ int rcp_ep_open(const char *nic_addr, const struct rcp_ep_config *cfg, rcp_ep **
 		free(ep);
 		return rc;
 	}
-	ep->deadline = UINT64_MAX;
 	ep->burst = 1;
 	*out = ep;
 	return 0;
@@ -403,7 +378,7 @@ static int progress(rcp_ep *ep)
 		return n;
 	/* An idle poll reads the clock only now and then: timers are tens of
 	 * microseconds apart, a clock read costs ~27 ns here. */
-	if (!n && ep->deadline != 0 && (++ep->idle_polls & 31)) {
+	if (!n && rcpc_deadline(ep->core) != 0 && (++ep->idle_polls & 31)) {
 		ep->burst = 1;
 		return 0;
 	}
@@ -435,24 +410,10 @@ static int took(rcp_ep *ep, int n)
 	if (n) {
 		rcp_nic_release(ep->nic, ep->frames, n);
 		done += rcpc_flush(ep->core, now);
-		/* Frames arm timers no closer than an API call does: the
-		 * cheap bound, not a walk of every channel per frame. */
-		deadline_soon(ep, now);
 	}
-	if (now >= ep->deadline) {
-		/* Frames just completed requests: the caller is about to act
-		 * on them (send the reply, the next message).  Timers are
-		 * timer_floor-grained and the walk costs ~0.1 us, on the
-		 * round trip if run here (measured on udp 8 B ping-pong), so
-		 * they wait for the next idle poll, at most TIMERS_LATE_NS.
-		 * "Retry at once" (deadline 0) never waits. */
-		if (done && ep->deadline && now - ep->deadline < TIMERS_LATE_NS) {
-			ep->idle_polls |= 31; /* the next idle poll reads the clock */
-		} else {
-			done += rcpc_timers(ep->core, now);
-			deadline_exact(ep);
-		}
-	}
+	/* The deadline is the top of the core's timer heap: no walk. */
+	if (now >= rcpc_deadline(ep->core))
+		done += rcpc_timers(ep->core, now);
 	return done;
 }
 
@@ -480,7 +441,7 @@ int64_t rcp_ep_timeout_ns(const rcp_ep *ep)
 	uint64_t now, d;
 	if (!ep)
 		return RCP_EINVAL;
-	d = ep->deadline_rough ? rcpc_deadline(ep->core) : ep->deadline;
+	d = rcpc_deadline(ep->core);
 	if (d == UINT64_MAX)
 		return -1;
 	now = now_ns();
@@ -492,20 +453,12 @@ int64_t rcp_ep_timeout_ns(const rcp_ep *ep)
  * deadline and fires timers already due here rather than send the caller
  * round the progress loop (idle polls look at the clock only now and
  * then).  Returns RCP_EAGAIN when timers ran or are due (requests may
- * have completed: look before sleeping), else 0 with ep->deadline > NOW. */
+ * have completed: look before sleeping), else 0 with the deadline > NOW. */
 static int before_sleep(rcp_ep *ep, uint64_t now)
 {
-	if (rcpc_ack_owed(ep->core, now))
-		ep->deadline_rough = 1; /* a delayed-ack timer is gone */
-	if (ep->deadline_rough)
-		deadline_exact(ep);
-	if (ep->deadline <= now) {
-		if (rcpc_timers(ep->core, now) > 0) {
-			deadline_exact(ep);
-			return RCP_EAGAIN;
-		}
-		deadline_exact(ep);
-		if (ep->deadline <= now)
+	rcpc_ack_owed(ep->core, now);
+	if (rcpc_deadline(ep->core) <= now) {
+		if (rcpc_timers(ep->core, now) > 0 || rcpc_deadline(ep->core) <= now)
 			return RCP_EAGAIN;
 	}
 	return 0;
@@ -566,7 +519,7 @@ static int wait_until(rcp_ep *ep, int (*done)(void *), void *arg, int64_t timeou
 		/* Sleep until a frame arrives or the next timer is due. */
 		if (before_sleep(ep, now))
 			continue;
-		wake = wake_at(ep, ep->deadline, now);
+		wake = wake_at(ep, rcpc_deadline(ep->core), now);
 		if (wake > until)
 			wake = until;
 		n = rcp_nic_recv_wait(ep->nic, ep->frames, ep->burst,
@@ -648,16 +601,12 @@ static int isend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, int sy
 {
 	rcp_ep *ep;
 	uint64_t now;
-	int rc;
 	if (!ch)
 		return RCP_EINVAL;
 	ep = ep_of_chan(ch);
 	now = ep_now(ep);
-	rc = sync ? rcpc_issend(ch, tag, buf, len, now, req)
-	          : rcpc_isend(ch, tag, buf, len, now, req);
-	if (!rc)
-		deadline_soon(ep, now);
-	return rc;
+	return sync ? rcpc_issend(ch, tag, buf, len, now, req)
+	            : rcpc_isend(ch, tag, buf, len, now, req);
 }
 
 int rcp_isend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, rcp_req **req)
@@ -672,28 +621,16 @@ int rcp_issend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, rcp_req 
 
 int rcp_irecv(rcp_ep *ep, rcp_chan *ch, uint64_t tag, void *buf, size_t len, rcp_req **req)
 {
-	uint64_t now;
-	int rc;
 	if (!ep)
 		return RCP_EINVAL;
-	now = ep_now(ep);
-	rc = rcpc_irecv(ep->core, ch, tag, buf, len, now, req);
-	if (!rc)
-		deadline_soon(ep, now);
-	return rc;
+	return rcpc_irecv(ep->core, ch, tag, buf, len, ep_now(ep), req);
 }
 
 int rcp_mcast(rcp_chan **chans, int n, uint64_t tag, const void *buf, size_t len, rcp_req **req)
 {
-	uint64_t now;
-	int rc;
 	if (!chans || n <= 0 || !chans[0])
 		return RCP_EINVAL;
-	now = now_ns();
-	rc = rcpc_mcast(chans, n, tag, buf, len, now, req);
-	if (!rc)
-		deadline_soon(ep_of_chan(chans[0]), now);
-	return rc;
+	return rcpc_mcast(chans, n, tag, buf, len, now_ns(), req);
 }
 
 static int finish(rcp_req *req, struct rcp_status *st)
@@ -793,13 +730,9 @@ int rcp_waitany(rcp_req **reqs, int n, int *idx, struct rcp_status *st, int64_t 
 
 int rcp_cancel(rcp_req *req)
 {
-	uint64_t now = now_ns();
-	int rc;
 	if (!req)
 		return RCP_EINVAL;
-	rc = rcpc_cancel(req, now);
-	deadline_soon(rcpc_core_owner(rcpc_req_core(req)), now);
-	return rc;
+	return rcpc_cancel(req, now_ns());
 }
 
 int rcp_send(rcp_chan *ch, uint64_t tag, const void *buf, size_t len)

@@ -340,6 +340,7 @@ void rcpi_recv_unpost(rcp_req *r)
 	list_del(&r->link);
 	list_del(&r->clink);
 	if (r->chan) {
+		chan_retime(r->chan); /* posted_specific: its liveness timer */
 		r->chan->posted_specific--;
 		if (r->chan->reserved == r)
 			r->chan->reserved = NULL;

@@ -55,7 +55,6 @@ void rcpi_send_ack(rcp_chan *ch, uint64_t now)
 		c->st.acks_sent++;
 	else {
 		ch->ack_now = 1; /* try again later */
-		c->retry = 1;
 		chan_dirty(ch);
 	}
 }

@@ -167,7 +167,6 @@ int rcpi_slot_send(rcp_chan *ch, struct slot *s, uint64_t now)
 			s->sent_at = 0;
 			ch->unsent++;
 		}
-		ch->core->retry = 1;
 		return rc;
 	}
 	if (rc == RCP_EPEER && !ch->core->p.reliable) {
@@ -294,14 +293,8 @@ int rcpi_chan_retransmit(rcp_chan *ch, uint64_t now)
 		                           now - s->sent_at >= wait);
 		if (!lost) {
 			if (ch->have_sack && rcpw_seq_lt(seq, ch->highest_sacked) && s->sent_at &&
-			    (!ch->rack_at || s->sent_at + wait < ch->rack_at)) {
-				rcpc_core *c = ch->core;
+			    (!ch->rack_at || s->sent_at + wait < ch->rack_at))
 				ch->rack_at = s->sent_at + wait;
-				/* Closer than timer_floor: rcpc_deadline_soon must say so. */
-				if (ch->rack_at < now + c->timer_floor &&
-				    (!c->soon_at || ch->rack_at < c->soon_at))
-					c->soon_at = ch->rack_at;
-			}
 			continue;
 		}
 		if (s->sent_at && rcpw_seq_le(ch->recover, seq)) {

@@ -15,7 +15,7 @@
  *   advance virtual time (then both cores' timers run), jump to the next
  *   deadline, isend / issend / irecv / mcast of a size from a table,
  *   cancel, probe, close a channel, restart a core (new epoch), reap, and
- *   the rest of the API (ack_owed, deadline_soon, ban_epoch, stats).
+ *   the rest of the API (ack_owed, deadline, ban_epoch, stats).
  *
  * RMA is simulated over this process's memory like tests/sim.c, except
  * that a key is an index into the harness's table of registrations,
@@ -534,7 +534,7 @@ static void op_misc(void)
 	if (a & 2)
 		(void)rcpc_ack_owed(F.core[i], F.now);
 	if (a & 4) {
-		uint64_t d = rcpc_deadline_soon(F.core[i], F.now);
+		uint64_t d = rcpc_deadline(F.core[i]);
 		if (d > F.now && d != UINT64_MAX && d - F.now < 10000000000ull) {
 			F.now = d;
 			timers();

@@ -80,6 +80,14 @@ tests_test_rcp_ready_CFLAGS = $(TEST_CFLAGS)
 tests_test_rcp_ready_LDFLAGS = -static
 tests_test_rcp_ready_LDADD = $(TEST_LDADD)
 
+# The timer heap kept exact where a channel's work ends by a cancel.
+check_PROGRAMS += tests/test_rcp_timers
+TESTS += tests/test_rcp_timers
+tests_test_rcp_timers_SOURCES = tests/test_rcp_timers.c tests/sim.c tests/sim.h tests/testutil.h
+tests_test_rcp_timers_CFLAGS = $(TEST_CFLAGS)
+tests_test_rcp_timers_LDFLAGS = -static
+tests_test_rcp_timers_LDADD = $(TEST_LDADD)
+
 # Bounds on unexpected messages, linger on close (issue 18: 4, 11).
 check_PROGRAMS += tests/test_rcp_limits
 TESTS += tests/test_rcp_limits
