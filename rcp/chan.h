@@ -249,7 +249,7 @@ struct rcpc_core {
 	void *owner;
 	uint32_t payload_max; /* mtu - header */
 	struct list chans;
-	struct list dirty;  /* channels chan_flush() must look at (FLUSH) */
+	struct list dirty;  /* channels rcpi_chan_flush() must look at (FLUSH) */
 	struct list posted; /* R_POSTED / R_READY receives, in post order */
 	/* The same receives by channel (rcp_chan.posted) and those for any
 	 * channel, with a posting number: matching a message looks at two list
@@ -414,8 +414,8 @@ static inline int chan_has_work(const rcp_chan *ch)
 }
 
 /* Nothing out, queued or owed: no timer can be armed, a flush does
- * nothing.  The timer walks skip such channels (a master with many peers
- * mostly has idle ones). */
+ * nothing.  Such a channel is not in the timer heap (a master with many
+ * peers mostly has idle ones: TIMERS). */
 static inline int chan_idle(const rcp_chan *ch)
 {
 	return !ch->ack_now && !ch->ack_pending && !ch->ack_due && !chan_has_work(ch);
@@ -448,9 +448,10 @@ static inline uint32_t window(const rcp_chan *ch)
 }
 
 /* Puts CH on the dirty list: the next rcpc_flush() pumps it and looks at
- * its acks (FLUSH).  Every change chan_flush() acts on that does not come
- * from a frame of CH (rcpc_input touches it) or from the timers (they
- * flush every channel) calls this. */
+ * its acks (FLUSH), and marks its timers (chan_retime).  Every change
+ * rcpi_chan_flush() acts on that does not come from a frame of CH
+ * (rcpc_input touches it) or from the timers (they flush the channels
+ * they serve) calls this. */
 static inline void chan_dirty(rcp_chan *ch)
 {
 	chan_retime(ch);

@@ -307,7 +307,7 @@ static int isend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, int sy
 	/* Start at once if the window allows: latency matters more than
 	 * batching for a lone message.  Nothing queued ahead of it (resends,
 	 * control frames, earlier starts) and room in the window: straight to
-	 * send_start, not round chan_pump (a small message's common case). */
+	 * send_start, not round rcpi_chan_pump (a small message's common case). */
 	if (!rcpi_chan_resend_due(ch) && !ch->ctl_count && list_empty(&ch->startq) &&
 	    ch->tx_next - ch->tx_una < window(ch) && rcpi_send_can_start(ch, r)) {
 		/* A message streamed on a READY has only its first frame out:

@@ -1,6 +1,6 @@
 /*
  * rcp/msg.c — messages on a channel: what the sender puts on the ring
- * next (chan_pump: control frames, message starts, stream data), the
+ * next (rcpi_chan_pump: control frames, message starts, stream data), the
  * protocols that move a message (eager, rendezvous, READY first, RMA and
  * split RMA), matching message starts against posted receives, the
  * unexpected messages and the credits that bound them.  Frames reach it

@@ -4,7 +4,7 @@
  * recovery (RACK, tail-loss probe, RTO) and the congestion window, and
  * the header fields of the peer's frames that acknowledge ours.  What to
  * send next (control frames, message starts, stream data) is msg.c's
- * chan_pump; the layering is in rcp/core.c (LAYERS).
+ * rcpi_chan_pump; the layering is in rcp/core.c (LAYERS).
  *
  * RELIABILITY.  Reliable frames (DATA, RTS, READY, FIN) take consecutive
  * 32-bit sequence numbers per direction.  The sender keeps each in a slot
