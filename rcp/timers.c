@@ -9,7 +9,11 @@
  * while a channel has work pending, a peer silent for peer_timeout/4 is
  * pinged; silent for peer_timeout, the channel fails and every pending
  * operation on it completes with RCP_EPEER.  "At once" is a deadline too
- * (0): a frame or an ack the nic refused, an ack owed now.
+ * (0): a frame or an ack the nic refused, an ack owed now, and a flush
+ * owed to arm the delayed ack: a receive that consumed a held message
+ * returns a credit (rcpi_credit_return) and no frame may come in to make
+ * the endpoint flush.  (The walk's early bound, below, ran the timers
+ * within 20 us of any call, and their flush did it.)
  *
  * The HEAP.  A channel's earliest deadline (chan_deadline) is its key in a
  * binary heap (rcp/heap.c), so the core's next deadline is the heap's top,
@@ -76,7 +80,10 @@ static uint64_t chan_deadline(const rcp_chan *ch)
 		d = ch->rack_at;
 	if (ch->tlp_at && ch->tx_una != ch->tx_next && ch->tlp_at < d)
 		d = ch->tlp_at;
-	if (ch->ack_now)
+	/* An ack to send now, or one to arm: a flush is owed at once.  The
+	 * second is a credit returned by a receive (rcpi_credit_return, no
+	 * frame in), which only rcpc_flush or rcpc_timers would send. */
+	if (ch->ack_now || (ch->ack_pending && !ch->ack_due))
 		d = 0;
 	if (chan_has_work(ch)) {
 		uint64_t ping = ch->last_heard + c->p.peer_timeout / 4;

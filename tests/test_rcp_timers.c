@@ -12,6 +12,8 @@
  * - t_cancel_queued_send: a send queued for want of credits (the peer
  *   holds every message it was granted, unconsumed) keeps the timer armed;
  *   cancelling it leaves the channel idle, with no deadline.
+ * - t_credit_return_owed: a receive that consumes a held message returns
+ *   a credit, which a flush must send: the channel is due at once.
  */
 #include "rcp/core.h"
 #include "sim.h"
@@ -93,11 +95,48 @@ static void t_cancel_queued_send(void **state)
 	sim_free(s);
 }
 
+/* B holds every message A may send it; a receive takes one of them (no
+ * frame comes in): the credit B returns rides on an ack that a flush must
+ * arm, so B is due at once, and A's queued send goes out.  (Keyed only on
+ * its armed timers, B had no deadline and nobody flushed it: PVM's
+ * order-runs hung, the sender stalled for want of credits.) */
+static void t_credit_return_owed(void **state)
+{
+	struct sim_opts o = opts();
+	struct sim *s = sim_new(&o);
+	rcpc_core *b = sim_core(s, 1);
+	rcp_chan *ch = sim_chan(s, 0, 1);
+	unsigned char msg[8] = {1, 2, 3, 4, 5, 6, 7, 8}, in[8];
+	rcp_req *r[17] = {0}, *rr = NULL;
+	(void)state;
+
+	sim_chan(s, 1, 0);
+	for (int i = 0; i < 17; i++)
+		assert_int_equal(rcpc_isend(ch, 7, msg, sizeof msg, sim_now(s), &r[i]), 0);
+	sim_run(s, never, NULL, 10 * MS);
+	assert_int_equal(rcpc_req_done(r[16], NULL), 0); /* waits for a credit */
+	assert_true(rcpc_deadline(b) == UINT64_MAX);
+	assert_int_equal(rcpc_irecv(b, NULL, 7, in, sizeof in, sim_now(s), &rr), 0);
+	assert_int_equal(rcpc_req_done(rr, NULL), 1);
+	assert_true(rcpc_deadline(b) <= sim_now(s)); /* a flush is owed */
+	{
+		struct sim_one w = {.r = r[16]};
+		assert_int_equal(sim_run(s, sim_one_done, &w, SEC), 0);
+		assert_int_equal(w.st.error, 0);
+	}
+	for (int i = 0; i < 15; i++) {
+		assert_int_equal(rcpc_irecv(b, NULL, 7, in, sizeof in, sim_now(s), &rr), 0);
+		assert_int_equal(rcpc_req_done(rr, NULL), 1);
+	}
+	sim_free(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(t_cancel_recv),
 	    cmocka_unit_test(t_cancel_queued_send),
+	    cmocka_unit_test(t_credit_return_owed),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
