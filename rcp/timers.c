@@ -33,16 +33,18 @@
  * nor failed, due or not) and the dirty ones with work (FLUSH, core.c),
  * in the order they were opened: the channels, and the order, of the walk
  * over every channel it replaces, so the simulator's runs are frame for
- * frame the same.  Serving only the due ones would not be: a flush also
- * arms the reordering timer of a hole resent in the flush before
- * (chan_retransmit arms RACK only for the holes it leaves), which the
- * walk's flushes did at every rcpc_timers call (tried: the simulator's
- * lossy runs then sent a few frames more or fewer).  Idle channels still
- * cost nothing.
- * Before the heap the deadline was that walk too, and a cheap early bound
- * stood in for it between walks (rcpc_deadline_soon, timer_floor,
- * soon_at, and the endpoint's TIMERS_LATE_NS, which put timers off while
- * requests had just completed): all gone.
+ * frame the same (but one, whose test posts receives between the
+ * simulator's flush and its look at the deadline: the credits they return
+ * now go at once, not at the next event).  Serving only the due ones
+ * would not be: a flush also arms the reordering timer of a hole resent
+ * in the flush before (chan_retransmit arms RACK only for the holes it
+ * leaves), which the walk's flushes did at every rcpc_timers call (tried:
+ * the simulator's lossy runs then sent a few frames more or fewer).  Idle
+ * channels still cost nothing.  Before the heap the deadline was that
+ * walk too, and a cheap early bound stood in for it between walks
+ * (rcpc_deadline_soon, timer_floor, soon_at, and the endpoint's
+ * TIMERS_LATE_NS, which put timers off while requests had just
+ * completed): all gone.
  */
 #include <assert.h>
 #include <stdio.h>
