@@ -63,7 +63,7 @@ struct rcpi_nic_ops {
 	           size_t rkeylen, uint64_t offset);
 	/* Optional: sends one FRAME to the address BLOB (BLOB[0] == id
 	 * checked) without making a peer of it, at once, best effort: the
-	 * cookie challenge of an accepting endpoint (rcp/core.c HANDSHAKE),
+	 * cookie challenge of an accepting endpoint (rcp/handshake.c HANDSHAKE),
 	 * which must keep no state for an unknown sender. */
 	int (*send_to)(rcp_nic *nic, const void *blob, size_t len, const void *frame, size_t flen);
 };

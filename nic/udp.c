@@ -105,7 +105,7 @@
  *   queue is drained before a new peer entry is made, so an error about
  *   an address's earlier holder is never blamed on its new one.  The core
  *   takes that RCP_EPEER as a hint (the frame is lost), never as a verdict:
- *   anyone can forge an ICMP error (rcp/core.c, HANDSHAKE).
+ *   anyone can forge an ICMP error (rcp/handshake.c, HANDSHAKE).
  *   The catch: with IP_RECVERR the kernel also sets the socket's pending
  *   error, which fails the NEXT sendmsg/recvmsg on the socket whatever its
  *   destination (checked: the datagram is then not sent).  So an

@@ -47,7 +47,7 @@ struct rcpc_io {
 	void (*peer_remove)(void *ctx, int peer);
 	/* Sends one frame to the address blob SRC of a sender that has no
 	 * peer index, without making one (the cookie challenge of
-	 * RCP_EP_ACCEPT, core.c HANDSHAKE).  May be NULL: then an unknown
+	 * RCP_EP_ACCEPT, handshake.c HANDSHAKE).  May be NULL: then an unknown
 	 * sender gets a channel at once, as before the handshake existed. */
 	int (*send_to)(void *ctx, const void *src, size_t srclen, const void *frame, size_t len);
 };
@@ -121,14 +121,10 @@ int rcpc_timers(rcpc_core *c, uint64_t now);
  * sleep: nothing it sends before it wakes could carry them).  Returns
  * nonzero if it cleared a delayed-ack timer (the deadline may be later). */
 int rcpc_ack_owed(rcpc_core *c, uint64_t now);
-/* The earliest time a timer is due, or UINT64_MAX. */
-uint64_t rcpc_deadline(const rcpc_core *c);
-/* After rcpc_input + rcpc_flush or rcpc_isend/irecv/mcast/cancel at NOW:
- * a time no later than any timer they armed (0: retry at once), without
- * walking the channels.
- * The caller keeps min(its deadline, this) and takes rcpc_deadline() when
- * that time comes or before sleeping (core.c, TIMERS). */
-uint64_t rcpc_deadline_soon(const rcpc_core *c, uint64_t now);
+/* The earliest time a timer is due (0: at once), or UINT64_MAX.  Exact
+ * after any entry point, and cheap: the top of a heap (timers.c, TIMERS),
+ * so callers take it whenever they need it rather than keep a copy. */
+uint64_t rcpc_deadline(rcpc_core *c);
 
 /* rcpc_issend: completes on the peer's ack only (rcp_issend). */
 int rcpc_issend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, uint64_t now,
@@ -143,7 +139,7 @@ int rcpc_mcast(rcp_chan **chans, int n, uint64_t tag, const void *buf, size_t le
  * request with a callback: it is the library's). */
 int rcpc_req_done(rcp_req *req, struct rcp_status *st);
 rcpc_core *rcpc_req_core(const rcp_req *req);
-/* Completion callbacks (rcp_req_cb in rcp/rcp.h; core.c, CALLBACKS).
+/* Completion callbacks (rcp_req_cb in rcp/rcp.h; req.c, CALLBACKS).
  * rcpc_req_set_cb gives REQ a callback (CB non-NULL): when it completes
  * (at once if it has), it goes on the core's completion list, which the
  * core never runs.  The glue takes the whole list (rcpc_cb_take, linked
@@ -169,6 +165,11 @@ int rcpc_core_linger(const rcpc_core *c, uint64_t now);
 
 /* One line describing CH's state, for diagnostics.  Returns snprintf's. */
 int rcpc_chan_debug(const rcp_chan *ch, char *buf, size_t len);
+
+/* For tests: the channels whose timer key is stale though they are not
+ * marked to be keyed anew (timers.c, TIMERS): 0, or an entry point forgot
+ * to mark a channel it changed.  Walks every channel. */
+int rcpc_timers_check(const rcpc_core *c);
 
 /* For tests: the largest number of frames ever in flight on CH, and the
  * peer's advertised window. */

@@ -36,8 +36,7 @@
 #include "rcp/ep_int.h"
 #include "rcp/wire.h"
 
-#define BURST          32
-#define TIMERS_LATE_NS 20000u /* see took() */
+#define BURST 32
 
 struct peer_name {
 	char addr[RCP_NIC_ADDRSTR_MAX];
@@ -51,8 +50,6 @@ struct rcp_ep {
 	struct rcpi_waiter waiter; /* every wait on this endpoint (common/wait.c) */
 	uint64_t frames_in;        /* frames taken: a look that took some had news */
 	uint64_t sleep_slack_ns; /* RCP_EP_SLEEP: see wake_at() */
-	uint64_t deadline;       /* timers: see deadline_soon() */
-	int deadline_rough;      /* deadline may be early: re-take it before sleeping */
 	unsigned idle_polls;
 	int burst;
 	uint64_t now_cache, now_tsc; /* see ep_now() */
@@ -129,27 +126,6 @@ static inline void callbacks(rcp_ep *ep)
 {
 	if (*ep->cbq)
 		run_callbacks(ep);
-}
-
-/* The exact next deadline: a walk over the channels.  Taken after timers
- * ran and before sleeping; frames and API calls take deadline_soon(). */
-static void deadline_exact(rcp_ep *ep)
-{
-	ep->deadline = rcpc_deadline(ep->core);
-	ep->deadline_rough = 0;
-}
-
-/* After frames came in, a send, receive, cancel: the core's cheap early
- * bound for what they armed (rcpc_deadline_soon), not a walk per message.  Reaching
- * it early only runs rcpc_timers once for nothing, which takes the
- * exact deadline again; a sleeper takes the exact one first (ep_arm). */
-static void deadline_soon(rcp_ep *ep, uint64_t now)
-{
-	uint64_t d = rcpc_deadline_soon(ep->core, now);
-	if (d < ep->deadline) {
-		ep->deadline = d;
-		ep->deadline_rough = 1;
-	}
 }
 
 /* The time for stamping sends and receives posted by the user.  A clock
@@ -374,7 +350,6 @@ int rcp_ep_open(const char *nic_addr, const struct rcp_ep_config *cfg, rcp_ep **
 		free(ep);
 		return rc;
 	}
-	ep->deadline = UINT64_MAX;
 	ep->burst = 1;
 	ep->cbq = rcpc_cb_head(ep->core);
 	{
@@ -488,7 +463,7 @@ static int progress(rcp_ep *ep)
 		return n;
 	/* An idle poll reads the clock only now and then: timers are tens of
 	 * microseconds apart, a clock read costs ~27 ns here. */
-	if (!n && ep->deadline != 0 && (++ep->idle_polls & 31)) {
+	if (!n && rcpc_deadline(ep->core) != 0 && (++ep->idle_polls & 31)) {
 		ep->burst = 1;
 		callbacks(ep); /* e.g. sends posted since that completed at once */
 		return 0;
@@ -521,24 +496,10 @@ static int took(rcp_ep *ep, int n)
 	if (n) {
 		rcp_nic_release(ep->nic, ep->frames, n);
 		done += rcpc_flush(ep->core, now);
-		/* Frames arm timers no closer than an API call does: the
-		 * cheap bound, not a walk of every channel per frame. */
-		deadline_soon(ep, now);
 	}
-	if (now >= ep->deadline) {
-		/* Frames just completed requests: the caller is about to act
-		 * on them (send the reply, the next message).  Timers are
-		 * timer_floor-grained and the walk costs ~0.1 us, on the
-		 * round trip if run here (measured on udp 8 B ping-pong), so
-		 * they wait for the next idle poll, at most TIMERS_LATE_NS.
-		 * "Retry at once" (deadline 0) never waits. */
-		if (done && ep->deadline && now - ep->deadline < TIMERS_LATE_NS) {
-			ep->idle_polls |= 31; /* the next idle poll reads the clock */
-		} else {
-			done += rcpc_timers(ep->core, now);
-			deadline_exact(ep);
-		}
-	}
+	/* The deadline is the top of the core's timer heap: no walk. */
+	if (now >= rcpc_deadline(ep->core))
+		done += rcpc_timers(ep->core, now);
 	callbacks(ep);
 	return done;
 }
@@ -567,7 +528,7 @@ int64_t rcp_ep_timeout_ns(const rcp_ep *ep)
 	uint64_t now, d;
 	if (!ep)
 		return RCP_EINVAL;
-	d = ep->deadline_rough ? rcpc_deadline(ep->core) : ep->deadline;
+	d = rcpc_deadline(ep->core);
 	if (d == UINT64_MAX)
 		return -1;
 	now = now_ns();
@@ -579,24 +540,16 @@ int64_t rcp_ep_timeout_ns(const rcp_ep *ep)
  * deadline and fires timers already due here rather than send the caller
  * round the progress loop (idle polls look at the clock only now and
  * then).  Returns RCP_EAGAIN when timers ran or are due (requests may
- * have completed: look before sleeping), else 0 with ep->deadline > NOW. */
+ * have completed: look before sleeping), else 0 with the deadline > NOW. */
 static int before_sleep(rcp_ep *ep, uint64_t now)
 {
 	if (*ep->cbq) {
 		run_callbacks(ep); /* queued outside progress (a post, a cancel) */
 		return RCP_EAGAIN;
 	}
-	if (rcpc_ack_owed(ep->core, now))
-		ep->deadline_rough = 1; /* a delayed-ack timer is gone */
-	if (ep->deadline_rough)
-		deadline_exact(ep);
-	if (ep->deadline <= now) {
-		if (rcpc_timers(ep->core, now) > 0) {
-			deadline_exact(ep);
-			return RCP_EAGAIN;
-		}
-		deadline_exact(ep);
-		if (ep->deadline <= now)
+	rcpc_ack_owed(ep->core, now);
+	if (rcpc_deadline(ep->core) <= now) {
+		if (rcpc_timers(ep->core, now) > 0 || rcpc_deadline(ep->core) <= now)
 			return RCP_EAGAIN;
 	}
 	return 0;
@@ -633,7 +586,7 @@ static int ep_arm_src(void *arg, int64_t *timeout_ns)
 	uint64_t now = now_ns(), wake;
 	if (before_sleep(ep, now))
 		return RCP_EAGAIN;
-	wake = wake_at(ep, ep->deadline, now);
+	wake = wake_at(ep, rcpc_deadline(ep->core), now);
 	if (wake != UINT64_MAX && (*timeout_ns < 0 || wake - now < (uint64_t)*timeout_ns))
 		*timeout_ns = (int64_t)(wake - now);
 	return ep->waiter.nsrc > 1 ? rcp_nic_arm(ep->nic) : 0;
@@ -647,7 +600,7 @@ static int ep_arm_other(void *arg, int64_t *timeout_ns)
 	uint64_t now = now_ns(), wake;
 	if (before_sleep(ep, now))
 		return RCP_EAGAIN;
-	wake = wake_at(ep, ep->deadline, now);
+	wake = wake_at(ep, rcpc_deadline(ep->core), now);
 	if (wake != UINT64_MAX && (*timeout_ns < 0 || wake - now < (uint64_t)*timeout_ns))
 		*timeout_ns = (int64_t)(wake - now);
 	return rcp_nic_arm(ep->nic);
@@ -802,7 +755,6 @@ static int isend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, int sy
 	if (cb)
 		rcpc_req_set_cb(r, cb, user);
 	*req = r;
-	deadline_soon(ep, now);
 	return 0;
 }
 
@@ -851,7 +803,6 @@ static int irecv(rcp_ep *ep, rcp_chan *ch, uint64_t tag, void *buf, size_t len, 
 	if (cb)
 		rcpc_req_set_cb(r, cb, user);
 	*req = r;
-	deadline_soon(ep, now);
 	return 0;
 }
 
@@ -879,15 +830,9 @@ int rcp_req_set_cb(rcp_req *req, rcp_req_cb cb, void *user)
 
 int rcp_mcast(rcp_chan **chans, int n, uint64_t tag, const void *buf, size_t len, rcp_req **req)
 {
-	uint64_t now;
-	int rc;
 	if (!chans || n <= 0 || !chans[0])
 		return RCP_EINVAL;
-	now = now_ns();
-	rc = rcpc_mcast(chans, n, tag, buf, len, now, req);
-	if (!rc)
-		deadline_soon(ep_of_chan(chans[0]), now);
-	return rc;
+	return rcpc_mcast(chans, n, tag, buf, len, now_ns(), req);
 }
 
 static int finish(rcp_req *req, struct rcp_status *st)
@@ -992,13 +937,9 @@ int rcp_waitany(rcp_req **reqs, int n, int *idx, struct rcp_status *st, int64_t 
 
 int rcp_cancel(rcp_req *req)
 {
-	uint64_t now = now_ns();
-	int rc;
 	if (!req)
 		return RCP_EINVAL;
-	rc = rcpc_cancel(req, now);
-	deadline_soon(rcpc_core_owner(rcpc_req_core(req)), now);
-	return rc;
+	return rcpc_cancel(req, now_ns());
 }
 
 int rcp_send(rcp_chan *ch, uint64_t tag, const void *buf, size_t len)

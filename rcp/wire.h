@@ -54,7 +54,7 @@ enum rcpw_type {
 	RCPW_ACK = 5,   /* payload: selective-ack bitmap; arg: the last
 			   challenge cookie heard (echoed) */
 	RCPW_PING = 6,  /* keep-alive / probe; answered by an ACK.  arg != 0:
-			   a challenge (core.c HANDSHAKE), answered at once
+			   a challenge (handshake.c HANDSHAKE), answered at once
 			   by an ACK echoing arg */
 	RCPW_TYPE_MAX = 6,
 };
@@ -68,7 +68,7 @@ enum rcpw_flags {
 	RCPW_F_RMA = 1u << 5,    /* RTS/READY: payload is a nic rkey */
 	RCPW_F_ANYTAG = 1u << 6, /* READY: the receive takes any tag */
 	RCPW_F_SPLIT = 1u << 7,  /* FIN, READY: a split RMA transfer; RTS: the
-	                            sender offers one (see core.c) */
+	                            sender offers one (see msg.c) */
 	RCPW_F_FRESH = 1u << 8,  /* ACK echoing a challenge: the sender has taken
 	                          * no reliable frame on this channel (HANDSHAKE) */
 	RCPW_F_ALL = (1u << 9) - 1,

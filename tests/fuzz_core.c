@@ -15,7 +15,7 @@
  *   advance virtual time (then both cores' timers run), jump to the next
  *   deadline, isend / issend / irecv / mcast of a size from a table,
  *   cancel, probe, close a channel, restart a core (new epoch), reap, and
- *   the rest of the API (ack_owed, deadline_soon, ban_epoch, stats).
+ *   the rest of the API (ack_owed, deadline, ban_epoch, stats).
  *
  * RMA is simulated over this process's memory like tests/sim.c, except
  * that a key is an index into the harness's table of registrations,
@@ -42,7 +42,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 /* Closing and reopening a channel, restarting a core and a channel
  * failed by the peer timeout keep the byte oracle on: a conversation that
  * starts again has a new epoch, and frames of the old one are stale
- * (rcp/core.c, CHANNELS; tests/corpus/regress/core/close-reopen and the
+ * (rcp/chan.c, CHANNELS; tests/corpus/regress/core/close-reopen and the
  * two beside it were this fault's inputs). */
 
 enum { NNODES = 2, QMAX = 96, RMAX = 48, MRMAX = 64, STRANGERS = 6 };
@@ -534,7 +534,7 @@ static void op_misc(void)
 	if (a & 2)
 		(void)rcpc_ack_owed(F.core[i], F.now);
 	if (a & 4) {
-		uint64_t d = rcpc_deadline_soon(F.core[i], F.now);
+		uint64_t d = rcpc_deadline(F.core[i]);
 		if (d > F.now && d != UINT64_MAX && d - F.now < 10000000000ull) {
 			F.now = d;
 			timers();

@@ -2,7 +2,7 @@
  * tests/fuzz_guard.h — keeps the fuzz targets off a known bug until its
  * fix is merged.
  *
- * Issue 18, failure 1: process_ack_fields (rcp/core.c) takes a cumulative
+ * Issue 18, failure 1: process_ack_fields (rcp/send.c) takes a cumulative
  * ack exactly 2^31 ahead of tx_una as valid when nothing is in flight
  * (both serial-number comparisons are true) and walks 2^31 slots: seconds
  * of CPU per frame.  A fuzzer finds it at once and then reports nothing

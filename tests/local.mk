@@ -55,6 +55,16 @@ tests_test_wire_LDADD = $(TEST_LDADD)
 endif
 
 if HAVE_CMOCKA
+# The core's timer heap against a brute force (internal API: static link).
+check_PROGRAMS += tests/test_heap
+TESTS += tests/test_heap
+tests_test_heap_SOURCES = tests/test_heap.c tests/testutil.h
+tests_test_heap_CFLAGS = $(TEST_CFLAGS)
+tests_test_heap_LDFLAGS = -static
+tests_test_heap_LDADD = $(TEST_LDADD)
+endif
+
+if HAVE_CMOCKA
 # The protocol core on a simulated network (internal API: static link).
 check_PROGRAMS += tests/test_rcp_sim
 TESTS += tests/test_rcp_sim
@@ -70,6 +80,14 @@ tests_test_rcp_ready_CFLAGS = $(TEST_CFLAGS)
 tests_test_rcp_ready_LDFLAGS = -static
 tests_test_rcp_ready_LDADD = $(TEST_LDADD)
 
+# The timer heap kept exact where a channel's work ends by a cancel.
+check_PROGRAMS += tests/test_rcp_timers
+TESTS += tests/test_rcp_timers
+tests_test_rcp_timers_SOURCES = tests/test_rcp_timers.c tests/sim.c tests/sim.h tests/testutil.h
+tests_test_rcp_timers_CFLAGS = $(TEST_CFLAGS)
+tests_test_rcp_timers_LDFLAGS = -static
+tests_test_rcp_timers_LDADD = $(TEST_LDADD)
+
 # Bounds on unexpected messages, linger on close (issue 18: 4, 11).
 check_PROGRAMS += tests/test_rcp_limits
 TESTS += tests/test_rcp_limits
@@ -79,7 +97,7 @@ tests_test_rcp_limits_LDFLAGS = -static
 tests_test_rcp_limits_LDADD = $(TEST_LDADD)
 
 # A conversation that starts again takes none of the old one's frames
-# (issue 18; rcp/core.c, CHANNELS).
+# (issue 18; rcp/chan.c, CHANNELS).
 check_PROGRAMS += tests/test_rcp_stale
 TESTS += tests/test_rcp_stale
 tests_test_rcp_stale_SOURCES = tests/test_rcp_stale.c tests/sim.c tests/sim.h tests/testutil.h

@@ -3,6 +3,7 @@
  * (delivery time, insertion number), so equal times keep send order and
  * runs are deterministic.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -384,18 +385,36 @@ void sim_stats(const struct sim *s, struct sim_stats *st)
 	*st = s->st;
 }
 
+/* Every core's timer heap is exact but for the channels marked to be
+ * keyed anew (rcp/timers.c, TIMERS): a channel an entry point changed
+ * without marking it would have its timers fire late or never. */
+static void check_timers(const struct sim *s)
+{
+	for (int i = 0; i < s->o.n; i++) {
+		int bad = s->nodes[i].dead ? 0 : rcpc_timers_check(s->nodes[i].core);
+		if (bad) {
+			fprintf(stderr,
+			        "sim: node %d: %d channels with a stale timer key at %llu\n", i,
+			        bad, (unsigned long long)s->now);
+			abort();
+		}
+	}
+}
+
 int sim_run(struct sim *s, int (*done)(void *), void *arg, uint64_t limit)
 {
 	uint64_t end = s->now + limit;
 
 	for (;;) {
 		uint64_t next = UINT64_MAX;
+		check_timers(s);
 		for (int i = 0; i < s->o.n; i++) {
 			if (s->nodes[i].dead)
 				continue;
 			rcpc_timers(s->nodes[i].core, s->now);
 			rcpc_flush(s->nodes[i].core, s->now);
 		}
+		check_timers(s);
 		if (done(arg))
 			return 0;
 		if (s->nheap)

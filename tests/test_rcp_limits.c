@@ -14,7 +14,7 @@
  *   more than its grant, and the channel fails (RCP_EPROTO).
  * - t_demand_*: a receive waits for a message behind more unconsumed ones
  *   than the credits allow: granted on demand up to the hard bound, then
- *   RCP_ENOMEM, never a hang (DEMAND in rcp/core.c).
+ *   RCP_ENOMEM, never a hang (DEMAND in rcp/msg.c).
  * - t_close_linger: under loss, the receiver of a sender's last message
  *   closes (lingers while rcpc_core_linger says so, then disappears); the
  *   sender's send completes with 0 in every seed.

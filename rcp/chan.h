@@ -1,0 +1,482 @@
+/*
+ * rcp/chan.h — what the files of the protocol core share: the channel,
+ * request and core structures, the helpers every layer uses, and the
+ * internal (rcpi_) functions each file offers to the files above it.
+ * Private to rcp/: nothing here is exported (include/rcp/ has the API,
+ * rcp/core.h the core's entry points).  The files and their layering are
+ * described in rcp/core.c (LAYERS) and docs/core.md.  A design section
+ * named in capitals, as (CREDITS), is the head comment of the file that
+ * holds it: CHANNELS chan.c, HANDSHAKE handshake.c, RELIABILITY and WINDOW
+ * send.c, RECEIVING recv.c, MESSAGES, CREDITS and DEMAND msg.c, TIMERS
+ * timers.c, COMPLETION req.c, FLUSH, CLOSE and LAYERS core.c.
+ *
+ * INVARIANTS.  tx_una <= tx_next <= tx_una + nslots; slot(s) in use iff
+ * tx_una <= s < tx_next; a send request completes only when no slot
+ * points at it; rx_next - 1 is the last frame processed in order; bits are
+ * set only for rx_next < s < rx_next + RXW; every request completes exactly
+ * once (rcpi_complete() asserts it).
+ */
+#ifndef RCP_CHAN_H
+#define RCP_CHAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "common/rcp_common.h"
+#include "rcp/core.h"
+#include "rcp/heap.h"
+#include "rcp/wire.h"
+
+#define RXW          1024u  /* receive window in frames (bitmap size) */
+#define TXW_MAX      1024u  /* largest send ring */
+#define ACK_EVERY    4u     /* in-order frames between forced acks */
+#define INLINE_CAP   2048u  /* bytes a slot can hold inline */
+#define CWND_ONE     1024u  /* cwnd fixed point */
+#define TIMER_MIN_NS 20000u /* floor of the TLP and reordering timers */
+#define CREDITS_INIT 8u     /* credits a sender assumes, every receiver grants (CREDITS) */
+#define DEMAND_MAX   4u     /* hard bound, x credits_eff, for grants on demand (DEMAND) */
+#define CREDITS_CAP  65536u /* largest grant (a sender takes grants <= 10^6 ahead) */
+#define RKEY_MAX     RCP_NIC_RKEY_MAX
+
+#define COOKIE_SLOT_SHIFT 33 /* time slots of 2^33 ns (8.6 s): a cookie lives 1-2 */
+#define COOKIE_SRC_MAX    64 /* address blob bytes a cookie covers */
+
+/* ---- lists ---- */
+
+struct list {
+	struct list *next, *prev;
+};
+
+static inline void list_init(struct list *l)
+{
+	l->next = l->prev = l;
+}
+static inline int list_empty(const struct list *l)
+{
+	return l->next == l;
+}
+static inline void list_add_tail(struct list *l, struct list *n)
+{
+	n->prev = l->prev;
+	n->next = l;
+	l->prev->next = n;
+	l->prev = n;
+}
+static inline void list_del(struct list *n)
+{
+	n->prev->next = n->next;
+	n->next->prev = n->prev;
+	n->next = n->prev = n;
+}
+/* Moves every node of FROM to the empty list TO; FROM is left empty. */
+static inline void list_take(struct list *to, struct list *from)
+{
+	list_init(to);
+	if (list_empty(from))
+		return;
+	*to = *from;
+	to->next->prev = to;
+	to->prev->next = to;
+	list_init(from);
+}
+#define container_of(p, T, m) ((T *)(void *)((char *)(p)-offsetof(T, m)))
+#define list_for_each_safe(pos, tmp, head)                                                         \
+	for (pos = (head)->next, tmp = pos->next; pos != (head); pos = tmp, tmp = pos->next)
+
+/* ---- structures ---- */
+
+enum req_kind { REQ_SEND = 1, REQ_RECV, REQ_MCAST };
+
+enum req_state {
+	/* send */
+	S_QUEUED = 1, /* in startq: first frame not yet sent */
+	S_RTS,        /* RTS out, waiting for READY or FIN (busyq) */
+	S_STREAM,     /* streaming DATA (streamq while bytes are left) */
+	S_WAITACK,    /* all frames out, waiting for acks (busyq) */
+	/* recv */
+	R_POSTED, /* in core->posted */
+	R_READY,  /* in core->posted and ch->reserved: READY sent */
+	R_FILL,   /* matched to a message, bytes arriving (ch->rndv) */
+	/* all */
+	Q_DONE,
+};
+
+struct rcp_req {
+	struct list link;
+	rcpc_core *core;
+	rcp_chan *chan; /* NULL: any channel (recv) */
+	uint8_t kind, state, internal, reserved_rma;
+	uint8_t sync; /* send: complete on ack only (rcpc_issend) */
+	int error;
+	uint64_t tag;
+	unsigned char *buf; /* send: const in spirit */
+	size_t len;         /* buffer length */
+	size_t total;       /* message length */
+	size_t next_off;    /* send: next byte to frame */
+	size_t got;         /* recv: bytes accounted */
+	uint32_t msg;
+	uint32_t frames_out; /* send: slots still pointing at this request */
+	void *mr;            /* RMA registration of buf */
+	rcp_req *parent;     /* mcast child -> parent */
+	int children;        /* mcast: children not yet done */
+	rcp_chan *src;       /* recv: channel the message came from */
+	rcp_req *pool_next;
+	rcp_req_cb cb; /* set: completion goes on core->cbq (req.c, CALLBACKS) */
+	void *cb_user;
+	rcp_req *cb_next; /* core->cbq */
+	struct list clink; /* posted recv: in chan->posted or core->posted_any */
+	uint64_t pseq;     /* posted recv: posting order across both */
+};
+
+struct slot {
+	struct rcpw_hdr hdr; /* wire order, as sent (CRC included) */
+	rcp_req *req;        /* DATA frames of a non-inline send */
+	uint64_t sent_at;    /* 0: never went out (nic said EAGAIN) */
+	uint32_t seq;
+	uint32_t plen;                /* payload bytes */
+	const unsigned char *payload; /* user buffer, inl or own */
+	unsigned char *own;           /* pool buffer holding a copied send */
+	uint8_t in_use, sacked, nsent;
+	uint8_t ackreq; /* flagged ACKREQ: the peer acks it at once */
+	uint8_t hlen;   /* header bytes sent: RCPW_HLEN, or RCPW_CHLEN (compact) */
+	unsigned char inl[INLINE_CAP];
+};
+
+struct ctl {
+	uint8_t type;
+	uint16_t flags;
+	uint32_t msg;
+	uint64_t tag, arg;
+	uint8_t rkeylen;
+	unsigned char rkey[RKEY_MAX];
+};
+
+struct ooo {
+	struct rcpw_hdr hdr;
+	size_t size; /* bytes charged to the reorder budget */
+	unsigned char payload[];
+};
+
+struct unexp {
+	struct list link;
+	rcp_chan *ch;
+	uint32_t msg;
+	uint8_t is_rts, rma, rkeylen;
+	uint32_t incarn; /* ch->incarn when it came: later, its credit is void */
+	uint64_t tag;
+	size_t total;
+	unsigned char *data; /* eager payload (pool buffer) */
+	unsigned char rkey[RKEY_MAX];
+};
+
+struct rcp_chan {
+	struct list link;        /* core->chans */
+	struct list dlink;       /* core->dirty while on it, else empty */
+	struct list tlink;       /* core->retime while on it, else empty (TIMERS) */
+	struct rcpi_tnode tnode; /* in core->theap while a timer is armed */
+	uint64_t ord;            /* order of opening: rcpc_timers serves in it */
+	uint8_t tdue;            /* on rcpc_timers' list of channels to serve */
+	rcpc_core *core;
+	int peer;
+	void *user;
+	uint32_t peer_epoch;
+	unsigned restarts;   /* new peer incarnations seen (rcp_chan_restarts) */
+	uint32_t gone_epoch; /* the incarnation before: its stragglers are stale */
+	uint32_t my_epoch;   /* our epoch on this channel: of this conversation (CHANNELS) */
+	int sent_blind;      /* a frame of this conversation went out with dst_epoch 0 */
+	int rx_taken;        /* a reliable frame was taken since the last reset */
+	int named;     /* peer_epoch has named one of our epochs: its blind frames are stale */
+	uint64_t chal; /* our last restart challenge: only its echo proves one */
+	uint32_t chal_epoch; /* the incarnation it went to */
+	int failed;          /* error every new operation gets, or 0 */
+	struct list posted;  /* receives posted for this channel (rcpc_core.posted_any) */
+	int accepted;        /* made for an unknown sender, unseen by the user (HANDSHAKE) */
+	uint64_t echo;       /* the peer's last challenge: our ACKs echo it (HANDSHAKE) */
+	int unreachable;     /* ICMP says so, and nothing heard since: close won't linger */
+
+	/* send side */
+	uint32_t tx_next, tx_una, nslots;
+	struct slot *slots;
+	uint32_t cwnd, ssthresh, peer_wnd, recover, highest_sacked, unsent, max_inflight;
+	int have_sack;
+	uint64_t srtt, rttvar, rto;
+	uint64_t rto_base; /* last time the cumulative ack advanced */
+	uint64_t rack_at;  /* when a hole below the highest sack turns lost */
+	uint64_t tlp_at;   /* tail-loss probe due (0: none armed) */
+	int tlp_probes;    /* probes since the last new frame: each waits twice as long */
+	int wnd_told;      /* a full header (it carries wnd) was acked: compact ones may go */
+	uint64_t last_tx;  /* last time a new reliable frame went out */
+	int backoff;
+	uint32_t tx_msg_next;  /* next message id to assign */
+	uint32_t tx_msg_start; /* next message id whose first frame goes out */
+	struct list startq, streamq, busyq;
+	uint32_t credits_granted, credits_used;
+	int ready_valid;
+	struct ctl ready; /* the peer's latest READY hint */
+	struct ctl *ctlq;
+	uint32_t ctl_head, ctl_count, ctl_cap;
+
+	/* receive side */
+	uint32_t rx_next;
+	uint32_t rx_gaps; /* bits set: frames held past a gap */
+	uint64_t rx_bits[RXW / 64];
+	struct ooo *ooo[RXW];
+	uint32_t rx_msg_next;
+	uint32_t credits_given;
+	uint32_t credits_taken; /* message starts that took a credit (CREDITS) */
+	uint32_t incarn;        /* chan_reset calls: which records' credits count */
+	uint32_t unexp_count;   /* unexpected messages held for this channel */
+	size_t unexp_bytes;     /* and their bytes (records and buffers) */
+	int credit_stalled;     /* the head of startq waits for a credit */
+	int nic_err;            /* what the nic said to our last frame (CLOSE) */
+	struct list rndv;       /* R_FILL receives */
+	rcp_req *reserved;
+	uint32_t posted_specific; /* posted receives naming this channel */
+	int ack_now, ack_pending;
+	uint32_t since_ack;
+	uint64_t ack_due;
+	uint32_t acked_upto; /* rx_next as last told to the peer */
+	uint64_t last_heard, last_ping;
+	struct {
+		struct rcpw_hdr hdr;
+		uint64_t sack[RCPW_SACK_WORDS];
+	} ackbuf;
+};
+
+struct rcpc_core {
+	struct rcpc_params p;
+	struct rcpc_io io;
+	void *owner;
+	uint32_t payload_max; /* mtu - header */
+	struct list chans;
+	struct list dirty;  /* channels rcpi_chan_flush() must look at (FLUSH) */
+	struct list posted; /* R_POSTED / R_READY receives, in post order */
+	/* The same receives by channel (rcp_chan.posted) and those for any
+	 * channel, with a posting number: matching a message looks at two list
+	 * heads, never past the receives other channels wait on. */
+	struct list posted_any;
+	uint64_t post_seq;
+	struct list unexp; /* unexpected messages, in arrival order */
+	rcp_chan **by_peer;
+	int npeers;
+	rcp_req *free_reqs;
+	struct list free_unexp; /* unexp records for reuse */
+	void **req_slabs;
+	int nslabs;
+	unsigned char **free_bufs; /* eager payload buffers */
+	int nfree_bufs, cap_free_bufs;
+	size_t sendbuf_used; /* bytes of pool buffers held by copied sends */
+	size_t reorder_used;
+	uint64_t unexp_held;  /* eager unexpected messages buffered now */
+	uint32_t credits_eff; /* credits a channel grants (CREDITS) */
+	int completed;
+	rcp_req *cbq, **cbtail; /* finished requests with a callback (req.c, CALLBACKS) */
+	struct list retime;     /* channels whose timer key may be stale (TIMERS) */
+	struct rcpi_heap theap; /* channels by earliest deadline (TIMERS) */
+	rcp_chan **tdue;        /* rcpc_timers' channels to serve (room for all) */
+	int tdue_cap;
+	int nchans;
+	uint64_t chan_ord; /* channels opened: rcp_chan.ord */
+	uint64_t now;      /* of the entry point running (for deep callees) */
+	int naccepted;     /* channels with ch->accepted set */
+	uint64_t sweep_at; /* next look for half-open channels to reclaim */
+	uint32_t convs;    /* conversations begun: conv_epoch's counter */
+	struct rcp_ep_stats st;
+	int demand_warned; /* credit_demand's warning was given */
+};
+
+/* ---- req.c: requests, completion, pools ---- */
+void rcpi_copy_large(void *d, const void *s, size_t n);
+void rcpi_complete(rcp_req *r, int error);
+rcp_req *rcpi_req_alloc(rcpc_core *c);
+void rcpi_req_free(rcp_req *r);
+struct unexp *rcpi_unexp_get(rcpc_core *c);
+void rcpi_unexp_put(rcpc_core *c, struct unexp *u);
+unsigned char *rcpi_buf_get(rcpc_core *c);
+void rcpi_buf_put(rcpc_core *c, unsigned char *b);
+void rcpi_unexp_hold(rcpc_core *c, struct unexp *u);
+int rcpi_unexp_release(rcpc_core *c, struct unexp *u);
+void rcpi_fail_list(struct list *l, int error);
+int rcpi_take_completed(rcpc_core *c);
+
+/* ---- epoch.c: conversation epochs, challenges, cookies ---- */
+uint32_t rcpi_conv_epoch(rcpc_core *c);
+uint64_t rcpi_chal_nonce(rcpc_core *c, rcp_chan *ch, uint32_t epoch);
+uint64_t rcpi_cookie_of(const rcpc_core *c, const void *src, size_t srclen, uint32_t epoch,
+                        uint64_t slot);
+int rcpi_cookie_echoed(const rcpc_core *c, const void *src, size_t srclen, const struct rcpw_hdr *h,
+                       uint64_t now);
+
+/* ---- chan.c: a channel's life ---- */
+void rcpi_chan_reset(rcp_chan *ch, int error);
+void rcpi_chan_fail(rcp_chan *ch, int error);
+void rcpi_chan_claim(rcp_chan *ch);
+void rcpi_chan_free(rcp_chan *ch);
+int rcpi_chan_open(rcpc_core *c, int peer, uint64_t now, int lazy, rcp_chan **out);
+
+/* ---- send.c: frames out, the send ring, loss recovery, acks in ---- */
+void rcpi_hdr_fill(rcp_chan *ch, struct rcpw_hdr *h, uint8_t type, uint16_t flags, uint32_t seq,
+                   uint32_t msg, uint64_t tag, uint64_t arg, uint32_t len);
+void rcpi_hdr_seal(const rcpc_core *c, struct rcpw_hdr *h, const void *payload, uint32_t len);
+int rcpi_xmit(rcp_chan *ch, const void *hdr, uint32_t hlen, const void *payload, uint32_t plen,
+              unsigned more);
+int rcpi_slot_send(rcp_chan *ch, struct slot *s, uint64_t now);
+struct slot *rcpi_slot_new(rcp_chan *ch, rcp_req *req, uint8_t type, uint16_t flags, uint32_t msg,
+                           uint64_t tag, uint64_t arg, const void *payload, uint32_t plen,
+                           int copy);
+int rcpi_ctl_push(rcp_chan *ch, const struct ctl *k);
+int rcpi_chan_resend_due(const rcp_chan *ch);
+int rcpi_chan_retransmit(rcp_chan *ch, uint64_t now);
+void rcpi_send_ping(rcp_chan *ch, uint64_t now);
+void rcpi_update_rto(rcp_chan *ch);
+int rcpi_process_ack_fields(rcp_chan *ch, const struct rcpw_hdr *h, uint64_t now);
+void rcpi_process_sack(rcp_chan *ch, const struct rcpw_hdr *h, const unsigned char *pl,
+                       uint64_t now);
+void rcpi_chan_resend_all(rcp_chan *ch, uint64_t now);
+void rcpi_loss_timers(rcp_chan *ch, uint64_t now);
+
+/* ---- msg.c: messages, matching, credits ---- */
+int rcpi_send_can_start(rcp_chan *ch, const rcp_req *r);
+int rcpi_send_start(rcp_chan *ch, rcp_req *r, uint64_t now);
+void rcpi_chan_pump(rcp_chan *ch, uint64_t now);
+void rcpi_recv_unpost(rcp_req *r);
+void rcpi_credit_return(rcp_chan *ch);
+void rcpi_credit_demand(rcp_chan *ch);
+void rcpi_rts_matched(rcp_chan *ch, rcp_req *r, uint32_t msg, uint64_t tag, size_t total, int rma,
+                      const unsigned char *rkey, uint32_t rkeylen);
+void rcpi_try_ready(rcp_chan *ch);
+int rcpi_data_place(rcp_chan *ch, const struct rcpw_hdr *h, const unsigned char *pl);
+void rcpi_process_inorder(rcp_chan *ch, const struct rcpw_hdr *h, const unsigned char *pl);
+
+/* ---- recv.c: the receive window, reordering, acks out ---- */
+void rcpi_send_ack(rcp_chan *ch, uint64_t now);
+void rcpi_process_reliable(rcp_chan *ch, const struct rcpw_hdr *h, const unsigned char *pl);
+
+/* ---- handshake.c: admission, challenges, reclaim ---- */
+rcp_chan *rcpi_admit(rcpc_core *c, int peer, const void *src, size_t srclen,
+                     const struct rcpw_hdr *h, uint64_t now);
+void rcpi_chans_sweep(rcpc_core *c, uint64_t now);
+
+/* ---- timers.c: the timer heap, firing, flushing a channel ---- */
+void rcpi_chan_flush(rcp_chan *ch, uint64_t now);
+
+/* ---- helpers ---- */
+
+static inline void copy_bytes(void *dst, const void *src, size_t n)
+{
+	unsigned char *d = dst;
+	const unsigned char *s = src;
+	if (n > 64) {
+		rcpi_copy_large(d, s, n);
+		return;
+	}
+	for (; n >= 8; n -= 8, d += 8, s += 8) {
+		uint64_t v;
+		memcpy(&v, s, 8);
+		memcpy(d, &v, 8);
+	}
+	while (n--)
+		*d++ = *s++;
+}
+
+static inline int tag_match(uint64_t want, uint64_t tag)
+{
+	return want == RCP_ANY_TAG || want == tag;
+}
+
+static inline struct slot *slot_of(rcp_chan *ch, uint32_t seq)
+{
+	return &ch->slots[seq & (ch->nslots - 1)];
+}
+
+static inline int rx_bit(const rcp_chan *ch, uint32_t seq)
+{
+	uint32_t i = seq & (RXW - 1);
+	return (int)((ch->rx_bits[i / 64] >> (i % 64)) & 1);
+}
+
+static inline void rx_set(rcp_chan *ch, uint32_t seq, int v)
+{
+	uint32_t i = seq & (RXW - 1);
+	if (v) {
+		ch->rx_bits[i / 64] |= 1ull << (i % 64);
+		ch->rx_gaps++;
+	} else {
+		ch->rx_bits[i / 64] &= ~(1ull << (i % 64));
+		ch->rx_gaps--;
+	}
+}
+
+static inline int chan_has_work(const rcp_chan *ch)
+{
+	return ch->tx_una != ch->tx_next || !list_empty(&ch->startq) || !list_empty(&ch->streamq) ||
+	       !list_empty(&ch->busyq) || !list_empty(&ch->rndv) || ch->posted_specific ||
+	       ch->ctl_count;
+}
+
+/* Nothing out, queued or owed: no timer can be armed, a flush does
+ * nothing.  Such a channel is not in the timer heap (a master with many
+ * peers mostly has idle ones: TIMERS). */
+static inline int chan_idle(const rcp_chan *ch)
+{
+	return !ch->ack_now && !ch->ack_pending && !ch->ack_due && !chan_has_work(ch);
+}
+
+/* CH's timers may have changed: its key in the timer heap is taken anew
+ * before the deadline is next read (TIMERS). */
+static inline void chan_retime(rcp_chan *ch)
+{
+	if (list_empty(&ch->tlink))
+		list_add_tail(&ch->core->retime, &ch->tlink);
+}
+
+/* Called before a channel takes on work: silence while idle is no failure. */
+static inline void chan_touch(rcp_chan *ch, uint64_t now)
+{
+	chan_retime(ch);
+	if (!chan_has_work(ch) && ch->last_heard < now)
+		ch->last_heard = now;
+}
+
+static inline uint32_t window(const rcp_chan *ch)
+{
+	uint32_t w = ch->cwnd / CWND_ONE;
+	if (w > ch->peer_wnd)
+		w = ch->peer_wnd;
+	if (w > ch->nslots)
+		w = ch->nslots;
+	return w ? w : 1;
+}
+
+/* Puts CH on the dirty list: the next rcpc_flush() pumps it and looks at
+ * its acks (FLUSH), and marks its timers (chan_retime).  Every change
+ * rcpi_chan_flush() acts on that does not come from a frame of CH
+ * (rcpc_input touches it) or from the timers (they flush the channels
+ * they serve) calls this. */
+static inline void chan_dirty(rcp_chan *ch)
+{
+	chan_retime(ch);
+	if (list_empty(&ch->dlink))
+		list_add_tail(&ch->core->dirty, &ch->dlink);
+}
+
+static inline void bad(rcpc_core *c)
+{
+	c->st.bad_frames++;
+}
+
+/* Frees slot S of CH (acked, or the channel reset): a copied send gives
+ * its buffer back to the pool. */
+static inline void slot_free(rcp_chan *ch, struct slot *s)
+{
+	rcpc_core *c = ch->core;
+	s->in_use = 0;
+	if (s->own) {
+		rcpi_buf_put(c, s->own);
+		s->own = NULL;
+		c->sendbuf_used -= c->payload_max;
+	}
+}
+
+#endif

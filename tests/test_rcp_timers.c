@@ -1,0 +1,142 @@
+/*
+ * tests/test_rcp_timers.c — the core's timer heap stays exact (rcp/timers.c,
+ * TIMERS): an entry point that changes what a channel waits for must mark
+ * the channel to be keyed anew, or its timers fire late, early or never.
+ * tests/sim.c checks every core's keys (rcpc_timers_check) at each step of
+ * every simulated run; these cases reach the entry points the other
+ * simulator tests do not, where a channel's last pending work goes away
+ * without a frame: a cancel.  Deterministic (no link faults).
+ *
+ * - t_cancel_recv: a receive posted for a channel keeps its liveness timer
+ *   armed; cancelling it leaves the channel idle, with no deadline.
+ * - t_cancel_queued_send: a send queued for want of credits (the peer
+ *   holds every message it was granted, unconsumed) keeps the timer armed;
+ *   cancelling it leaves the channel idle, with no deadline.
+ * - t_credit_return_owed: a receive that consumes a held message returns
+ *   a credit, which a flush must send: the channel is due at once.
+ */
+#include "rcp/core.h"
+#include "sim.h"
+#include "testutil.h"
+
+#define SEC 1000000000ull
+#define MS  1000000ull
+
+static struct sim_opts opts(void)
+{
+	struct sim_opts o = {0};
+	o.n = 2;
+	o.seed = 1;
+	o.link.latency = 5000;
+	rcpc_params_default(&o.params);
+	o.params.mtu = 4096;
+	o.params.rx_frames = 32;
+	o.params.credits = 16;
+	return o;
+}
+
+static int never(void *arg)
+{
+	(void)arg;
+	return 0;
+}
+
+static void t_cancel_recv(void **state)
+{
+	struct sim_opts o = opts();
+	struct sim *s = sim_new(&o);
+	rcpc_core *a = sim_core(s, 0);
+	rcp_chan *ch = sim_chan(s, 0, 1);
+	unsigned char buf[64];
+	rcp_req *r = NULL;
+	(void)state;
+
+	sim_chan(s, 1, 0);
+	assert_true(rcpc_deadline(a) == UINT64_MAX); /* nothing pending */
+	assert_int_equal(rcpc_irecv(a, ch, 5, buf, sizeof buf, sim_now(s), &r), 0);
+	sim_run(s, never, NULL, 10 * MS);
+	assert_true(rcpc_deadline(a) != UINT64_MAX); /* liveness: the peer may die */
+	assert_int_equal(rcpc_cancel(r, sim_now(s)), 0);
+	assert_int_equal(rcpc_timers_check(a), 0);
+	assert_true(rcpc_deadline(a) == UINT64_MAX);
+	assert_int_equal(rcpc_req_done(r, NULL), 1);
+	sim_run(s, never, NULL, 10 * MS);
+	sim_free(s);
+}
+
+static void t_cancel_queued_send(void **state)
+{
+	struct sim_opts o = opts();
+	struct sim *s = sim_new(&o);
+	rcpc_core *a = sim_core(s, 0);
+	rcp_chan *ch = sim_chan(s, 0, 1);
+	unsigned char msg[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+	rcp_req *r[17] = {0};
+	struct rcp_ep_stats st;
+	(void)state;
+
+	sim_chan(s, 1, 0);
+	/* B posts nothing: it holds the 16 messages it grants, the 17th
+	 * waits at A for a credit. */
+	for (int i = 0; i < 17; i++)
+		assert_int_equal(rcpc_isend(ch, 7, msg, sizeof msg, sim_now(s), &r[i]), 0);
+	sim_run(s, never, NULL, 10 * MS);
+	for (int i = 0; i < 16; i++)
+		assert_int_equal(rcpc_req_done(r[i], NULL), 1);
+	assert_int_equal(rcpc_req_done(r[16], NULL), 0);
+	rcpc_core_stats(sim_core(s, 1), &st);
+	assert_int_equal(st.unexp_count, 16);
+	assert_true(rcpc_deadline(a) != UINT64_MAX);
+	assert_int_equal(rcpc_cancel(r[16], sim_now(s)), 0);
+	assert_int_equal(rcpc_timers_check(a), 0);
+	assert_true(rcpc_deadline(a) == UINT64_MAX);
+	assert_int_equal(rcpc_req_done(r[16], NULL), 1);
+	sim_run(s, never, NULL, 10 * MS);
+	sim_free(s);
+}
+
+/* B holds every message A may send it; a receive takes one of them (no
+ * frame comes in): the credit B returns rides on an ack that a flush must
+ * arm, so B is due at once, and A's queued send goes out.  (Keyed only on
+ * its armed timers, B had no deadline and nobody flushed it: PVM's
+ * order-runs hung, the sender stalled for want of credits.) */
+static void t_credit_return_owed(void **state)
+{
+	struct sim_opts o = opts();
+	struct sim *s = sim_new(&o);
+	rcpc_core *b = sim_core(s, 1);
+	rcp_chan *ch = sim_chan(s, 0, 1);
+	unsigned char msg[8] = {1, 2, 3, 4, 5, 6, 7, 8}, in[8];
+	rcp_req *r[17] = {0}, *rr = NULL;
+	(void)state;
+
+	sim_chan(s, 1, 0);
+	for (int i = 0; i < 17; i++)
+		assert_int_equal(rcpc_isend(ch, 7, msg, sizeof msg, sim_now(s), &r[i]), 0);
+	sim_run(s, never, NULL, 10 * MS);
+	assert_int_equal(rcpc_req_done(r[16], NULL), 0); /* waits for a credit */
+	assert_true(rcpc_deadline(b) == UINT64_MAX);
+	assert_int_equal(rcpc_irecv(b, NULL, 7, in, sizeof in, sim_now(s), &rr), 0);
+	assert_int_equal(rcpc_req_done(rr, NULL), 1);
+	assert_true(rcpc_deadline(b) <= sim_now(s)); /* a flush is owed */
+	{
+		struct sim_one w = {.r = r[16]};
+		assert_int_equal(sim_run(s, sim_one_done, &w, SEC), 0);
+		assert_int_equal(w.st.error, 0);
+	}
+	for (int i = 0; i < 15; i++) {
+		assert_int_equal(rcpc_irecv(b, NULL, 7, in, sizeof in, sim_now(s), &rr), 0);
+		assert_int_equal(rcpc_req_done(rr, NULL), 1);
+	}
+	sim_free(s);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(t_cancel_recv),
+	    cmocka_unit_test(t_cancel_queued_send),
+	    cmocka_unit_test(t_credit_return_owed),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
