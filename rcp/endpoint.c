@@ -49,7 +49,7 @@ struct rcp_ep {
 	unsigned flags;
 	struct rcpi_waiter waiter; /* every wait on this endpoint (common/wait.c) */
 	uint64_t frames_in;        /* frames taken: a look that took some had news */
-	uint64_t sleep_slack_ns; /* RCP_EP_SLEEP: see wake_at() */
+	uint64_t sleep_slack_ns;   /* RCP_EP_SLEEP: see wake_at() */
 	unsigned idle_polls;
 	int burst;
 	uint64_t now_cache, now_tsc; /* see ep_now() */
@@ -353,10 +353,8 @@ int rcp_ep_open(const char *nic_addr, const struct rcp_ep_config *cfg, rcp_ep **
 	ep->burst = 1;
 	ep->cbq = rcpc_cb_head(ep->core);
 	{
-		struct rcp_wait_src self = {.fd = rcp_nic_fd(ep->nic),
-		                            .progress = ep_look,
-		                            .arm = ep_arm_src,
-		                            .arg = ep};
+		struct rcp_wait_src self = {
+		    .fd = rcp_nic_fd(ep->nic), .progress = ep_look, .arm = ep_arm_src, .arg = ep};
 		int mode = (ep->flags & RCP_EP_SPIN)    ? RCPI_WAIT_SPIN
 		           : (ep->flags & RCP_EP_SLEEP) ? RCPI_WAIT_SLEEP
 		                                        : RCPI_WAIT_DEFAULT;
@@ -577,33 +575,32 @@ static int ep_look(void *arg)
 	return rc < 0 ? rc : rc > 0 || ep->frames_in != f;
 }
 
-/* Before a sleep: acks, timers (before_sleep), the next deadline; the nic
- * is armed here only when others share the sleep (alone, ep_sleep's
- * receive arms it). */
-static int ep_arm_src(void *arg, int64_t *timeout_ns)
+/* Before a sleep: acks, timers (before_sleep), the next deadline (the
+ * sleep is shortened to it); then the nic is armed if ARM_NIC.  */
+static int ep_arm(rcp_ep *ep, int64_t *timeout_ns, int arm_nic)
 {
-	rcp_ep *ep = arg;
 	uint64_t now = now_ns(), wake;
 	if (before_sleep(ep, now))
 		return RCP_EAGAIN;
 	wake = wake_at(ep, rcpc_deadline(ep->core), now);
 	if (wake != UINT64_MAX && (*timeout_ns < 0 || wake - now < (uint64_t)*timeout_ns))
 		*timeout_ns = (int64_t)(wake - now);
-	return ep->waiter.nsrc > 1 ? rcp_nic_arm(ep->nic) : 0;
+	return arm_nic ? rcp_nic_arm(ep->nic) : 0;
+}
+
+/* The endpoint as its own waiter's first source: the nic is armed only
+ * when others share the sleep (alone, ep_sleep's receive arms it). */
+static int ep_arm_src(void *arg, int64_t *timeout_ns)
+{
+	rcp_ep *ep = arg;
+	return ep_arm(ep, timeout_ns, ep->waiter.nsrc > 1);
 }
 
 /* Another endpoint's view of EP (rcp_ep_wait_add_ep): its nic is armed
  * always, since it never sleeps alone there. */
 static int ep_arm_other(void *arg, int64_t *timeout_ns)
 {
-	rcp_ep *ep = arg;
-	uint64_t now = now_ns(), wake;
-	if (before_sleep(ep, now))
-		return RCP_EAGAIN;
-	wake = wake_at(ep, rcpc_deadline(ep->core), now);
-	if (wake != UINT64_MAX && (*timeout_ns < 0 || wake - now < (uint64_t)*timeout_ns))
-		*timeout_ns = (int64_t)(wake - now);
-	return rcp_nic_arm(ep->nic);
+	return ep_arm(arg, timeout_ns, 1);
 }
 
 /* Sleeps in the nic's receive, which returns the frames it woke for. */

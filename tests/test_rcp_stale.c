@@ -124,8 +124,8 @@ static void post_b(struct fx *x)
 		free(x->bufb[i]);
 		x->done[i] = 0;
 		x->bufb[i] = calloc(1, 32768);
-		assert_int_equal(rcpc_irecv(sim_core(x->s, 1), RCP_ANY_CHAN, RCP_ANY_TAG, x->bufb[i],
-		                            32768, sim_now(x->s), &x->rb[i]),
+		assert_int_equal(rcpc_irecv(sim_core(x->s, 1), RCP_ANY_CHAN, RCP_ANY_TAG,
+		                            x->bufb[i], 32768, sim_now(x->s), &x->rb[i]),
 		                 0);
 	}
 }
@@ -143,7 +143,8 @@ static void check_b(struct fx *x)
 			if (x->bufb[i][k] != pat(x->sb[i].tag, x->sb[i].len, k))
 				fail_msg("receive %d: tag %llu len %zu, byte %zu is another "
 				         "message's (seed %u)",
-				         i, (unsigned long long)x->sb[i].tag, x->sb[i].len, k, SEED);
+				         i, (unsigned long long)x->sb[i].tag, x->sb[i].len, k,
+				         SEED);
 	}
 }
 
@@ -190,8 +191,7 @@ static int got(void *arg)
 	return b_got(w->x, w->tag);
 }
 
-static void send_msg(struct fx *x, rcp_chan *ch, uint64_t tag, size_t len, int *rc,
-                     rcp_req **r)
+static void send_msg(struct fx *x, rcp_chan *ch, uint64_t tag, size_t len, int *rc, rcp_req **r)
 {
 	unsigned char *b = msg_new(tag, len);
 	assert_true(x->nkeep < 16);
@@ -199,6 +199,23 @@ static void send_msg(struct fx *x, rcp_chan *ch, uint64_t tag, size_t len, int *
 	/* Synchronous: a send completes without error only on the ack, so
 	 * "completed, never received" is a lost message. */
 	*rc = rcpc_issend(ch, tag, b, len, sim_now(x->s), r);
+}
+
+/* A sends tag 1 on CH (its first frame goes out blind: it has not heard
+ * B), and hears B's first incarnation (tag 9 into BUFA); *S1 is A's send. */
+static void first_exchange(struct fx *x, rcp_chan *ch, rcp_req **s1, unsigned char *bufa,
+                           size_t len)
+{
+	rcp_req *ra, *sb;
+	int rc;
+	send_msg(x, ch, 1, 100, &rc, s1);
+	assert_int_equal(rc, 0);
+	assert_int_equal(
+	    rcpc_irecv(sim_core(x->s, 0), RCP_ANY_CHAN, RCP_ANY_TAG, bufa, len, sim_now(x->s), &ra),
+	    0);
+	send_msg(x, sim_chan(x->s, 1, 0), 9, 50, &rc, &sb);
+	assert_int_equal(rc, 0);
+	assert_int_equal(sim_run(x->s, req_done, &ra, SEC), 0);
 }
 
 /* Trigger 1: a channel closed and opened again to the same peer. */
@@ -241,7 +258,7 @@ static void t_restart_blind(void **state)
 {
 	struct fx x;
 	struct want w = {&x, 3};
-	rcp_req *s1, *s2 = NULL, *s3, *sb, *ra, *ra2;
+	rcp_req *s1, *s2 = NULL, *s3, *sb, *ra2;
 	rcp_chan *ch;
 	struct rcp_status st;
 	unsigned char bufa[256], bufa2[256];
@@ -251,16 +268,8 @@ static void t_restart_blind(void **state)
 	fx_init(&x);
 	x.from = 0, x.to = 1, x.type = RCPW_DATA, x.seq = 1, x.hold = 30 * MS;
 	ch = sim_chan(x.s, 0, 1);
-	/* A's first frame goes out blind (it has not heard B) and is held. */
-	send_msg(&x, ch, 1, 100, &rc, &s1);
-	assert_int_equal(rc, 0);
-	/* A hears B's first incarnation. */
-	assert_int_equal(rcpc_irecv(sim_core(x.s, 0), RCP_ANY_CHAN, RCP_ANY_TAG, bufa, sizeof bufa,
-	                            sim_now(x.s), &ra),
-	                 0);
-	send_msg(&x, sim_chan(x.s, 1, 0), 9, 50, &rc, &sb);
-	assert_int_equal(rc, 0);
-	assert_int_equal(sim_run(x.s, req_done, &ra, SEC), 0);
+	/* A's first frame goes out blind and is held; A hears B. */
+	first_exchange(&x, ch, &s1, bufa, sizeof bufa);
 	assert_int_not_equal(rcpc_chan_peer_epoch(ch), 0);
 
 	/* B restarts and speaks: A challenges it and resets the channel. */
@@ -330,7 +339,7 @@ static void t_timeout_revive(void **state)
 static void t_restart_speaks_first(void **state)
 {
 	struct fx x;
-	rcp_req *s1, *sb, *ra, *ra2;
+	rcp_req *s1, *sb, *ra2;
 	rcp_chan *ch, *chb;
 	struct rcp_status st = {0};
 	unsigned char bufa[256], bufa2[256];
@@ -343,14 +352,7 @@ static void t_restart_speaks_first(void **state)
 	post_b(&x);
 	ch = sim_chan(x.s, 0, 1);
 	/* A speaks first (blind), B answers: one exchange each way. */
-	send_msg(&x, ch, 1, 100, &rc, &s1);
-	assert_int_equal(rc, 0);
-	assert_int_equal(rcpc_irecv(sim_core(x.s, 0), RCP_ANY_CHAN, RCP_ANY_TAG, bufa, sizeof bufa,
-	                            sim_now(x.s), &ra),
-	                 0);
-	send_msg(&x, sim_chan(x.s, 1, 0), 9, 50, &rc, &sb);
-	assert_int_equal(rc, 0);
-	assert_int_equal(sim_run(x.s, req_done, &ra, SEC), 0);
+	first_exchange(&x, ch, &s1, bufa, sizeof bufa);
 	assert_int_equal(sim_run(x.s, req_done, &s1, SEC), 0);
 
 	/* B restarts and speaks first. */
