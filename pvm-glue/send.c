@@ -182,7 +182,12 @@ int pvm_psend(int tid, int tag, void *buf, int len, int dt)
 	rc = pvmrcpi_prepare(p, ctx);
 	p->rcp_dirty = 1;
 	if (!rc && bytes <= S.copy_max) {
-		rc = send_copy(p, pr_rtag(ctx, tag), buf, bytes);
+		/* Up to a frame: RCP copies only what it cannot send at once. */
+		rc = rcp_isend_detached(p->ch, pr_rtag(ctx, tag), buf, bytes, &r);
+		if (rc == RCP_EMSGSIZE)
+			rc = send_copy(p, pr_rtag(ctx, tag), buf, bytes);
+		else if (!rc && r)
+			return pvmrcpi_wait_req(r, &st, &tid, 1, 1); /* no memory to copy */
 	} else if (!rc) {
 		rc = rcp_isend(p->ch, pr_rtag(ctx, tag), buf, bytes, &r);
 		if (!rc) {

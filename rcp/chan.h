@@ -107,7 +107,8 @@ struct rcp_req {
 	rcpc_core *core;
 	rcp_chan *chan; /* NULL: any channel (recv) */
 	uint8_t kind, state, internal, reserved_rma;
-	uint8_t sync; /* send: complete on ack only (rcpc_issend) */
+	uint8_t sync;    /* send: complete on ack only (rcpc_issend) */
+	uint8_t own_buf; /* send: buf is the library's copy, freed with the request */
 	int error;
 	uint64_t tag;
 	unsigned char *buf; /* send: const in spirit */

@@ -344,6 +344,51 @@ int rcpc_issend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, uint64_
 	return isend(ch, tag, buf, len, 1, now, req);
 }
 
+/* A send nobody waits for (rcp_send_detached).  Most small sends are done
+ * when isend returns (inline, or copied into a pool buffer: send_start);
+ * the request is freed there and then, and the caller's buffer was never
+ * kept.  One that is not (queued behind the window or a credit, or an
+ * eager frame out that waits for its ack with the send buffer full) still
+ * points at BUF: it gets a copy of its own (the queued request's buf, the
+ * slots that carry it), freed with the request, which goes to the
+ * completion list with DROP as its callback (the endpoint releases it).
+ * Only messages of one frame: a rendezvous reads BUF by RMA. */
+int rcpc_isend_detached(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, uint64_t now,
+                        rcp_req_cb drop, rcp_req **req)
+{
+	unsigned char *copy;
+	rcp_req *r;
+	int rc;
+
+	*req = NULL;
+	if (!ch || !drop)
+		return RCP_EINVAL;
+	if (len > ch->core->payload_max)
+		return RCP_EMSGSIZE;
+	rc = isend(ch, tag, buf, len, 0, now, &r);
+	if (rc)
+		return rc;
+	if (r->state == Q_DONE) {
+		(void)rcpc_req_done(r, NULL);
+		return 0;
+	}
+	copy = malloc(len ? len : 1);
+	if (!copy) {
+		*req = r; /* the caller waits for it: BUF stays in use */
+		return 0;
+	}
+	memcpy(copy, buf, len);
+	for (uint32_t seq = ch->tx_una; rcpw_seq_lt(seq, ch->tx_next); seq++) {
+		struct slot *s = slot_of(ch, seq);
+		if (s->in_use && s->req == r && s->payload >= r->buf && s->payload <= r->buf + len)
+			s->payload = copy + (s->payload - r->buf);
+	}
+	r->buf = copy;
+	r->own_buf = 1;
+	rcpc_req_set_cb(r, drop, NULL);
+	return 0;
+}
+
 int rcpc_irecv(rcpc_core *c, rcp_chan *ch, uint64_t tag, void *buf, size_t len, uint64_t now,
                rcp_req **req)
 {

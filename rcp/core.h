@@ -131,6 +131,13 @@ int rcpc_issend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, uint64_
                 rcp_req **req);
 int rcpc_isend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, uint64_t now,
                rcp_req **req);
+/* A send of one frame's message that nobody waits for: BUF is free when
+ * it returns 0 with *REQ NULL (sent, or copied: the request is the
+ * library's, its completion goes to DROP).  *REQ non-NULL: no memory for
+ * the copy, wait for it as for rcpc_isend's.  RCP_EMSGSIZE: longer than a
+ * frame (nothing posted).  Else like rcpc_isend. */
+int rcpc_isend_detached(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, uint64_t now,
+                        rcp_req_cb drop, rcp_req **req);
 int rcpc_irecv(rcpc_core *c, rcp_chan *ch, uint64_t tag, void *buf, size_t len, uint64_t now,
                rcp_req **req);
 int rcpc_mcast(rcp_chan **chans, int n, uint64_t tag, const void *buf, size_t len, uint64_t now,

@@ -783,6 +783,17 @@ int rcp_issend_cb(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, rcp_r
 	return isend(ch, tag, buf, len, 1, req ? req : &r, cb, user);
 }
 
+int rcp_isend_detached(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, rcp_req **req)
+{
+	rcp_ep *ep;
+	if (!ch || !req)
+		return RCP_EINVAL;
+	ep = ep_of_chan(ch);
+	if (ep->closing)
+		return RCP_ECLOSED;
+	return rcpc_isend_detached(ch, tag, buf, len, ep_now(ep), cb_drop, req);
+}
+
 static int irecv(rcp_ep *ep, rcp_chan *ch, uint64_t tag, void *buf, size_t len, rcp_req **req,
                  rcp_req_cb cb, void *user)
 {

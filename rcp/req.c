@@ -91,7 +91,7 @@ rcp_req *rcpi_req_alloc(rcpc_core *c)
 	list_init(&r->clink);
 	r->core = c;
 	r->chan = r->src = NULL;
-	r->kind = r->state = r->internal = r->reserved_rma = r->sync = 0;
+	r->kind = r->state = r->internal = r->reserved_rma = r->sync = r->own_buf = 0;
 	r->error = 0;
 	r->tag = 0;
 	r->buf = NULL;
@@ -107,6 +107,10 @@ rcp_req *rcpi_req_alloc(rcpc_core *c)
 void rcpi_req_free(rcp_req *r)
 {
 	rcpc_core *c = r->core;
+	if (r->own_buf) {
+		free(r->buf);
+		r->own_buf = 0;
+	}
 	r->kind = 0;
 	r->pool_next = c->free_reqs;
 	c->free_reqs = r;

@@ -490,6 +490,56 @@ static void t_rules(void **state)
 	close_pair(a, b);
 }
 
+/* rcp_isend_detached: one buffer, rewritten after every call, carries
+ * 300 messages while B does not progress (A's window and credits fill, so
+ * later sends queue: they must have taken a copy), then B receives them
+ * all, each with its own bytes.  Counted: how many came back as a request
+ * to wait for (none: memory is there), and the messages' contents.  A
+ * message longer than a frame is refused with nothing sent. */
+static void t_detached(void **state)
+{
+	enum { N = 300, LEN = 200 };
+	static unsigned char buf[LEN], in[N][LEN];
+	static unsigned char big[1 << 20];
+	struct got g[N];
+	rcp_ep *a, *b;
+	rcp_chan *ab, *ba;
+	rcp_req *r;
+	int ncb = 0;
+	(void)state;
+
+	pair("det", &a, &b, &ab, &ba);
+	memset(g, 0, sizeof g);
+	for (int i = 0; i < N; i++) {
+		memset(buf, (int)(i * 7 + 1), LEN);
+		assert_int_equal(rcp_isend_detached(ab, 5, buf, LEN, &r), 0);
+		assert_null(r);
+		memset(buf, 0xee, LEN); /* the caller reuses its buffer at once */
+		(void)rcp_progress(a);
+	}
+	assert_int_equal(rcp_isend_detached(ab, 5, big, sizeof big, &r), RCP_EMSGSIZE);
+	assert_null(r);
+	for (int i = 0; i < N; i++)
+		assert_int_equal(rcp_irecv_cb(b, ba, 5, in[i], LEN, got_cb, &g[i], NULL), 0);
+	rounds = 0;
+	while (ncb < N) {
+		both(a, b);
+		ncb = 0;
+		for (int i = 0; i < N; i++)
+			ncb += g[i].calls;
+	}
+	for (int i = 0; i < N; i++) {
+		assert_int_equal(g[i].calls, 1);
+		assert_int_equal(g[i].st.error, 0);
+		assert_int_equal(g[i].st.len, LEN);
+		for (int k = 0; k < LEN; k++)
+			if (in[i][k] != (unsigned char)(i * 7 + 1))
+				fail_msg("message %d byte %d: %#x, not its own %#x", i, k, in[i][k],
+				         (unsigned char)(i * 7 + 1));
+	}
+	close_pair(a, b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -500,6 +550,7 @@ int main(void)
 	    cmocka_unit_test(t_post_from_callback),
 	    cmocka_unit_test(t_many),
 	    cmocka_unit_test(t_rules),
+	    cmocka_unit_test(t_detached),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

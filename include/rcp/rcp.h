@@ -288,6 +288,15 @@ int rcp_isend_cb(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, rcp_re
                  rcp_req **req);
 int rcp_issend_cb(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, rcp_req_cb cb,
                   void *user, rcp_req **req);
+/* Sends a message of at most one frame that nobody waits for: when it
+ * returns 0 with *REQ NULL, BUF may be reused at once (the message went
+ * out, or was queued with a copy of its own, which the library frees when
+ * it is done; its fate is not reported).  Cheaper than copying it first:
+ * most small sends complete inside the call.  *REQ non-NULL (no memory for
+ * a copy): a plain request, to test or wait for before reusing BUF.
+ * RCP_EMSGSIZE: longer than one frame (nothing sent); RCP_EINVAL (NULL CH
+ * or REQ); RCP_ECLOSED; else like rcp_isend. */
+int rcp_isend_detached(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, rcp_req **req);
 int rcp_irecv_cb(rcp_ep *ep, rcp_chan *ch, uint64_t tag, void *buf, size_t len, rcp_req_cb cb,
                  void *user, rcp_req **req);
 /* Gives REQ (pending, or complete but not yet tested: e.g. an rcp_mcast
