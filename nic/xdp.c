@@ -31,7 +31,8 @@
  * XDP_PASS as the miss action, so a queue without a socket passes it on);
  * everything else, ARP, IP, ssh, goes to the kernel untouched.  It runs in
  * native (driver) mode where the driver has it and in generic (skb) mode
- * otherwise; the socket binds in copy mode unless the driver offers zero
+ * otherwise (RCP_XDP_MODE=native|generic|auto: on veth both measure
+ * alike); the socket binds in copy mode unless the driver offers zero
  * copy.  One endpoint owns an interface (one program per interface).
  *
  * Ownership and crashes.  A program outlives its process if nobody
@@ -312,6 +313,7 @@ static int stale_clean(struct xdp_nic *x)
 
 static int prog_attach(struct xdp_nic *x)
 {
+	const char *mode = rcpi_env_str("RCP_XDP_MODE");
 	int rc;
 
 	x->map_fd = bpf_map_create(BPF_MAP_TYPE_XSKMAP, "rcp_xsks", 4, 4, 64, NULL);
@@ -325,11 +327,16 @@ static int prog_attach(struct xdp_nic *x)
 		x->prog_fd = -1;
 		return priv_err("loading the XDP program", errno);
 	}
-	/* Native where the driver has it, generic otherwise. */
+	/* Native where the driver has it, generic otherwise (RCP_XDP_MODE). */
 	x->attach_flags = XDP_FLAGS_DRV_MODE;
+	if (mode && !strcmp(mode, "generic"))
+		x->attach_flags = XDP_FLAGS_SKB_MODE;
+	else if (mode && strcmp(mode, "native") && strcmp(mode, "auto"))
+		rcpi_warn("xdp: RCP_XDP_MODE=%s is not native, generic or auto: auto", mode);
 	rc = bpf_xdp_attach(x->ifindex, x->prog_fd, XDP_FLAGS_UPDATE_IF_NOEXIST | x->attach_flags,
 	                    NULL);
-	if (rc && rc != -EBUSY && rc != -EEXIST && rc != -EPERM) {
+	if (rc && rc != -EBUSY && rc != -EEXIST && rc != -EPERM &&
+	    x->attach_flags == XDP_FLAGS_DRV_MODE && !(mode && !strcmp(mode, "native"))) {
 		x->attach_flags = XDP_FLAGS_SKB_MODE;
 		rc = bpf_xdp_attach(x->ifindex, x->prog_fd,
 		                    XDP_FLAGS_UPDATE_IF_NOEXIST | x->attach_flags, NULL);
