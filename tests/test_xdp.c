@@ -29,6 +29,7 @@
 #include <net/if.h>
 
 #include <rcp/nic.h>
+#include <rcp/rcp.h>
 
 #include "testutil.h"
 
@@ -113,6 +114,20 @@ static void setup_net(void)
 		test_skip_all("cannot create a veth pair between namespaces");
 	}
 	home_ns = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+}
+
+static int enter_raw(const char *ns)
+{
+	char path[64];
+	int fd, rc;
+
+	snprintf(path, sizeof path, "/run/netns/%s", ns);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	rc = setns(fd, CLONE_NEWNET);
+	close(fd);
+	return rc;
 }
 
 static void enter(const char *ns)
@@ -281,7 +296,7 @@ static void t_frames(void **state)
 	struct rcp_nic_info info;
 	struct rcp_nic_frame fr[4];
 	rcp_nic *a, *b;
-	static uint32_t lens[4000];
+	static uint32_t lens[16384];
 	static unsigned char buf[4096];
 	uint64_t r = seed;
 	int pb, pa, k, p;
@@ -308,7 +323,8 @@ static void t_frames(void **state)
 
 	/* A window at a time, as RCP would. */
 	for (int w = 0; w < 4; w++) {
-		int n = (int)(info.rx_frames < 1000 ? info.rx_frames : 1000);
+		/* A whole window, unpaced: every frame must arrive. */
+		int n = (int)(info.rx_frames < 16384 ? info.rx_frames : 16384);
 		for (int i = 0; i < n; i++) {
 			uint32_t len = (uint32_t)(test_rand(&r) % (info.mtu + 1));
 			struct iovec v[2] = {{buf, len / 3}, {buf + len / 3, len - len / 3}};
@@ -575,6 +591,80 @@ static void t_attach_lifecycle(void **state)
 	assert_int_equal(prog_ids(ns_a, if_a), 0);
 }
 
+/* RCP channels over xdp: a child in B echoes what a parent in A sends,
+ * from one frame to 4 MiB (thousands of frames: the window must hold). */
+static void t_rcp_channels(void **state)
+{
+	static const size_t sizes[] = {8, 4096, 1 << 20, 4 << 20};
+	char addr[RCP_NIC_ADDRSTR_MAX];
+	int pp[2];
+	pid_t child;
+	rcp_ep *ep;
+	rcp_chan *ch;
+	unsigned char *out, *back;
+	(void)state;
+
+	assert_int_equal(pipe(pp), 0);
+	child = test_fork();
+	assert_true(child >= 0);
+	if (child == 0) {
+		static unsigned char buf[4 << 20];
+		struct rcp_ep_config cfg = {.flags = RCP_EP_ACCEPT};
+		struct rcp_status st;
+		char a[RCP_NIC_ADDRSTR_MAX] = "";
+		snprintf(addr, sizeof addr, "xdp:%s", if_b);
+		if (enter_raw(ns_b) || rcp_ep_open(addr, &cfg, &ep) || rcp_ep_addr(ep, a, sizeof a))
+			_exit(2);
+		if (write(pp[1], a, sizeof a) != (ssize_t)sizeof a)
+			_exit(3);
+		for (;;) {
+			rcp_req *r;
+			if (rcp_irecv(ep, RCP_ANY_CHAN, RCP_ANY_TAG, buf, sizeof buf, &r) ||
+			    rcp_wait(r, &st, 30 * 1000000000ll) || st.error)
+				_exit(4);
+			if (st.tag == 99)
+				break;
+			if (rcp_send(st.chan, st.tag, buf, st.len))
+				_exit(5);
+		}
+		rcp_ep_close(ep);
+		_exit(0);
+	}
+	close(pp[1]);
+	assert_int_equal(read(pp[0], addr, sizeof addr), (ssize_t)sizeof addr);
+	close(pp[0]);
+	{
+		char local[32];
+		snprintf(local, sizeof local, "xdp:%s", if_a);
+		enter(ns_a);
+		assert_int_equal(rcp_ep_open(local, NULL, &ep), 0);
+		leave();
+	}
+	assert_int_equal(rcp_connect(ep, addr, &ch), 0);
+	out = malloc(4 << 20);
+	back = malloc(4 << 20);
+	assert_non_null(out);
+	assert_non_null(back);
+	for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+		struct rcp_status st;
+		rcp_req *r;
+		test_fill(out, sizes[i], seed + i);
+		assert_int_equal(rcp_irecv(ep, ch, i + 1, back, sizes[i], &r), 0);
+		assert_int_equal(rcp_send(ch, i + 1, out, sizes[i]), 0);
+		assert_int_equal(rcp_wait(r, &st, 30 * 1000000000ll), 0);
+		assert_int_equal(st.error, 0);
+		assert_int_equal(st.len, sizes[i]);
+		assert_int_equal(test_check(back, sizes[i], seed + i), -1);
+	}
+	assert_int_equal(rcp_send(ch, 99, "", 0), 0);
+	assert_int_equal(test_wait_child(child), 0);
+	enter(ns_a);
+	rcp_ep_close(ep);
+	leave();
+	free(out);
+	free(back);
+}
+
 int main(void)
 {
 	const char *const *names = rcp_nic_backends();
@@ -585,6 +675,7 @@ int main(void)
 	    cmocka_unit_test_teardown(t_more_flush, close_all), cmocka_unit_test_teardown(t_many_peers, close_all),
 	    cmocka_unit_test_teardown(t_oversize, close_all),   cmocka_unit_test_teardown(t_wait_fd, close_all),
 	    cmocka_unit_test_teardown(t_other_mac, close_all),  cmocka_unit_test_teardown(t_attach_lifecycle, close_all),
+	    cmocka_unit_test_teardown(t_rcp_channels, close_all),
 	};
 
 	for (int i = 0; names[i]; i++)
