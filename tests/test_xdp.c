@@ -11,7 +11,8 @@
  * many peers, oversized frames refused, the wait fd, frames for another
  * MAC dropped, other traffic (ARP, UDP) still reaching the kernel,
  * nothing left attached after close, a crashed endpoint's program
- * cleaned up by the next open.  The namespaces are removed at exit, even
+ * cleaned up by the next open; RCP channels over it, with and without the
+ * faults wrapper on top.  The namespaces are removed at exit, even
  * after a failure; ones left by a killed run (dead pid in the name) are
  * swept at start.  SKIP with the reason where root, `ip`, netns or the
  * XDP attach are missing.
@@ -595,6 +596,9 @@ static void t_attach_lifecycle(void **state)
  * from one frame to 4 MiB (thousands of frames: the window must hold). */
 static void t_rcp_channels(void **state)
 {
+	/* NULL, or a fault spec both ends' nics run under. */
+	const char *faults = *state;
+	struct rcp_nic_config ncfg = {.faults = faults};
 	static const size_t sizes[] = {8, 4096, 1 << 20, 4 << 20};
 	char addr[RCP_NIC_ADDRSTR_MAX];
 	int pp[2];
@@ -609,7 +613,7 @@ static void t_rcp_channels(void **state)
 	assert_true(child >= 0);
 	if (child == 0) {
 		static unsigned char buf[4 << 20];
-		struct rcp_ep_config cfg = {.flags = RCP_EP_ACCEPT};
+		struct rcp_ep_config cfg = {.flags = RCP_EP_ACCEPT, .nic = &ncfg};
 		struct rcp_status st;
 		char a[RCP_NIC_ADDRSTR_MAX] = "";
 		snprintf(addr, sizeof addr, "xdp:%s", if_b);
@@ -637,7 +641,8 @@ static void t_rcp_channels(void **state)
 		char local[32];
 		snprintf(local, sizeof local, "xdp:%s", if_a);
 		enter(ns_a);
-		assert_int_equal(rcp_ep_open(local, NULL, &ep), 0);
+		struct rcp_ep_config cfg = {.nic = &ncfg};
+		assert_int_equal(rcp_ep_open(local, &cfg, &ep), 0);
 		leave();
 	}
 	assert_int_equal(rcp_connect(ep, addr, &ch), 0);
@@ -656,6 +661,14 @@ static void t_rcp_channels(void **state)
 		assert_int_equal(st.len, sizes[i]);
 		assert_int_equal(test_check(back, sizes[i], seed + i), -1);
 	}
+	if (faults && *faults) {
+		struct rcp_nic_info info;
+		struct rcp_nic_stats nst;
+		assert_int_equal(rcp_nic_query(rcp_ep_nic(ep), &info), 0);
+		assert_string_equal(info.backend, "faults+xdp");
+		assert_int_equal(rcp_nic_get_stats(rcp_ep_nic(ep), &nst), 0);
+		assert_true(nst.f_dropped > 0 && nst.f_corrupted > 0);
+	}
 	assert_int_equal(rcp_send(ch, 99, "", 0), 0);
 	assert_int_equal(test_wait_child(child), 0);
 	enter(ns_a);
@@ -667,6 +680,7 @@ static void t_rcp_channels(void **state)
 
 int main(void)
 {
+	static char faults_spec[96];
 	const char *const *names = rcp_nic_backends();
 	int have = 0, rc;
 	rcp_nic *probe;
@@ -675,7 +689,9 @@ int main(void)
 	    cmocka_unit_test_teardown(t_more_flush, close_all), cmocka_unit_test_teardown(t_many_peers, close_all),
 	    cmocka_unit_test_teardown(t_oversize, close_all),   cmocka_unit_test_teardown(t_wait_fd, close_all),
 	    cmocka_unit_test_teardown(t_other_mac, close_all),  cmocka_unit_test_teardown(t_attach_lifecycle, close_all),
-	    cmocka_unit_test_teardown(t_rcp_channels, close_all),
+	    cmocka_unit_test_prestate_setup_teardown(t_rcp_channels, NULL, close_all, ""),
+	    /* The faults wrapper on top: RCP recovers what it loses. */
+	    {"t_rcp_channels_faults", t_rcp_channels, NULL, close_all, faults_spec},
 	};
 
 	for (int i = 0; names[i]; i++)
@@ -683,6 +699,9 @@ int main(void)
 	if (!have)
 		test_skip_all("librcp built without the xdp backend (libxdp/libbpf missing)");
 	seed = test_seed(0x5d9);
+	snprintf(faults_spec, sizeof faults_spec,
+	         "drop=0.02,dup=0.01,reorder=0.02,corrupt=0.01,seed=%llu",
+	         (unsigned long long)seed);
 	setup_net();
 	/* Can this kernel attach here at all? */
 	rc = open_in(ns_a, if_a, &probe);
