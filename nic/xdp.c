@@ -836,6 +836,8 @@ static int xdp_send(rcp_nic *nic, int peer, const struct iovec *iov, int iovcnt,
 	frame_head(x, p, x->peers[peer].mac, total);
 	p += XDP_HDR;
 	for (int i = 0; i < iovcnt; i++) {
+		if (!iov[i].iov_len)
+			continue; /* the base may be NULL */
 		memcpy(p, iov[i].iov_base, iov[i].iov_len);
 		p += iov[i].iov_len;
 	}
