@@ -99,7 +99,7 @@
  *
  * A peer is a MAC address on our link.  Address blob: [RCPI_NIC_XDP][MAC 6].
  * Strings: "xdp:IFNAME@aa:bb:cc:dd:ee:ff" (rcp_nic_addr_str gives ours) or
- * "xdp:IFNAME@A.B.C.D", the MAC then taken from the kernel's neighbour
+ * "xdp:IFNAME@A.B.C.D[:PORT]" (the port ignored), the MAC then taken from the kernel's neighbour
  * table (/proc/net/arp), resolved first if needed.  In a peer string the
  * IFNAME is the peer's own and is not used: frames leave through this
  * endpoint's interface.  Frames addressed to another MAC (a bridge floods
@@ -715,7 +715,19 @@ static int xdp_peer_add_str(rcp_nic *nic, const char *addr, int *peer)
 	at = strchr(addr + 4, '@');
 	if (!at || (size_t)(at - addr - 4) >= IF_NAMESIZE)
 		return RCP_EADDR;
-	rc = strchr(at + 1, '.') ? neigh_mac(x, at + 1, mac) : parse_mac(at + 1, mac);
+	if (strchr(at + 1, '.')) {
+		/* An IPv4 address, maybe with a :PORT, which frames of ours
+		 * have no use for (accepted so udp-style strings work). */
+		char ip[INET_ADDRSTRLEN];
+		size_t n = strcspn(at + 1, ":");
+		if (n >= sizeof ip)
+			return RCP_EADDR;
+		memcpy(ip, at + 1, n);
+		ip[n] = 0;
+		rc = neigh_mac(x, ip, mac);
+	} else {
+		rc = parse_mac(at + 1, mac);
+	}
 	return rc ? rc : peer_insert(x, mac, peer);
 }
 
