@@ -429,6 +429,18 @@ static int parse_local(const char *rest, char *ifname, uint32_t *queue)
 
 static void xdp_free(struct xdp_nic *x)
 {
+	struct xdp_statistics xs;
+	socklen_t xl = sizeof xs;
+
+	/* What the kernel dropped on its side of the rings (our stats
+	 * count only what we refused): for RCP_LOG=info. */
+	if (x->fd >= 0 && !getsockopt(x->fd, SOL_XDP, XDP_STATISTICS, &xs, &xl) &&
+	    (xs.rx_dropped || xs.rx_ring_full || xs.rx_fill_ring_empty_descs))
+		rcpi_info("xdp: %s: the kernel dropped %llu frame(s), RX ring full %llu, "
+		          "fill ring empty %llu",
+		          x->ifname, (unsigned long long)xs.rx_dropped,
+		          (unsigned long long)xs.rx_ring_full,
+		          (unsigned long long)xs.rx_fill_ring_empty_descs);
 	prog_detach(x);
 	if (x->xsk)
 		xsk_socket__delete(x->xsk);
