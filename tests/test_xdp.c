@@ -11,7 +11,8 @@
  * many peers, oversized frames refused, the wait fd, frames for another
  * MAC dropped, other traffic (ARP, UDP) still reaching the kernel,
  * nothing left attached after close, a crashed endpoint's program
- * cleaned up by the next open; RCP channels over it, with and without the
+ * cleaned up by the next open, an unprivileged open refused with
+ * RCP_EPERM; RCP channels over it, with and without the
  * faults wrapper on top.  The namespaces are removed at exit, even
  * after a failure; ones left by a killed run (dead pid in the name) are
  * swept at start.  SKIP with the reason where root, `ip`, netns or the
@@ -24,6 +25,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <grp.h>
 #include <sys/stat.h>
 
 #include <bpf/libbpf.h>
@@ -595,6 +597,30 @@ static void t_attach_lifecycle(void **state)
 	assert_int_equal(prog_ids(ns_a, if_a), 0);
 }
 
+/* Without privileges the open fails cleanly with RCP_EPERM and leaves
+ * nothing attached. */
+static void t_unprivileged(void **state)
+{
+	pid_t child;
+	(void)state;
+
+	child = test_fork();
+	assert_true(child >= 0);
+	if (child == 0) {
+		char addr[32];
+		rcp_nic *nic = NULL;
+		int rc;
+		snprintf(addr, sizeof addr, "xdp:%s", if_a);
+		if (enter_raw(ns_a) || setgroups(0, NULL) || setresgid(65534, 65534, 65534) ||
+		    setresuid(65534, 65534, 65534))
+			_exit(2);
+		rc = rcp_nic_open(addr, NULL, &nic);
+		_exit(rc == RCP_EPERM ? 0 : 3);
+	}
+	assert_int_equal(test_wait_child(child), 0);
+	assert_int_equal(prog_ids(ns_a, if_a), 0);
+}
+
 /* RCP channels over xdp: a child in B echoes what a parent in A sends,
  * from one frame to 4 MiB (thousands of frames: the window must hold). */
 static void t_rcp_channels(void **state)
@@ -704,6 +730,7 @@ int main(void)
 	    cmocka_unit_test_teardown(t_more_flush, close_all), cmocka_unit_test_teardown(t_many_peers, close_all),
 	    cmocka_unit_test_teardown(t_oversize, close_all),   cmocka_unit_test_teardown(t_wait_fd, close_all),
 	    cmocka_unit_test_teardown(t_other_mac, close_all),  cmocka_unit_test_teardown(t_attach_lifecycle, close_all),
+	    cmocka_unit_test_teardown(t_unprivileged, close_all),
 	    cmocka_unit_test_prestate_setup_teardown(t_rcp_channels, NULL, close_all, ""),
 	    /* The faults wrapper on top: RCP recovers what it loses. */
 	    {"t_rcp_channels_faults", t_rcp_channels, NULL, close_all, faults_spec},
