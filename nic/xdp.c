@@ -49,10 +49,12 @@
  *
  * ---- The UMEM and the rings -------------------------------------------------
  *
- * One anonymous mapping of XDP_NFRAMES frames of 4 KiB: the lower half
- * receives, the upper half transmits.  The rings hold XDP_RING entries
- * each, as many as each half has frames, so the fill ring always has room
- * for every RX frame we give back and the TX ring for every TX frame.
+ * One anonymous mapping of 2 x RING frames of 4 KiB: the lower half
+ * receives, the upper half transmits.  RING is XDP_RING (2048), or
+ * rcp_nic_config.rx_bytes / 4 KiB rounded up to a power of two in
+ * [256, 16384].  The rings hold RING entries each, as many as each half
+ * has frames, so the fill ring always has room for every RX frame we give
+ * back and the TX ring for every TX frame.
  *
  *   receive:  the kernel takes a frame address from the fill ring, copies
  *             (or DMAs) the frame into it and posts it on the RX ring;
@@ -83,9 +85,9 @@
  *
  * The window.  A frame arriving when the fill ring is empty is dropped by
  * the kernel, silently (an unpaced burst of 10,000 frames into a veth
- * delivered 4,095).  The fill ring and RX ring hold XDP_RING frames, of
+ * delivered 4,095).  The fill ring and RX ring hold RING frames, of
  * which up to XDP_BURST are in the caller's hands, so rx_frames is
- * (XDP_RING - XDP_BURST) / 2: one sender at a full window leaves half the
+ * (RING - XDP_BURST) / 2: one sender at a full window leaves half the
  * rings for the rest.
  *
  * ---- Sleeping -------------------------------------------------------------
@@ -134,8 +136,9 @@
 #define XDP_ETHERTYPE 0x88B5u
 #define XDP_HDR       16u /* Ethernet header + payload length */
 #define XDP_FRAME     4096u
-#define XDP_RING      2048u /* entries per ring = frames per UMEM half */
-#define XDP_NFRAMES   (2 * XDP_RING)
+#define XDP_RING      2048u /* default entries per ring = frames per UMEM half */
+#define XDP_RING_MIN  256u
+#define XDP_RING_MAX  16384u
 #define XDP_BURST     64
 #define XDP_PEERS     1024
 #define XDP_BLOB      7u /* id + MAC */
@@ -168,7 +171,8 @@ struct xdp_nic {
 	uint8_t mac[6];
 	uint32_t tx_queued; /* submitted since the last kick */
 	/* free TX frame addresses */
-	uint64_t txfree[XDP_RING];
+	uint32_t ring; /* entries per ring = frames per UMEM half */
+	uint64_t *txfree;
 	uint32_t ntxfree;
 	/* the burst in the caller's hands */
 	uint64_t held[XDP_BURST];
@@ -447,7 +451,7 @@ static void xdp_free(struct xdp_nic *x)
 	if (x->umem)
 		xsk_umem__delete(x->umem);
 	if (x->area && x->area != MAP_FAILED)
-		munmap(x->area, (size_t)XDP_NFRAMES * XDP_FRAME);
+		munmap(x->area, (size_t)2 * x->ring * XDP_FRAME);
 	if (x->prog_fd >= 0)
 		close(x->prog_fd);
 	if (x->map_fd >= 0)
@@ -461,20 +465,17 @@ static void xdp_free(struct xdp_nic *x)
 		close(x->lock_fd);
 	}
 	free(x->peers);
+	free(x->txfree);
 	free(x);
 }
 
 static int xdp_open(const char *rest, const struct rcp_nic_config *cfg, rcp_nic **out)
 {
 	struct xsk_umem_config ucfg = {
-	    .fill_size = XDP_RING,
-	    .comp_size = XDP_RING,
 	    .frame_size = XDP_FRAME,
 	    .frame_headroom = 0,
 	};
 	struct xsk_socket_config scfg = {
-	    .rx_size = XDP_RING,
-	    .tx_size = XDP_RING,
 	    .libxdp_flags = XSK_LIBXDP_FLAGS__INHIBIT_PROG_LOAD,
 	    .bind_flags = XDP_USE_NEED_WAKEUP,
 	};
@@ -497,8 +498,19 @@ static int xdp_open(const char *rest, const struct rcp_nic_config *cfg, rcp_nic 
 		rc = RCP_EADDR;
 		goto fail;
 	}
+	/* Ring size: rx_bytes of receive frames (a power of two in
+	 * [XDP_RING_MIN, XDP_RING_MAX]), XDP_RING by default. */
+	x->ring = XDP_RING;
+	if (cfg && cfg->rx_bytes) {
+		size_t want = cfg->rx_bytes / XDP_FRAME;
+		x->ring = XDP_RING_MIN;
+		while (x->ring < want && x->ring < XDP_RING_MAX)
+			x->ring *= 2;
+	}
+	ucfg.fill_size = ucfg.comp_size = scfg.rx_size = scfg.tx_size = x->ring;
 	x->peers = calloc(XDP_PEERS, sizeof *x->peers);
-	if (!x->peers) {
+	x->txfree = calloc(x->ring, sizeof *x->txfree);
+	if (!x->peers || !x->txfree) {
 		rc = RCP_ENOMEM;
 		goto fail;
 	}
@@ -510,13 +522,13 @@ static int xdp_open(const char *rest, const struct rcp_nic_config *cfg, rcp_nic 
 	if (rc)
 		goto fail;
 
-	x->area = mmap(NULL, (size_t)XDP_NFRAMES * XDP_FRAME, PROT_READ | PROT_WRITE,
+	x->area = mmap(NULL, (size_t)2 * x->ring * XDP_FRAME, PROT_READ | PROT_WRITE,
 	               MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
 	if (x->area == MAP_FAILED) {
 		rc = RCP_ENOMEM;
 		goto fail;
 	}
-	rc = xsk_umem__create(&x->umem, x->area, (uint64_t)XDP_NFRAMES * XDP_FRAME, &x->fill,
+	rc = xsk_umem__create(&x->umem, x->area, (uint64_t)2 * x->ring * XDP_FRAME, &x->fill,
 	                      &x->comp, &ucfg);
 	if (rc) {
 		x->umem = NULL;
@@ -542,16 +554,16 @@ static int xdp_open(const char *rest, const struct rcp_nic_config *cfg, rcp_nic 
 	x->fd = xsk_socket__fd(x->xsk);
 
 	/* Every RX frame onto the fill ring; every TX frame onto the stack. */
-	if (xsk_ring_prod__reserve(&x->fill, XDP_RING, &idx) != XDP_RING) {
+	if (xsk_ring_prod__reserve(&x->fill, x->ring, &idx) != x->ring) {
 		rc = RCP_ESYS;
 		goto fail;
 	}
-	for (uint32_t i = 0; i < XDP_RING; i++)
+	for (uint32_t i = 0; i < x->ring; i++)
 		*xsk_ring_prod__fill_addr(&x->fill, idx + i) = (uint64_t)i * XDP_FRAME;
-	xsk_ring_prod__submit(&x->fill, XDP_RING);
-	for (uint32_t i = 0; i < XDP_RING; i++)
-		x->txfree[i] = (uint64_t)(XDP_RING + i) * XDP_FRAME;
-	x->ntxfree = XDP_RING;
+	xsk_ring_prod__submit(&x->fill, x->ring);
+	for (uint32_t i = 0; i < x->ring; i++)
+		x->txfree[i] = (uint64_t)(x->ring + i) * XDP_FRAME;
+	x->ntxfree = x->ring;
 
 	rc = prog_attach(x);
 	if (rc)
@@ -583,7 +595,7 @@ static void xdp_query(const rcp_nic *nic, struct rcp_nic_info *info)
 {
 	info->backend = "xdp";
 	info->mtu = xdp_ofc(nic)->mtu;
-	info->rx_frames = (XDP_RING - XDP_BURST) / 2;
+	info->rx_frames = (xdp_ofc(nic)->ring - XDP_BURST) / 2;
 	info->caps = RCP_NIC_CAP_CHECKED;
 }
 
@@ -762,7 +774,7 @@ static int xdp_peer_remove(rcp_nic *nic, int peer)
 /* Completed TX frames back onto the free stack, in one batch. */
 static void comp_reap(struct xdp_nic *x)
 {
-	uint32_t idx, n = xsk_ring_cons__peek(&x->comp, XDP_RING, &idx);
+	uint32_t idx, n = xsk_ring_cons__peek(&x->comp, x->ring, &idx);
 
 	for (uint32_t i = 0; i < n; i++)
 		x->txfree[x->ntxfree++] = *xsk_ring_cons__comp_addr(&x->comp, idx + i);

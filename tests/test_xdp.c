@@ -157,15 +157,16 @@ static struct {
 	const char *ns;
 } opened[8];
 
-/* Opens "xdp:IFNAME" inside namespace NS. */
-static int open_in(const char *ns, const char *ifname, rcp_nic **nic)
+/* Opens "xdp:IFNAME" inside namespace NS, with CFG (may be NULL). */
+static int open_cfg(const char *ns, const char *ifname, const struct rcp_nic_config *cfg,
+                    rcp_nic **nic)
 {
 	char addr[64];
 	int rc;
 
 	snprintf(addr, sizeof addr, "xdp:%s", ifname);
 	enter(ns);
-	rc = rcp_nic_open(addr, NULL, nic);
+	rc = rcp_nic_open(addr, cfg, nic);
 	leave();
 	for (int i = 0; !rc && i < 8; i++)
 		if (!opened[i].nic) {
@@ -174,6 +175,11 @@ static int open_in(const char *ns, const char *ifname, rcp_nic **nic)
 			break;
 		}
 	return rc;
+}
+
+static int open_in(const char *ns, const char *ifname, rcp_nic **nic)
+{
+	return open_cfg(ns, ifname, NULL, nic);
 }
 
 static void open_pair(rcp_nic **a, rcp_nic **b)
@@ -347,6 +353,40 @@ static void t_frames(void **state)
 		assert_int_equal(rcp_nic_send(b, pa, &v, 1, 0), 0);
 	}
 	recv_n(a, 50, 500, NULL, 64, pb);
+	close_pair(a, b);
+}
+
+/* rx_bytes sizes the rings, and the window follows: 1 MiB is 256 frames
+ * a ring, a window of (256 - 64) / 2; windows of MTU frames unpaced, many
+ * times round the small rings, all arrive. */
+static void t_small_rings(void **state)
+{
+	struct rcp_nic_config cfg = {.rx_bytes = 1 << 20};
+	struct rcp_nic_info info;
+	static unsigned char buf[4096];
+	rcp_nic *a, *b;
+	int pb, pa;
+	(void)state;
+
+	assert_int_equal(open_cfg(ns_a, if_a, &cfg, &a), 0);
+	assert_int_equal(open_cfg(ns_b, if_b, &cfg, &b), 0);
+	assert_int_equal(rcp_nic_query(b, &info), 0);
+	assert_int_equal(info.rx_frames, (256 - 64) / 2);
+	pb = add_peer_of(a, b);
+	pa = add_peer_of(b, a);
+	for (int w = 0; w < 20; w++) {
+		for (uint32_t i = 0; i < info.rx_frames; i++) {
+			struct iovec v = {buf, info.mtu};
+			int rc;
+			test_fill(buf, info.mtu, (uint64_t)w * 1000 + i);
+			while ((rc = rcp_nic_send(a, pb, &v, 1, RCP_NIC_MORE)) == RCP_EAGAIN)
+				rcp_nic_flush(a);
+			assert_int_equal(rc, 0);
+		}
+		while (rcp_nic_flush(a) == RCP_EAGAIN)
+			;
+		recv_n(b, (int)info.rx_frames, (uint64_t)w * 1000, NULL, info.mtu, pa);
+	}
 	close_pair(a, b);
 }
 
@@ -731,6 +771,7 @@ int main(void)
 	    cmocka_unit_test_teardown(t_oversize, close_all),   cmocka_unit_test_teardown(t_wait_fd, close_all),
 	    cmocka_unit_test_teardown(t_other_mac, close_all),  cmocka_unit_test_teardown(t_attach_lifecycle, close_all),
 	    cmocka_unit_test_teardown(t_unprivileged, close_all),
+	    cmocka_unit_test_teardown(t_small_rings, close_all),
 	    cmocka_unit_test_prestate_setup_teardown(t_rcp_channels, NULL, close_all, ""),
 	    /* The faults wrapper on top: RCP recovers what it loses. */
 	    {"t_rcp_channels_faults", t_rcp_channels, NULL, close_all, faults_spec},
