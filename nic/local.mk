@@ -4,5 +4,5 @@ if HAVE_SODIUM
 librcp_la_SOURCES += nic/auth.c
 endif
 if HAVE_XDP
-librcp_la_SOURCES += nic/xdp.c
+librcp_la_SOURCES += nic/xdp.c nic/xdp_link.c nic/xdp_int.h
 endif

@@ -23,29 +23,12 @@
  * RCP_NIC_CAP_CHECKED; frames are not ordered across RX queues or
  * retried, so neither ORDERED nor RELIABLE.
  *
- * ---- The XDP program ----------------------------------------------------
+ * ---- The XDP program and who owns the interface -------------------------
  *
- * Fifteen BPF instructions assembled here and loaded at open (no BPF
- * object file, so no clang at build time): a frame with our EtherType goes
- * to the socket of its RX queue through an XSKMAP (bpf_redirect_map with
- * XDP_PASS as the miss action, so a queue without a socket passes it on);
- * everything else, ARP, IP, ssh, goes to the kernel untouched.  It runs in
- * native (driver) mode where the driver has it and in generic (skb) mode
- * otherwise (RCP_XDP_MODE=native|generic|auto: on veth both measure
- * alike); the socket binds in copy mode unless the driver offers zero
- * copy.  One endpoint owns an interface (one program per interface).
- *
- * Ownership and crashes.  A program outlives its process if nobody
- * detaches it, and a stale one would keep stealing our EtherType.  So an
- * endpoint holds an flock on /run/rcp-xdp-NETNS-IFINDEX.lock (NETNS: the
- * inode of our network namespace; /tmp when /run is not writable) for its
- * whole life; the kernel drops it when the process dies however it dies.
- * open() takes the lock without waiting: held means a live endpoint owns
- * the interface (RCP_EADDRINUSE); free, an attached program named
- * "rcp_xdp" is a crashed endpoint's and is detached before ours goes on;
- * any other program is somebody else's and we refuse (RCP_EADDRINUSE,
- * naming it).  close() detaches with XDP_FLAGS_REPLACE against our own
- * program fd, so it never removes a program it did not attach.
+ * nic/xdp_link.c: our own 15-instruction program steering EtherType
+ * 0x88B5 to the socket of its RX queue and everything else to the kernel,
+ * native or generic (RCP_XDP_MODE), one endpoint per interface (an flock),
+ * a crashed endpoint's program detached by the next open.
  *
  * ---- The UMEM and the rings -------------------------------------------------
  *
@@ -116,11 +99,9 @@
 #include <linux/if_ether.h>
 #include <linux/if_link.h>
 #include <net/if.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -132,9 +113,8 @@
 #include <xdp/xsk.h>
 
 #include "nic/nic_int.h"
+#include "nic/xdp_int.h"
 
-#define XDP_ETHERTYPE 0x88B5u
-#define XDP_HDR       16u /* Ethernet header + payload length */
 #define XDP_FRAME     4096u
 #define XDP_RING      2048u /* default entries per ring = frames per UMEM half */
 #define XDP_RING_MIN  256u
@@ -142,7 +122,6 @@
 #define XDP_BURST     64
 #define XDP_PEERS     1024
 #define XDP_BLOB      7u /* id + MAC */
-#define XDP_PROG_NAME "rcp_xdp"
 #define XDP_KICKS     64 /* kicks per flush before RCP_EAGAIN */
 
 struct xdp_peer {
@@ -158,16 +137,9 @@ struct xdp_nic {
 	struct xsk_socket *xsk;
 	void *area;
 	int fd;      /* the socket */
-	int prog_fd; /* our program, -1 until attached */
-	int map_fd;  /* its XSKMAP */
-	int lock_fd; /* flock: the interface is ours */
-	int ns_fd;   /* our network namespace, for the detach at close */
-	char lock_path[128];
-	int ifindex;
-	uint32_t attach_flags; /* XDP_FLAGS_DRV_MODE or _SKB_MODE */
+	struct rcpi_xdp_link link; /* program, interface, ownership */
 	uint32_t queue;
 	uint32_t mtu;
-	char ifname[IF_NAMESIZE];
 	uint8_t mac[6];
 	uint32_t tx_queued; /* submitted since the last kick */
 	/* free TX frame addresses */
@@ -193,199 +165,6 @@ static inline const struct xdp_nic *xdp_ofc(const rcp_nic *nic)
 	return (const struct xdp_nic *)nic;
 }
 
-/* ---- the program ------------------------------------------------------- */
-
-#define INSN(c, d, s, o, i)                                                                        \
-	((struct bpf_insn){.code = (c), .dst_reg = (d), .src_reg = (s), .off = (o), .imm = (i)})
-
-static int prog_load(int map_fd)
-{
-	const struct bpf_insn insns[] = {
-	    /* 0 */ INSN(BPF_LDX | BPF_W | BPF_MEM, 2, 1, offsetof(struct xdp_md, data), 0),
-	    /* 1 */ INSN(BPF_LDX | BPF_W | BPF_MEM, 3, 1, offsetof(struct xdp_md, data_end), 0),
-	    /* 2 */ INSN(BPF_ALU64 | BPF_MOV | BPF_X, 4, 2, 0, 0),
-	    /* 3 */ INSN(BPF_ALU64 | BPF_ADD | BPF_K, 4, 0, 0, XDP_HDR),
-	    /* 4 */ INSN(BPF_JMP | BPF_JGT | BPF_X, 4, 3, 8, 0), /* short: pass */
-	    /* 5 */ INSN(BPF_LDX | BPF_H | BPF_MEM, 4, 2, 12, 0),
-	    /* 6 */ INSN(BPF_JMP | BPF_JNE | BPF_K, 4, 0, 6, htons(XDP_ETHERTYPE)),
-	    /* 7 */ INSN(BPF_LDX | BPF_W | BPF_MEM, 2, 1, offsetof(struct xdp_md, rx_queue_index), 0),
-	    /* 8 */ INSN(BPF_LD | BPF_DW | BPF_IMM, 1, BPF_PSEUDO_MAP_FD, 0, map_fd),
-	    /* 9 */ INSN(0, 0, 0, 0, 0),
-	    /* 10 */ INSN(BPF_ALU64 | BPF_MOV | BPF_K, 3, 0, 0, XDP_PASS), /* miss action */
-	    /* 11 */ INSN(BPF_JMP | BPF_CALL, 0, 0, 0, BPF_FUNC_redirect_map),
-	    /* 12 */ INSN(BPF_JMP | BPF_EXIT, 0, 0, 0, 0),
-	    /* 13 */ INSN(BPF_ALU64 | BPF_MOV | BPF_K, 0, 0, 0, XDP_PASS),
-	    /* 14 */ INSN(BPF_JMP | BPF_EXIT, 0, 0, 0, 0),
-	};
-	return bpf_prog_load(BPF_PROG_TYPE_XDP, XDP_PROG_NAME, "Dual BSD/GPL", insns,
-	                     sizeof insns / sizeof insns[0], NULL);
-}
-
-/* errno of a failed privileged step -> RCP code, with the reason logged. */
-static int priv_err(const char *what, int err)
-{
-	if (err < 0)
-		err = -err;
-	if (err == EPERM || err == EACCES) {
-		rcpi_warn("xdp: %s: %s (needs CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF: run as root)",
-		          what, strerror(err));
-		return RCP_EPERM;
-	}
-	if (err == EBUSY || err == EEXIST) {
-		rcpi_warn("xdp: %s: %s", what, strerror(err));
-		return RCP_EADDRINUSE;
-	}
-	if (err == ENOMEM)
-		return RCP_ENOMEM;
-	rcpi_warn("xdp: %s: %s (no AF_XDP/XDP support here?)", what, strerror(err));
-	return RCP_ENOTSUP;
-}
-
-/* The lock that says "a live endpoint owns this interface" (see the top). */
-static int lock_take(struct xdp_nic *x)
-{
-	struct stat st;
-	char path[128];
-	const char *dir = access("/run", W_OK) == 0 ? "/run" : "/tmp";
-
-	if (stat("/proc/thread-self/ns/net", &st))
-		st.st_ino = 0;
-	snprintf(path, sizeof path, "%s/rcp-xdp-%lu-%d.lock", dir, (unsigned long)st.st_ino,
-	         x->ifindex);
-	/* close() unlinks the file while it holds the lock, so a lock taken
-	 * on a file that is no longer at PATH is no lock: take it again. */
-	for (;;) {
-		struct stat a, b;
-		x->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-		if (x->lock_fd < 0)
-			return priv_err("lock file", errno);
-		if (flock(x->lock_fd, LOCK_EX | LOCK_NB)) {
-			rcpi_warn("xdp: %s is in use by another endpoint (%s held)", x->ifname,
-			          path);
-			return RCP_EADDRINUSE;
-		}
-		if (!fstat(x->lock_fd, &a) && !stat(path, &b) && a.st_ino == b.st_ino)
-			break;
-		close(x->lock_fd);
-	}
-	snprintf(x->lock_path, sizeof x->lock_path, "%s", path);
-	return 0;
-}
-
-/* With the lock held: detach a crashed endpoint's program, refuse a
- * foreign one. */
-static int stale_clean(struct xdp_nic *x)
-{
-	LIBBPF_OPTS(bpf_xdp_query_opts, q);
-	const uint32_t modes[2] = {XDP_FLAGS_DRV_MODE, XDP_FLAGS_SKB_MODE};
-
-	if (bpf_xdp_query(x->ifindex, 0, &q))
-		return 0; /* nothing to learn; attach will tell */
-	for (int i = 0; i < 2; i++) {
-		uint32_t id = i ? q.skb_prog_id : q.drv_prog_id;
-		struct bpf_prog_info info;
-		uint32_t ilen = sizeof info;
-		int fd, ours, rc;
-
-		if (!id)
-			continue;
-		fd = bpf_prog_get_fd_by_id(id);
-		if (fd < 0)
-			continue; /* gone meanwhile */
-		memset(&info, 0, sizeof info);
-		ours = !bpf_obj_get_info_by_fd(fd, &info, &ilen) &&
-		       !strcmp(info.name, XDP_PROG_NAME);
-		if (!ours) {
-			close(fd);
-			rcpi_warn("xdp: %s has another XDP program attached (id %u, \"%s\"); "
-			          "not replacing it",
-			          x->ifname, id, info.name);
-			return RCP_EADDRINUSE;
-		}
-		{
-			LIBBPF_OPTS(bpf_xdp_attach_opts, o, .old_prog_fd = fd);
-			rc = bpf_xdp_attach(x->ifindex, -1, XDP_FLAGS_REPLACE | modes[i], &o);
-		}
-		close(fd);
-		if (rc)
-			return priv_err("detaching a stale rcp program", rc);
-		rcpi_info("xdp: %s: removed the program of an endpoint that died (id %u)",
-		          x->ifname, id);
-	}
-	return 0;
-}
-
-static int prog_attach(struct xdp_nic *x)
-{
-	const char *mode = rcpi_env_str("RCP_XDP_MODE");
-	int rc;
-
-	x->map_fd = bpf_map_create(BPF_MAP_TYPE_XSKMAP, "rcp_xsks", 4, 4, 64, NULL);
-	if (x->map_fd < 0)
-		return priv_err("creating the XSKMAP", errno);
-	rc = xsk_socket__update_xskmap(x->xsk, x->map_fd);
-	if (rc)
-		return priv_err("adding the socket to the XSKMAP", rc);
-	x->prog_fd = prog_load(x->map_fd);
-	if (x->prog_fd < 0) {
-		x->prog_fd = -1;
-		return priv_err("loading the XDP program", errno);
-	}
-	/* Native where the driver has it, generic otherwise (RCP_XDP_MODE). */
-	x->attach_flags = XDP_FLAGS_DRV_MODE;
-	if (mode && !strcmp(mode, "generic"))
-		x->attach_flags = XDP_FLAGS_SKB_MODE;
-	else if (mode && strcmp(mode, "native") && strcmp(mode, "auto"))
-		rcpi_warn("xdp: RCP_XDP_MODE=%s is not native, generic or auto: auto", mode);
-	rc = bpf_xdp_attach(x->ifindex, x->prog_fd, XDP_FLAGS_UPDATE_IF_NOEXIST | x->attach_flags,
-	                    NULL);
-	if (rc && rc != -EBUSY && rc != -EEXIST && rc != -EPERM &&
-	    x->attach_flags == XDP_FLAGS_DRV_MODE && !(mode && !strcmp(mode, "native"))) {
-		x->attach_flags = XDP_FLAGS_SKB_MODE;
-		rc = bpf_xdp_attach(x->ifindex, x->prog_fd,
-		                    XDP_FLAGS_UPDATE_IF_NOEXIST | x->attach_flags, NULL);
-	}
-	if (rc) {
-		x->attach_flags = 0;
-		return priv_err("attaching the XDP program", rc);
-	}
-	return 0;
-}
-
-/* Detaches our program.  The interface index means something only in
- * the namespace the endpoint was opened in, and a thread may have moved
- * since (setns is per thread): detach from there. */
-static void prog_detach(struct xdp_nic *x)
-{
-	struct stat now, ours;
-	int back = -1, rc;
-
-	if (!x->attach_flags)
-		return;
-	if (x->ns_fd >= 0 && !fstat(x->ns_fd, &ours) && !stat("/proc/thread-self/ns/net", &now) &&
-	    now.st_ino != ours.st_ino) {
-		back = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
-		if (back < 0 || setns(x->ns_fd, CLONE_NEWNET)) {
-			rcpi_warn("xdp: %s: cannot return to its namespace to detach", x->ifname);
-			if (back >= 0)
-				close(back);
-			return;
-		}
-	}
-	{
-		LIBBPF_OPTS(bpf_xdp_attach_opts, o, .old_prog_fd = x->prog_fd);
-		rc = bpf_xdp_attach(x->ifindex, -1, XDP_FLAGS_REPLACE | x->attach_flags, &o);
-	}
-	if (rc)
-		rcpi_warn("xdp: %s: detaching our program: %s", x->ifname, strerror(-rc));
-	x->attach_flags = 0;
-	if (back >= 0) {
-		if (setns(back, CLONE_NEWNET))
-			rcpi_warn("xdp: cannot return to the caller's namespace");
-		close(back);
-	}
-}
-
 /* ---- interface facts -------------------------------------------------- */
 
 static int iface_facts(struct xdp_nic *x)
@@ -396,9 +175,9 @@ static int iface_facts(struct xdp_nic *x)
 	if (s < 0)
 		return RCP_ESYS;
 	memset(&ifr, 0, sizeof ifr);
-	memcpy(ifr.ifr_name, x->ifname, strlen(x->ifname));
+	memcpy(ifr.ifr_name, x->link.ifname, strlen(x->link.ifname));
 	if (ioctl(s, SIOCGIFHWADDR, &ifr) || ifr.ifr_hwaddr.sa_family != 1 /* ARPHRD_ETHER */) {
-		rcpi_warn("xdp: %s is not an Ethernet interface", x->ifname);
+		rcpi_warn("xdp: %s is not an Ethernet interface", x->link.ifname);
 		rc = RCP_EADDR;
 	} else {
 		memcpy(x->mac, ifr.ifr_hwaddr.sa_data, 6);
@@ -442,28 +221,17 @@ static void xdp_free(struct xdp_nic *x)
 	    (xs.rx_dropped || xs.rx_ring_full || xs.rx_fill_ring_empty_descs))
 		rcpi_info("xdp: %s: the kernel dropped %llu frame(s), RX ring full %llu, "
 		          "fill ring empty %llu",
-		          x->ifname, (unsigned long long)xs.rx_dropped,
+		          x->link.ifname, (unsigned long long)xs.rx_dropped,
 		          (unsigned long long)xs.rx_ring_full,
 		          (unsigned long long)xs.rx_fill_ring_empty_descs);
-	prog_detach(x);
+	rcpi_xdp_link_detach(&x->link);
 	if (x->xsk)
 		xsk_socket__delete(x->xsk);
 	if (x->umem)
 		xsk_umem__delete(x->umem);
 	if (x->area && x->area != MAP_FAILED)
 		munmap(x->area, (size_t)2 * x->ring * XDP_FRAME);
-	if (x->prog_fd >= 0)
-		close(x->prog_fd);
-	if (x->map_fd >= 0)
-		close(x->map_fd);
-	if (x->ns_fd >= 0)
-		close(x->ns_fd);
-	if (x->lock_fd >= 0) {
-		/* Last: the interface is free again. */
-		if (x->lock_path[0])
-			unlink(x->lock_path);
-		close(x->lock_fd);
-	}
+	rcpi_xdp_link_close(&x->link); /* last: the interface is free again */
 	free(x->peers);
 	free(x->txfree);
 	free(x);
@@ -486,15 +254,15 @@ static int xdp_open(const char *rest, const struct rcp_nic_config *cfg, rcp_nic 
 	x = calloc(1, sizeof *x);
 	if (!x)
 		return RCP_ENOMEM;
-	x->fd = x->prog_fd = x->map_fd = x->lock_fd = -1;
+	x->fd = -1;
 	x->last_peer = -1;
-	x->ns_fd = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
-	rc = parse_local(rest, x->ifname, &x->queue);
+	rcpi_xdp_link_init(&x->link);
+	rc = parse_local(rest, x->link.ifname, &x->queue);
 	if (rc)
 		goto fail;
-	x->ifindex = (int)if_nametoindex(x->ifname);
-	if (!x->ifindex) {
-		rcpi_warn("xdp: no interface \"%s\" here", x->ifname);
+	x->link.ifindex = (int)if_nametoindex(x->link.ifname);
+	if (!x->link.ifindex) {
+		rcpi_warn("xdp: no interface \"%s\" here", x->link.ifname);
 		rc = RCP_EADDR;
 		goto fail;
 	}
@@ -516,9 +284,7 @@ static int xdp_open(const char *rest, const struct rcp_nic_config *cfg, rcp_nic 
 	}
 	rc = iface_facts(x);
 	if (!rc)
-		rc = lock_take(x);
-	if (!rc)
-		rc = stale_clean(x);
+		rc = rcpi_xdp_link_own(&x->link);
 	if (rc)
 		goto fail;
 
@@ -532,7 +298,7 @@ static int xdp_open(const char *rest, const struct rcp_nic_config *cfg, rcp_nic 
 	                      &x->comp, &ucfg);
 	if (rc) {
 		x->umem = NULL;
-		rc = priv_err("registering the UMEM", rc);
+		rc = rcpi_xdp_err("registering the UMEM", rc);
 		goto fail;
 	}
 	/* EBUSY with the lock held: the queue still holds the buffer pool of
@@ -540,7 +306,7 @@ static int xdp_open(const char *rest, const struct rcp_nic_config *cfg, rcp_nic 
 	 * which the kernel frees from a work queue after close.  That has no
 	 * completion to wait on: retry for up to half a second. */
 	for (int i = 0; i < 500; i++) {
-		rc = xsk_socket__create(&x->xsk, x->ifname, x->queue, x->umem, &x->rx, &x->tx,
+		rc = xsk_socket__create(&x->xsk, x->link.ifname, x->queue, x->umem, &x->rx, &x->tx,
 		                        &scfg);
 		if (rc != -EBUSY)
 			break;
@@ -548,7 +314,7 @@ static int xdp_open(const char *rest, const struct rcp_nic_config *cfg, rcp_nic 
 	}
 	if (rc) {
 		x->xsk = NULL;
-		rc = priv_err("creating the AF_XDP socket", rc);
+		rc = rcpi_xdp_err("creating the AF_XDP socket", rc);
 		goto fail;
 	}
 	x->fd = xsk_socket__fd(x->xsk);
@@ -565,7 +331,7 @@ static int xdp_open(const char *rest, const struct rcp_nic_config *cfg, rcp_nic 
 		x->txfree[i] = (uint64_t)(x->ring + i) * XDP_FRAME;
 	x->ntxfree = x->ring;
 
-	rc = prog_attach(x);
+	rc = rcpi_xdp_link_attach(&x->link, x->xsk);
 	if (rc)
 		goto fail;
 
@@ -577,8 +343,8 @@ static int xdp_open(const char *rest, const struct rcp_nic_config *cfg, rcp_nic 
 		x->mtu = maxpay;
 	if (cfg && cfg->mtu && cfg->mtu < x->mtu)
 		x->mtu = cfg->mtu;
-	rcpi_debug("xdp: %s queue %u: %s mode, mtu %u", x->ifname, x->queue,
-	           x->attach_flags == XDP_FLAGS_DRV_MODE ? "native" : "generic", x->mtu);
+	rcpi_debug("xdp: %s queue %u: %s mode, mtu %u", x->link.ifname, x->queue,
+	           x->link.attach_flags == XDP_FLAGS_DRV_MODE ? "native" : "generic", x->mtu);
 	*out = &x->base;
 	return 0;
 fail:
@@ -605,7 +371,7 @@ static int xdp_addr_str(const rcp_nic *nic, char *buf, size_t len)
 {
 	const struct xdp_nic *x = xdp_ofc(nic);
 	const uint8_t *m = x->mac;
-	int n = snprintf(buf, len, "xdp:%s@%02x:%02x:%02x:%02x:%02x:%02x", x->ifname, m[0], m[1],
+	int n = snprintf(buf, len, "xdp:%s@%02x:%02x:%02x:%02x:%02x:%02x", x->link.ifname, m[0], m[1],
 	                 m[2], m[3], m[4], m[5]);
 	return n < 0 || (size_t)n >= len ? RCP_ERANGE : 0;
 }
@@ -707,23 +473,23 @@ static int neigh_mac(const struct xdp_nic *x, const char *ip, uint8_t mac[6])
 
 	if (inet_pton(AF_INET, ip, &sa.sin_addr) != 1)
 		return RCP_EADDR;
-	if (!arp_lookup(ip, x->ifname, mac))
+	if (!arp_lookup(ip, x->link.ifname, mac))
 		return 0;
 	s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (s < 0)
 		return RCP_ESYS;
-	setsockopt(s, SOL_SOCKET, SO_BINDTODEVICE, x->ifname, (socklen_t)strlen(x->ifname));
+	setsockopt(s, SOL_SOCKET, SO_BINDTODEVICE, x->link.ifname, (socklen_t)strlen(x->link.ifname));
 	for (int i = 0; i < 1000; i++) {
 		if (i % 200 == 0)
 			(void)!sendto(s, "", 0, MSG_DONTWAIT, (struct sockaddr *)&sa, sizeof sa);
-		if (!arp_lookup(ip, x->ifname, mac)) {
+		if (!arp_lookup(ip, x->link.ifname, mac)) {
 			close(s);
 			return 0;
 		}
 		usleep(1000); /* the kernel's ARP has no completion to wait on */
 	}
 	close(s);
-	rcpi_warn("xdp: no neighbour entry for %s on %s", ip, x->ifname);
+	rcpi_warn("xdp: no neighbour entry for %s on %s", ip, x->link.ifname);
 	return RCP_EPEER;
 }
 
