@@ -41,6 +41,9 @@ static const struct rcpi_env_var vars[] = {
     {"RCP_UDP_LANE", "1",
      "udp: send to and receive from the first peer through a second socket connected to it "
      "(0: one socket for all)"},
+    {"RCP_XDP_MODE", "auto",
+     "xdp: where the XDP program runs: native (the driver), generic (the kernel's skb path) or "
+     "auto (native where the driver has it)"},
     {"RCP_PEER_TIMEOUT", "5000", "ms of peer silence before RCP_EPEER"},
     {"RCP_TRANSPORT", "", "force a transport (shm, udp, ...)"},
     {"RCP_SESSION", "", "per-job session name; frames of other sessions are dropped"},

@@ -3,3 +3,6 @@ rcpinclude_HEADERS += include/rcp/nic.h
 if HAVE_SODIUM
 librcp_la_SOURCES += nic/auth.c
 endif
+if HAVE_XDP
+librcp_la_SOURCES += nic/xdp.c nic/xdp_link.c nic/xdp_int.h
+endif

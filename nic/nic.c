@@ -29,10 +29,17 @@
 static const struct rcpi_nic_ops *const backends[] = {
     &rcpi_nic_shm_ops,
     &rcpi_nic_udp_ops,
+#if HAVE_XDP
+    &rcpi_nic_xdp_ops,
+#endif
     NULL,
 };
 
-static const char *const backend_names[] = {"shm", "udp", NULL};
+static const char *const backend_names[] = {"shm", "udp",
+#if HAVE_XDP
+                                            "xdp",
+#endif
+                                            NULL};
 
 const char *const *rcp_nic_backends(void)
 {

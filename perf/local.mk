@@ -33,3 +33,11 @@ perf_rcp_instr_pvm_LDADD = libpvmrcp.la $(PVM_LIBS)
 # a real binary: valgrind runs it, pvmd execs it from the ep= path
 perf_rcp_instr_pvm_LDFLAGS = -no-install
 endif
+
+if HAVE_XDP
+# Bare frame round trip over xdp, udp and a kernel UDP socket on a veth pair
+# between two namespaces of its own (root; issue 21).
+noinst_PROGRAMS += perf/rcp-xdp-pingpong
+perf_rcp_xdp_pingpong_SOURCES = perf/xdp_pingpong.c
+perf_rcp_xdp_pingpong_LDADD = librcp.la
+endif

@@ -1340,6 +1340,7 @@ int main(int argc, char **argv)
 		const char *a = o.listen ? o.listen : o.connect;
 		const char *t = !strncmp(a, "shm:", 4)   ? "shm"
 		                : !strncmp(a, "udp:", 4) ? "udp"
+		                : !strncmp(a, "xdp:", 4) ? "xdp" /* --listen/--connect only */
 		                                         : NULL;
 		if (!t || (transport && strcmp(transport, t))) {
 			fprintf(stderr, PROG ": %s is not a %s address\n", a,
@@ -1349,7 +1350,8 @@ int main(int argc, char **argv)
 		transport = t;
 	}
 	o.transport = transport ? transport : "shm";
-	if (strcmp(o.transport, "shm") && strcmp(o.transport, "udp")) {
+	if (strcmp(o.transport, "shm") && strcmp(o.transport, "udp") &&
+	    !(o.listen || o.connect)) {
 		fprintf(stderr, PROG ": unknown transport %s (shm, udp)\n", o.transport);
 		return 2;
 	}

@@ -36,6 +36,18 @@ endif
 endif
 
 if HAVE_CMOCKA
+if HAVE_XDP
+# The AF_XDP backend on a veth pair between two namespaces of its own
+# (SKIP without root or netns).
+check_PROGRAMS += tests/test_xdp
+TESTS += tests/test_xdp
+tests_test_xdp_SOURCES = tests/test_xdp.c tests/testutil.h
+tests_test_xdp_CFLAGS = $(TEST_CFLAGS)
+tests_test_xdp_LDADD = $(TEST_LDADD)
+endif
+endif
+
+if HAVE_CMOCKA
 # Both directions, random sizes, late receives, faults (tests/soak.c).
 check_PROGRAMS += tests/soak
 TESTS += tests/soak

@@ -648,6 +648,10 @@ int main(int argc, char **argv)
 		return env_child(argv[2]);
 
 	for (int i = 0; names[i]; i++) {
+		/* xdp needs a link and privileges of its own: tests/test_xdp.c
+		 * builds them and runs its conformance checks there. */
+		if (!strcmp(names[i], "xdp"))
+			continue;
 		const struct CMUnitTest tests[] = {
 		    cmocka_unit_test_prestate_setup_teardown(t_strerror, setup_backend, NULL,
 		                                             (void *)names[i]),

@@ -11,6 +11,8 @@
  *                    RMA by cross-memory attach (process_vm_readv/writev)
  *   udp:HOST:PORT    any IP network, unprivileged; "udp:" picks a free port
  *                    on 127.0.0.1, "udp:HOST:" a free port on HOST
+ *   xdp:IFNAME[/Q]   AF_XDP on an Ethernet link (root; built with libxdp):
+ *                    peers xdp:IFNAME@MAC or @IPv4 on the same link
  *   faults           not an address: a wrapper over any backend, enabled by
  *                    rcp_nic_config.faults or RCP_FAULTS (see docs/nic.md)
  *
