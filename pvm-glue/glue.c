@@ -194,7 +194,7 @@ static unsigned hash_tid(int tid, unsigned cap)
 	return ((uint32_t)tid * 2654435761u) & (cap - 1);
 }
 
-struct pr_peer *pvmrcpi_peer(int tid, int create)
+struct pr_peer *pvmrcpi_peer_find(int tid, int create)
 {
 	struct pr_peer *p;
 	unsigned h;
@@ -210,7 +210,7 @@ struct pr_peer *pvmrcpi_peer(int tid, int create)
 	h = hash_tid(tid, S.hcap);
 	for (p = S.htab[h]; p; p = p->hnext)
 		if (p->tid == tid)
-			return p;
+			return S.last_peer = p;
 	if (!create)
 		return NULL;
 	p = calloc(1, sizeof *p);
@@ -220,10 +220,10 @@ struct pr_peer *pvmrcpi_peer(int tid, int create)
 	p->route = PR_UNKNOWN;
 	p->hnext = S.htab[h];
 	S.htab[h] = p;
-	return p;
+	return S.last_peer = p;
 }
 
-struct pr_ctxstate *pvmrcpi_cs(struct pr_peer *p, int ctx)
+struct pr_ctxstate *pvmrcpi_cs_find(struct pr_peer *p, int ctx)
 {
 	for (int i = 0; i < p->ncs; i++)
 		if (p->cs[i].ctx == ctx)

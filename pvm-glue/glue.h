@@ -146,6 +146,7 @@ struct pr_state {
 	char addr[2 * RCP_NIC_ADDRSTR_MAX + 2]; /* published: addresses, space-separated */
 	char mbox[64];
 	struct pr_peer **htab; /* tid -> peer */
+	struct pr_peer *last_peer; /* the last one found (pvmrcpi_peer) */
 	unsigned hcap;
 	struct pr_msg held; /* list head */
 	int nheld;
@@ -166,8 +167,26 @@ struct pr_syn {
 
 /* glue.c */
 PRI int pvmrcpi_ready(void); /* 1 if RCP is up (initialising on first use) */
-PRI struct pr_peer *pvmrcpi_peer(int tid, int create);
-PRI struct pr_ctxstate *pvmrcpi_cs(struct pr_peer *p, int ctx);
+PRI struct pr_peer *pvmrcpi_peer_find(int tid, int create);
+PRI struct pr_ctxstate *pvmrcpi_cs_find(struct pr_peer *p, int ctx);
+/* The peer of TID (made if CREATE; NULL if not, or out of memory).  A
+ * ping-pong asks for the same peer call after call: the last one found is
+ * looked at first, inline (peers are never freed). */
+static inline struct pr_peer *pvmrcpi_peer(int tid, int create)
+{
+	struct pr_peer *p = pvmrcpi_st.last_peer;
+	if (p && p->tid == tid)
+		return p;
+	return pvmrcpi_peer_find(tid, create);
+}
+/* P's state in context CTX (made on first use; NULL: out of memory).  The
+ * first context used with P is looked at first, inline. */
+static inline struct pr_ctxstate *pvmrcpi_cs(struct pr_peer *p, int ctx)
+{
+	if (p->ncs && p->cs[0].ctx == ctx)
+		return &p->cs[0];
+	return pvmrcpi_cs_find(p, ctx);
+}
 PRI int pvmrcpi_route(struct pr_peer *p);      /* PR_RCP or PR_STOCK */
 PRI void pvmrcpi_peer_dead(struct pr_peer *p); /* closes its channel */
 PRI void pvmrcpi_peer_gone(struct pr_peer *p); /* lets go of it, open */
