@@ -38,6 +38,6 @@ if HAVE_XDP
 # Bare frame round trip over xdp, udp and a kernel UDP socket on a veth pair
 # between two namespaces of its own (root; issue 21).
 noinst_PROGRAMS += perf/rcp-xdp-pingpong
-perf_rcp_xdp_pingpong_SOURCES = perf/xdp_pingpong.c
+perf_rcp_xdp_pingpong_SOURCES = perf/xdp_pingpong.c common/sh.h
 perf_rcp_xdp_pingpong_LDADD = librcp.la
 endif

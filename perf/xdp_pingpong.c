@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include <rcp/nic.h>
+#include "common/sh.h"
 
 #define PROG "rcp-xdp-pingpong"
 
@@ -37,19 +38,7 @@ static char ns[2][32], ifn[2][16];
 static int made, pin = 1;
 static const char *ip_of[2] = {"198.18.0.1", "198.18.0.2"};
 
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int sh(const char *fmt, ...)
-{
-	char cmd[512];
-	va_list ap;
-	int rc;
-
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof cmd, fmt, ap);
-	va_end(ap);
-	rc = system(cmd);
-	return rc == -1 ? -1 : WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
-}
+#define sh rcpi_sh
 
 static void net_down(void)
 {

@@ -138,27 +138,32 @@ static void t_spin_then_yield(void **state)
 	rcpi_waiter_fini(&w);
 }
 
+/* One wait past its time alone in MODE: returns after the first sleep. */
+static void wait_to_sleep(struct rcpi_waiter *w)
+{
+	struct until u = {w, 1, 0, 0};
+	assert_int_equal(rcpi_waiter_wait(w, done_when, &u, -1), 0);
+	assert_int_equal(w->st.sleeps, 1);
+}
+
 static void t_crowded_sleeps(void **state)
 {
 	struct rcpi_waiter w;
 	struct src_state s = {0};
-	struct until u = {&w, 1, 0, 0};
 	(void)state;
 	for (int mode = RCPI_WAIT_DEFAULT; mode <= RCPI_WAIT_SPIN; mode++) {
 		setup_w(&w, mode, 50000, &s);
 		yield_ns = RCPI_YIELD_SLOW_NS; /* someone else ran a slice */
-		assert_int_equal(rcpi_waiter_wait(&w, done_when, &u, -1), 0);
+		wait_to_sleep(&w);
 		/* One slow yield, then the CPU counts as crowded: sleep. */
 		assert_int_equal(w.st.yields, 1);
 		assert_int_equal(w.st.crowded, 1);
-		assert_int_equal(w.st.sleeps, 1);
 		/* The next wait, still crowded, sleeps past its time alone
 		 * without yielding at all. */
 		memset(&w.st, 0, sizeof w.st);
 		yield_ns = 100;
-		assert_int_equal(rcpi_waiter_wait(&w, done_when, &u, -1), 0);
+		wait_to_sleep(&w);
 		assert_int_equal(w.st.yields, 0);
-		assert_int_equal(w.st.sleeps, 1);
 		rcpi_waiter_fini(&w);
 	}
 }
@@ -169,14 +174,12 @@ static void t_runq_crowded(void **state)
 {
 	struct rcpi_waiter w;
 	struct src_state s = {0};
-	struct until u = {&w, 1, 0, 0};
 	(void)state;
 	for (int mode = RCPI_WAIT_DEFAULT; mode <= RCPI_WAIT_SPIN; mode++) {
 		setup_w(&w, mode, 50000, &s);
 		fake_crowd = 1;
-		assert_int_equal(rcpi_waiter_wait(&w, done_when, &u, -1), 0);
+		wait_to_sleep(&w);
 		assert_int_equal(w.st.yields, 0);
-		assert_int_equal(w.st.sleeps, 1);
 		rcpi_waiter_fini(&w);
 	}
 }

@@ -35,25 +35,14 @@
 #include <rcp/rcp.h>
 
 #include "testutil.h"
+#include "common/sh.h"
 
 static char ns_a[32], ns_b[32], if_a[IF_NAMESIZE], if_b[IF_NAMESIZE];
 static int home_ns = -1;
 static int made;
 static uint64_t seed;
 
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int sh(const char *fmt, ...)
-{
-	char cmd[512];
-	va_list ap;
-	int rc;
-
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof cmd, fmt, ap);
-	va_end(ap);
-	rc = system(cmd);
-	return rc == -1 ? -1 : WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
-}
+#define sh rcpi_sh
 
 static void teardown_net(void)
 {
