@@ -725,260 +725,43 @@ int rcp_chan_peer_addr(const rcp_chan *ch, char *buf, size_t len)
 	return 0;
 }
 
-/* ---- messages ---- */
+/* ---- for rcp/request.c (ep_int.h) ---- */
 
 static rcp_ep *ep_of_chan(const rcp_chan *ch)
 {
 	return rcpc_core_owner(rcpc_chan_core(ch));
 }
 
-static int isend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, int sync, rcp_req **req,
-                 rcp_req_cb cb, void *user)
+rcp_ep *rcpi_ep_of_chan(const rcp_chan *ch)
 {
-	rcp_ep *ep;
-	uint64_t now;
-	rcp_req *r;
-	int rc;
-	if (!ch || !req)
-		return RCP_EINVAL;
-	ep = ep_of_chan(ch);
-	if (ep->closing)
-		return RCP_ECLOSED;
-	now = ep_now(ep);
-	rc =
-	    sync ? rcpc_issend(ch, tag, buf, len, now, &r) : rcpc_isend(ch, tag, buf, len, now, &r);
-	if (rc)
-		return rc;
-	if (cb)
-		rcpc_req_set_cb(r, cb, user);
-	*req = r;
-	return 0;
+	return ep_of_chan(ch);
 }
 
-int rcp_isend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, rcp_req **req)
+rcpc_core *rcpi_ep_core(const rcp_ep *ep)
 {
-	return isend(ch, tag, buf, len, 0, req, NULL, NULL);
+	return ep->core;
 }
 
-int rcp_issend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, rcp_req **req)
+int rcpi_ep_closing(const rcp_ep *ep)
 {
-	return isend(ch, tag, buf, len, 1, req, NULL, NULL);
+	return ep->closing;
 }
 
-int rcp_isend_cb(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, rcp_req_cb cb, void *user,
-                 rcp_req **req)
+uint64_t rcpi_ep_now(rcp_ep *ep)
 {
-	rcp_req *r;
-	if (!cb)
-		return RCP_EINVAL;
-	return isend(ch, tag, buf, len, 0, req ? req : &r, cb, user);
+	return ep_now(ep);
 }
 
-int rcp_issend_cb(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, rcp_req_cb cb,
-                  void *user, rcp_req **req)
+int rcpi_ep_progress(rcp_ep *ep)
 {
-	rcp_req *r;
-	if (!cb)
-		return RCP_EINVAL;
-	return isend(ch, tag, buf, len, 1, req ? req : &r, cb, user);
+	return progress(ep);
 }
 
-int rcp_isend_detached(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, rcp_req **req)
+void rcpi_ep_cb_drop(rcp_req *req, const struct rcp_status *st, void *user)
 {
-	rcp_ep *ep;
-	if (!ch || !req)
-		return RCP_EINVAL;
-	ep = ep_of_chan(ch);
-	if (ep->closing)
-		return RCP_ECLOSED;
-	return rcpc_isend_detached(ch, tag, buf, len, ep_now(ep), cb_drop, req);
+	cb_drop(req, st, user);
 }
 
-static int irecv(rcp_ep *ep, rcp_chan *ch, uint64_t tag, void *buf, size_t len, rcp_req **req,
-                 rcp_req_cb cb, void *user)
-{
-	uint64_t now;
-	rcp_req *r;
-	int rc;
-	if (!ep || !req)
-		return RCP_EINVAL;
-	if (ep->closing)
-		return RCP_ECLOSED;
-	now = ep_now(ep);
-	rc = rcpc_irecv(ep->core, ch, tag, buf, len, now, &r);
-	if (rc)
-		return rc;
-	if (cb)
-		rcpc_req_set_cb(r, cb, user);
-	*req = r;
-	return 0;
-}
-
-int rcp_irecv(rcp_ep *ep, rcp_chan *ch, uint64_t tag, void *buf, size_t len, rcp_req **req)
-{
-	return irecv(ep, ch, tag, buf, len, req, NULL, NULL);
-}
-
-int rcp_irecv_cb(rcp_ep *ep, rcp_chan *ch, uint64_t tag, void *buf, size_t len, rcp_req_cb cb,
-                 void *user, rcp_req **req)
-{
-	rcp_req *r;
-	if (!cb)
-		return RCP_EINVAL;
-	return irecv(ep, ch, tag, buf, len, req ? req : &r, cb, user);
-}
-
-int rcp_req_set_cb(rcp_req *req, rcp_req_cb cb, void *user)
-{
-	if (!req)
-		return RCP_EINVAL;
-	rcpc_req_set_cb(req, cb ? cb : cb_drop, cb ? user : NULL);
-	return 0;
-}
-
-int rcp_mcast(rcp_chan **chans, int n, uint64_t tag, const void *buf, size_t len, rcp_req **req)
-{
-	if (!chans || n <= 0 || !chans[0])
-		return RCP_EINVAL;
-	return rcpc_mcast(chans, n, tag, buf, len, now_ns(), req);
-}
-
-static int finish(rcp_req *req, struct rcp_status *st)
-{
-	struct rcp_status s;
-	if (!rcpc_req_done(req, &s))
-		return RCP_EAGAIN;
-	if (st)
-		*st = s;
-	return s.error;
-}
-
-int rcp_test(rcp_req *req, struct rcp_status *st)
-{
-	int rc;
-	if (!req || rcpc_req_has_cb(req))
-		return RCP_EINVAL; /* with a callback: the library's */
-	rc = finish(req, st);
-	if (rc != RCP_EAGAIN)
-		return rc;
-	rc = progress(rcpc_core_owner(rcpc_req_core(req)));
-	if (rc < 0)
-		return rc;
-	return finish(req, st);
-}
-
-struct done_one {
-	rcp_req *req;
-	struct rcp_status st;
-	int fin;
-};
-
-static int done_one(void *arg)
-{
-	struct done_one *d = arg;
-	if (!d->fin)
-		d->fin = rcpc_req_done(d->req, &d->st);
-	return d->fin;
-}
-
-int rcp_wait(rcp_req *req, struct rcp_status *st, int64_t timeout_ns)
-{
-	struct done_one d = {req, {0}, 0};
-	int rc;
-	if (!req || rcpc_req_has_cb(req))
-		return RCP_EINVAL;
-	rc = wait_until(rcpc_core_owner(rcpc_req_core(req)), done_one, &d, timeout_ns);
-	if (rc)
-		return rc;
-	if (st)
-		*st = d.st;
-	return d.st.error;
-}
-
-struct done_any {
-	rcp_req **reqs;
-	int n, idx;
-	struct rcp_status st;
-};
-
-static int done_any(void *arg)
-{
-	struct done_any *d = arg;
-	if (d->idx >= 0)
-		return 1;
-	for (int i = 0; i < d->n; i++) {
-		if (d->reqs[i] && rcpc_req_done(d->reqs[i], &d->st)) {
-			d->reqs[i] = NULL;
-			d->idx = i;
-			return 1;
-		}
-	}
-	return 0;
-}
-
-int rcp_waitany(rcp_req **reqs, int n, int *idx, struct rcp_status *st, int64_t timeout_ns)
-{
-	struct done_any d = {reqs, n, -1, {0}};
-	rcp_ep *ep = NULL;
-	int rc;
-
-	if (!reqs || n <= 0 || !idx)
-		return RCP_EINVAL;
-	for (int i = 0; i < n; i++) {
-		if (!reqs[i])
-			continue;
-		if (!ep)
-			ep = rcpc_core_owner(rcpc_req_core(reqs[i]));
-		if (rcpc_req_has_cb(reqs[i]))
-			return RCP_EINVAL;
-	}
-	if (!ep)
-		return RCP_EINVAL;
-	rc = wait_until(ep, done_any, &d, timeout_ns);
-	if (rc)
-		return rc;
-	*idx = d.idx;
-	if (st)
-		*st = d.st;
-	return d.st.error;
-}
-
-int rcp_cancel(rcp_req *req)
-{
-	if (!req)
-		return RCP_EINVAL;
-	return rcpc_cancel(req, now_ns());
-}
-
-int rcp_send(rcp_chan *ch, uint64_t tag, const void *buf, size_t len)
-{
-	rcp_req *r;
-	int rc = rcp_isend(ch, tag, buf, len, &r);
-	return rc ? rc : rcp_wait(r, NULL, -1);
-}
-
-int rcp_recv(rcp_ep *ep, rcp_chan *ch, uint64_t tag, void *buf, size_t len, struct rcp_status *st)
-{
-	rcp_req *r;
-	int rc = rcp_irecv(ep, ch, tag, buf, len, &r);
-	return rc ? rc : rcp_wait(r, st, -1);
-}
-
-int rcp_probe(rcp_ep *ep, rcp_chan *ch, uint64_t tag, struct rcp_status *st)
-{
-	int rc;
-	if (!ep)
-		return RCP_EINVAL;
-	rc = progress(ep);
-	if (rc < 0)
-		return rc;
-	return rcpc_probe(ep->core, ch, tag, st);
-}
-
-/* ---- for the layers above (bulk/, rpc/) ---- */
-
-/* The nic peer index of CH (for rcp_nic_get/put on the channel's peer), or
- * RCP_EINVAL for NULL.  Added for bulk/: one-sided RMA to a channel's peer. */
 int rcp_chan_nic_peer(const rcp_chan *ch)
 {
 	return ch ? rcpc_chan_peer(ch) : RCP_EINVAL;
