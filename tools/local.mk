@@ -9,3 +9,7 @@ check_PROGRAMS += tests/cluster-udp
 tests_cluster_udp_SOURCES = tests/cluster_udp.c
 TESTS += tests/cluster.sh
 EXTRA_DIST += tests/cluster.sh
+
+# A PVM virtual machine across 4 hosts (needs pvm: tests/pvm/pvmt).
+TESTS += tests/cluster_pvm.sh
+EXTRA_DIST += tests/cluster_pvm.sh
