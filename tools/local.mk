@@ -13,3 +13,7 @@ EXTRA_DIST += tests/cluster.sh
 # A PVM virtual machine across 4 hosts (needs pvm: tests/pvm/pvmt).
 TESTS += tests/cluster_pvm.sh
 EXTRA_DIST += tests/cluster_pvm.sh
+
+# perf/cluster_bench.sh: RCP across cluster hosts per link (a skeleton of
+# issue 20 item 4; not run by make check).
+EXTRA_DIST += perf/cluster_bench.sh
