@@ -21,7 +21,11 @@
  * entry when the task exits).  TRANSPORT PER PAIR: a peer on the same host
  * (tid bits 18-29 equal) is reached over shm, one on another host over
  * udp; both ends decide alike, so a pair uses one transport both ways.
- * PVMRCP_MULTIHOST=1 acts as if the VM had several hosts (both endpoints),
+ * The udp endpoint is bound to the address this host reaches the others
+ * from (host_ip), so a VM spread over real hosts (or rcp-cluster's
+ * namespaces, docs/cluster.md) needs nothing set.  A host added after a
+ * task started is not seen by that task: it has no udp endpoint and
+ * reaches the new host's tasks by stock PVM.  PVMRCP_MULTIHOST=1 acts as if the VM had several hosts (both endpoints),
  * =remote also treats every peer as on another host (tests: a one-host VM
  * cannot show a real second host).  RCP's own peer-silence timeout
  * is raised (RCP_PEER_TIMEOUT, unless set) because a PVM task may compute
@@ -128,8 +132,11 @@
  *
  * THREADS.  Like libpvm3: one thread.
  */
+#include <arpa/inet.h>
 #include <dlfcn.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -280,10 +287,12 @@ static int mbox_lookup(int tid, char *addr, size_t len)
 	return b < 0 ? b : PvmNotFound;
 }
 
-/* Is TID on another host?  Task ids carry the host in bits 18-29. */
+/* Is TID on another host?  Its host is its pvmd's (pvm_tidtohost: the
+ * host part of the tid, bits 18-29), the host pvmd started it on: real
+ * hosts, with nothing pretended (PVMRCP_MULTIHOST=remote aside). */
 static int remote_tid(int tid)
 {
-	return S.all_remote || ((tid ^ S.mytid) & 0x3ffc0000) != 0;
+	return S.all_remote || pvm_tidtohost(tid) != pvm_tidtohost(S.mytid);
 }
 
 /* From the peer's published addresses ADDRS (space-separated), the one to
@@ -426,6 +435,47 @@ static void at_exit(void)
 	}
 }
 
+/* Our IPv4 address as the other hosts of the VM reach us, into IP: the
+ * source address the kernel picks toward another host's pvmd (connecting
+ * a UDP socket sends nothing).  Our host name alone is not enough: it
+ * often resolves to loopback (Debian's "127.0.1.1 host" line), which no
+ * other host reaches.  Falls back to the name's address when no other
+ * host resolves.  0, or -1: none (then udp: on loopback, as one host). */
+static int host_ip(char *ip, size_t len)
+{
+	struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_DGRAM}, *res;
+	struct pvmhostinfo *hi;
+	int nhost = 0, narch, me = pvm_tidtohost(S.mytid);
+	char host[256];
+
+	if (pvm_config(&nhost, &narch, &hi) < 0)
+		nhost = 0;
+	for (int i = 0; i < nhost; i++) {
+		struct sockaddr_in a;
+		socklen_t al = sizeof a;
+		int fd, ok;
+		if (hi[i].hi_tid == me || !hi[i].hi_name || getaddrinfo(hi[i].hi_name, "9", &hints, &res))
+			continue;
+		fd = socket(AF_INET, SOCK_DGRAM, 0);
+		ok = fd >= 0 && connect(fd, res->ai_addr, res->ai_addrlen) == 0 &&
+		     getsockname(fd, (struct sockaddr *)&a, &al) == 0 &&
+		     (ntohl(a.sin_addr.s_addr) >> 24) != 127 &&
+		     inet_ntop(AF_INET, &a.sin_addr, ip, (socklen_t)len);
+		if (fd >= 0)
+			close(fd);
+		freeaddrinfo(res);
+		if (ok)
+			return 0;
+	}
+	if (gethostname(host, sizeof host) == 0 && getaddrinfo(host, NULL, &hints, &res) == 0) {
+		int rc = getnameinfo(res->ai_addr, res->ai_addrlen, ip, (socklen_t)len, NULL, 0,
+		                     NI_NUMERICHOST);
+		freeaddrinfo(res);
+		return rc ? -1 : 0;
+	}
+	return -1;
+}
+
 /* Our address for transport K. */
 static void ep_addr(int k, char *buf, size_t len, int mytid)
 {
@@ -435,25 +485,17 @@ static void ep_addr(int k, char *buf, size_t len, int mytid)
 		snprintf(buf, len, "shm:pvmrcp-%.12s-%x-%d", vm && *vm ? vm : "0", (unsigned)mytid,
 		         (int)getpid());
 	} else {
-		char host[256];
-		struct addrinfo hints = {0}, *res = NULL;
 		const char *want = getenv("PVMRCP_UDP_ADDR");
+		char ip[64];
 		if (want && !strncmp(want, "udp:", 4)) {
 			snprintf(buf, len, "%s", want); /* an interface, a port */
 			return;
 		}
-		snprintf(buf, len, "udp:");
-		hints.ai_family = AF_INET;
 		/* a real multi-host VM needs the host's address, not loopback */
-		if (S.multihost && !S.all_remote && gethostname(host, sizeof host) == 0 &&
-		    getaddrinfo(host, NULL, &hints, &res) == 0 && res) {
-			char ip[64];
-			if (getnameinfo(res->ai_addr, res->ai_addrlen, ip, sizeof ip, NULL, 0,
-			                NI_NUMERICHOST) == 0)
-				snprintf(buf, len, "udp:%s:", ip);
-		}
-		if (res)
-			freeaddrinfo(res);
+		if (S.multihost && !S.all_remote && host_ip(ip, sizeof ip) == 0)
+			snprintf(buf, len, "udp:%s:", ip);
+		else
+			snprintf(buf, len, "udp:");
 	}
 }
 

@@ -550,7 +550,9 @@ static int t_transport(void)
 	return 1;
 #else
 	const char *mh = getenv("PVMRCP_MULTIHOST"), *tr = getenv("RCP_TRANSPORT");
-	int multi = mh && *mh && strcmp(mh, "0");
+	struct pvmhostinfo *hi;
+	int nhost = 1, narch;
+	int multi = (mh && *mh && strcmp(mh, "0")) || (pvm_config(&nhost, &narch, &hi) == 0 && nhost > 1);
 	int forced_udp = tr && !strcmp(tr, "udp");
 	const char *want = udp_pairs() ? "udp" : "shm";
 	int tid, atid, atag, alen, b;
@@ -561,6 +563,8 @@ static int t_transport(void)
 	CHECK(!strstr(addrs, "shm:") == !!forced_udp, "published %.200s", addrs);
 	CHECK(!strstr(addrs, "udp:") == !(forced_udp || multi), "published %.200s", addrs);
 	CHECK(spawn("echo", 1, &tid, NULL) == 0, "spawn");
+	if (pvm_tidtohost(tid) != pvm_tidtohost(pvm_mytid()))
+		want = forced_udp || multi ? "udp" : "stock"; /* spawned on another host */
 	CHECK(!strcmp(pvm_rcp_transport(tid), "stock"), "a channel before any use");
 	/* a round trip first: the child may not have published yet (then this
 	 * one goes by stock PVM, and the child's reply opens the channel) */
@@ -577,6 +581,49 @@ static int t_transport(void)
 		      pvm_rcp_transport(tid));
 	}
 	quit(&tid, 1);
+	return 0;
+#endif
+}
+
+/* A VM of several real hosts (rcp-cluster, tests/cluster_pvm.sh): an echo
+ * task on every host, ours included; after a round trip each pair must be
+ * on shm when both tasks share a host and on udp across hosts, with
+ * nothing set in the environment.  Skips in a one-host VM. */
+static int t_hosts(void)
+{
+#ifdef PVMT_STOCK
+	return 1;
+#else
+	struct pvmhostinfo *hi;
+	int nhost = 0, narch, tids[64], n = 0, nudp = 0, nshm = 0, me = pvm_mytid();
+	CHECK(pvm_config(&nhost, &narch, &hi) == 0, "pvm_config");
+	if (nhost < 2 || getenv("PVMRCP_MULTIHOST") || getenv("RCP_TRANSPORT")) {
+		snprintf(why, sizeof why, "a one-host VM (or a transport forced)");
+		return 1;
+	}
+	for (int i = 0; i < nhost && n < 64; i++) {
+		char *av[] = {"child", "echo", NULL};
+		CHECK(pvm_spawn(SELF, av, PvmTaskHost, hi[i].hi_name, 1, &tids[n]) == 1,
+		      "spawn on %s: %d", hi[i].hi_name, tids[n]);
+		n++;
+	}
+	for (int i = 0; i < n; i++) {
+		int remote = pvm_tidtohost(tids[i]) != pvm_tidtohost(me), atid, atag, alen;
+		char c = 1;
+		const char *t;
+		for (int k = 0; k < 3; k++) /* the first may go by stock PVM */
+			CHECK(pvm_psend(tids[i], 2, &c, 1, PVM_BYTE) == 0 &&
+			          pvm_precv(tids[i], 2, &c, 1, PVM_BYTE, &atid, &atag, &alen) == 0,
+			      "round trip with t%x", (unsigned)tids[i]);
+		t = pvm_rcp_transport(tids[i]);
+		CHECK(!strcmp(t, remote ? "udp" : "shm"), "t%x on %s host: %s", (unsigned)tids[i],
+		      remote ? "another" : "our", t);
+		nudp += remote;
+		nshm += !remote;
+	}
+	quit(tids, n);
+	CHECK(nudp == nhost - 1 && nshm == 1, "%d udp, %d shm pairs over %d hosts", nudp, nshm,
+	      nhost);
 	return 0;
 #endif
 }
@@ -1142,6 +1189,7 @@ static const struct {
     {"source-select", t_srcsel},
     {"pmcast-bad-tid", t_pmcast_bad},
     {"shared-cpu", t_shared_cpu},
+    {"transport-hosts", t_hosts},
 };
 
 /* pvmt run N PROG [ARGS...]: spawns N copies of PROG, prints their output
