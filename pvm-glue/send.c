@@ -205,6 +205,37 @@ int pvm_psend(int tid, int tag, void *buf, int len, int dt)
 	return pvmrcpi_err(rc);
 }
 
+/* An RCP multicast of BUF to the N channels of one endpoint; small ones
+ * go from a copy and return at once, larger ones are waited for (LIVE:
+ * the tasks asked about meanwhile).  0 or a PVM code. */
+static int mcast_one(rcp_chan **chans, int n, uint64_t tag, const void *buf, size_t bytes,
+                     const int *live, int nlive)
+{
+	struct rcp_status st;
+	void *copy = NULL;
+	const void *src = buf;
+	rcp_req *r;
+	int rc;
+	if (bytes <= S.copy_max) {
+		copy = malloc(bytes ? bytes : 1);
+		if (!copy)
+			return PvmNoMem;
+		memcpy(copy, buf, bytes);
+		src = copy;
+	}
+	rc = rcp_mcast(chans, n, tag, src, bytes, &r);
+	if (rc)
+		rc = pvmrcpi_err(rc);
+	else if (copy) {
+		rcp_req_set_cb(r, mcast_copy_done, copy); /* frees COPY when done */
+		copy = NULL;
+	} else {
+		rc = pvmrcpi_wait_req(r, &st, live, nlive, 1);
+	}
+	free(copy);
+	return rc;
+}
+
 int pvm_pmcast(int *tids, int ntask, int tag, void *buf, int len, int dt)
 {
 	rcp_chan **chans = NULL;
@@ -270,33 +301,26 @@ int pvm_pmcast(int *tids, int ntask, int tag, void *buf, int len, int dt)
 		if (rc > 0)
 			rc = 0;
 	}
-	if (nch) {
-		rcp_req *r;
-		struct rcp_status st;
-		void *copy = NULL;
-		const void *src = buf;
-		int rc2;
-		if (bytes <= S.copy_max) {
-			copy = malloc(bytes ? bytes : 1);
-			if (!copy) {
-				rc = PvmNoMem;
-				goto out;
+	/* One rcp_mcast per endpoint: tasks on this host on shm, on others
+	 * on udp (an RCP multicast's channels share one endpoint). */
+	for (int k = 0, done = 0; k < PR_MAXEP && done < nch; k++) {
+		rcp_chan **left = chans + done;
+		int nsub = 0, rc2;
+		/* this endpoint's channels to the front */
+		for (int i = 0; i < nch - done; i++) {
+			struct pr_peer *p = pvmrcpi_chan_get(left[i]);
+			if (p ? p->ep == S.eps[k] : k == 0) {
+				rcp_chan *t = left[nsub];
+				left[nsub++] = left[i];
+				left[i] = t;
 			}
-			memcpy(copy, buf, bytes);
-			src = copy;
 		}
-		rc2 = rcp_mcast(chans, nch, pr_rtag(ctx, tag), src, bytes, &r);
-		if (rc2)
-			rc2 = pvmrcpi_err(rc2);
-		else if (copy) {
-			rcp_req_set_cb(r, mcast_copy_done, copy); /* frees COPY when done */
-			copy = NULL;
-		} else {
-			rc2 = pvmrcpi_wait_req(r, &st, live, nlive, 1);
-		}
-		free(copy);
+		if (!nsub)
+			continue;
+		rc2 = mcast_one(left, nsub, pr_rtag(ctx, tag), buf, bytes, live, nlive);
 		if (rc2 && !rc)
 			rc = rc2;
+		done += nsub;
 	}
 out:
 	free(chans);

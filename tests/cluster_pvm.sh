@@ -6,9 +6,9 @@
 # host.  Runs a part of tests/pvm/pvmt relinked (pairs across hosts on udp,
 # within a host on shm, nothing pretended: transport-hosts checks each
 # pair) and the same tests on stock libpvm3, from h1 and from h3; then
-# PVM's example programs (tests/pvm/examples.sh's) relinked and stock.  Not yet:
-# pmcast to tasks on several hosts (a pmcast to shm and udp peers at once
-# fails: rcp_mcast takes the channels of one endpoint; docs/cluster.md).
+# PVM's example programs (tests/pvm/examples.sh's) relinked and stock.
+# pmcast-1-3-16 spreads its receivers over the hosts: one pmcast reaches
+# shm and udp peers at once (one rcp_mcast per endpoint).
 # TAP (pvmt's lines).  Skips (77) without root, namespaces or pvm.
 set -u
 top=$(cd "${srcdir:-.}" && pwd)
@@ -39,7 +39,7 @@ fail() {
 	rc=1
 }
 common="datatypes+0len truncation mixed-order wildcards contexts probe-nrecv-trecv fallback
-	order-runs tag-order source-select peer-killed 64MiB"
+	order-runs tag-order source-select peer-killed 64MiB pmcast-1-3-16"
 echo "== relinked, from h1 =="
 (cd "$tmp" && timeout 120 "$rcpc" --name "$name" exec h1 "$tmp/ep/pvmt" transport-hosts \
 	transport-per-pair $common) || fail "relinked, from h1"
