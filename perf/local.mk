@@ -5,7 +5,7 @@ perf_rcp_nic_pingpong_LDADD = librcp.la
 bin_PROGRAMS += perf/rcp-pingpong
 perf_rcp_pingpong_SOURCES = perf/rcp_pingpong.c perf/tcp_pingpong.c perf/tcp_pingpong.h
 perf_rcp_pingpong_LDADD = librcp.la
-EXTRA_DIST += perf/sweep.sh perf/plot.py perf/pingpong_smoke.sh perf/udp_ratio.sh perf/key_cost.sh perf/hog_runs.sh
+EXTRA_DIST += perf/sweep.sh perf/plot.py perf/pingpong_smoke.sh perf/udp_ratio.sh perf/key_cost.sh perf/hog_runs.sh perf/rounds.sh
 TESTS += perf/pingpong_smoke.sh
 
 bin_PROGRAMS += perf/rcp-rpcbench
