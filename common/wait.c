@@ -331,7 +331,7 @@ int rcpi_waiter_wait(struct rcpi_waiter *w, int (*done)(void *), void *arg, int6
 		w->st.looks++;
 		for (int k = 0; k < w->nsrc; k++) {
 			const struct rcp_wait_src *s = &w->src[k];
-			if (s->progress) {
+			if (s->progress && (s->every <= 1 || i % s->every == 0)) {
 				int n = s->progress(s->arg);
 				if (n < 0) {
 					rc = n;

@@ -597,7 +597,12 @@ static int ep_arm_src(void *arg, int64_t *timeout_ns)
 }
 
 /* Another endpoint's view of EP (rcp_ep_wait_add_ep): its nic is armed
- * always, since it never sleeps alone there. */
+ * always, since it never sleeps alone there.  It is looked at every
+ * OTHER_EP_EVERY-th look of a spinning wait only: a udp endpoint's idle
+ * look is a recvfrom (~0.3-0.5 µs), which on every look would double a
+ * relinked PVM task's shm round trip when it also has a udp endpoint for
+ * other hosts; its frames also wake a sleep at once (its fd). */
+#define OTHER_EP_EVERY 8
 static int ep_arm_other(void *arg, int64_t *timeout_ns)
 {
 	return ep_arm(arg, timeout_ns, 1);
@@ -631,6 +636,7 @@ int rcp_ep_wait_add_ep(rcp_ep *ep, rcp_ep *other)
 	s.progress = ep_look;
 	s.arm = ep_arm_other;
 	s.arg = other;
+	s.every = OTHER_EP_EVERY;
 	return rcpi_waiter_add(&ep->waiter, &s);
 }
 

@@ -310,6 +310,24 @@ static void t_news_keeps_spinning(void **state)
 	rcpi_waiter_fini(&w);
 }
 
+/* A source looked at every 4th look only (another endpoint on udp). */
+static void t_every(void **state)
+{
+	struct rcpi_waiter w;
+	struct src_state s = {0}, t = {0};
+	struct until u = {&w, 0, 400, 0};
+	(void)state;
+	setup_w(&w, RCPI_WAIT_SPIN, 50000, &s);
+	{
+		struct rcp_wait_src b = {.fd = -1, .progress = s_progress, .arg = &t, .every = 4};
+		assert_true(rcpi_waiter_add(&w, &b) > 0);
+	}
+	assert_int_equal(rcpi_waiter_wait(&w, done_when, &u, -1), 0);
+	assert_int_equal(s.looks, 400);
+	assert_int_equal(t.looks, 100);
+	rcpi_waiter_fini(&w);
+}
+
 static void t_errors(void **state)
 {
 	struct rcpi_waiter w;
@@ -359,6 +377,7 @@ int main(void)
 	    cmocka_unit_test(t_fds_hook),
 	    cmocka_unit_test(t_news_keeps_spinning),
 	    cmocka_unit_test(t_errors),
+	    cmocka_unit_test(t_every),
 	    cmocka_unit_test(t_runq_crowded),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -38,6 +38,11 @@ struct rcp_wait_src {
 	/* After a sleep that one of this source's fds ended. */
 	void (*readable)(void *arg);
 	void *arg;
+	/* progress is called every EVERY-th look only (0 or 1: every look):
+	 * for a source whose look costs a system call (another endpoint on
+	 * udp) while the wait spins on a cheap one.  Its fd still wakes a
+	 * sleep at once. */
+	unsigned every;
 };
 
 /* What the waits of an endpoint did (rcp_ep_wait_stats): counted, so
