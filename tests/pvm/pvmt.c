@@ -387,6 +387,8 @@ static int child_pinned_echo(void)
 	return child_echo();
 }
 
+#include "pvmt_packed.h"
+
 /* ---------------- tests (master) ---------------- */
 
 static int t_datatypes(void)
@@ -1142,6 +1144,8 @@ static const struct {
     {"source-select", t_srcsel},
     {"pmcast-bad-tid", t_pmcast_bad},
     {"shared-cpu", t_shared_cpu},
+    {"packed-raw-xdr", t_packed},
+    {"packed-order", t_packed_order},
 };
 
 /* pvmt run N PROG [ARGS...]: spawns N copies of PROG, prints their output
@@ -1184,7 +1188,9 @@ int main(int argc, char **argv)
 		             {"runs", child_runs},
 		             {"tags", child_tags},
 		             {"src", child_src},
-		             {"pinned", child_pinned_echo}};
+		             {"pinned", child_pinned_echo},
+		             {"pchk", child_pchk},
+		             {"pord", child_pord}};
 		int rc = 3;
 		for (unsigned i = 0; i < sizeof roles / sizeof roles[0]; i++)
 			if (!strcmp(argv[2], roles[i].r))
