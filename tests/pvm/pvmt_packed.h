@@ -132,24 +132,25 @@ static int t_packed(void)
 }
 
 /* Message I of a mixed run to DST with TAG: psend, packed Raw, packed
- * Default, or PvmDataInPlace (by pvmd, also relinked), by turns. */
+ * Default, or PvmDataInPlace (by pvmd, also relinked), by turns (the
+ * first NK of them). */
 #define PK_RUN 40
-static int pk_mixed_send(int dst, int tag, int i)
+static int pk_mixed_send(int dst, int tag, int i, int nk)
 {
 	int32_t v = i;
 	static const int enc[] = {0, PvmDataRaw, PvmDataDefault, PvmDataInPlace};
-	if (i % 4 == 0)
+	if (i % nk == 0)
 		return pvm_psend(dst, tag, &v, 1, PVM_INT);
-	if (pvm_initsend(enc[i % 4]) < 0 || pvm_pkint(&v, 1, 1))
+	if (pvm_initsend(enc[i % nk]) < 0 || pvm_pkint(&v, 1, 1))
 		return -1;
 	return pvm_send(dst, tag);
 }
 
-/* Receives message I of a mixed run from SRC (I odd: any source, any
- * tag); 0 if it is the one expected (value I, tag TAG). */
-static int pk_mixed_recv(int src, int tag, int i)
+/* Receives message I of a mixed run from SRC (I odd and WILD: any
+ * source, any tag); 0 if it is the one expected (value I, tag TAG). */
+static int pk_mixed_recv(int src, int tag, int i, int wild)
 {
-	int b = i & 1 ? pvm_recv(-1, -1) : pvm_recv(src, tag), nb, atag, asrc, v = -1;
+	int b = (i & 1) && wild ? pvm_recv(-1, -1) : pvm_recv(src, tag), nb, atag, asrc, v = -1;
 	if (b <= 0 || pvm_bufinfo(b, &nb, &atag, &asrc) < 0)
 		return fail("message %d: recv %d", i, b);
 	if (asrc != src || atag != tag || nb < 4)
@@ -160,19 +161,19 @@ static int pk_mixed_recv(int src, int tag, int i)
 }
 
 /* Child: a mixed run from the parent (tag 5) is checked in order, then a
- * mixed run goes back (tag 6), then the result: tag 7, an int 1 if the
+ * run of psends and packed sends goes back (tag 6), then the result: tag 7, an int 1 if the
  * first run came whole and in order. */
 static int child_pord(void)
 {
 	int parent = pvm_parent(), ok = 1;
 	for (int i = 0; i < PK_RUN; i++)
-		if (pk_mixed_recv(parent, 5, i)) {
+		if (pk_mixed_recv(parent, 5, i, 1)) {
 			fprintf(stderr, "pord: %s\n", why);
 			ok = 0;
 			break;
 		}
 	for (int i = 0; i < PK_RUN; i++)
-		if (pk_mixed_send(parent, 6, i) < 0)
+		if (pk_mixed_send(parent, 6, i, 3) < 0)
 			return 1;
 	pvm_initsend(PvmDataDefault);
 	pvm_pkint(&ok, 1, 1);
@@ -186,9 +187,12 @@ static int t_packed_order(void)
 	int tid, ok = 0;
 	CHECK(spawn("pord", 1, &tid, NULL) == 0, "spawn");
 	for (int i = 0; i < PK_RUN; i++)
-		CHECK(pk_mixed_send(tid, 5, i) >= 0, "send %d", i);
+		CHECK(pk_mixed_send(tid, 5, i, 4) >= 0, "send %d", i);
+	/* back: psend and packed sends only (no BARRIER between them), each
+	 * received by its tag: the glue must not take a later psend before
+	 * an earlier packed message of the same tag, or the reverse */
 	for (int i = 0; i < PK_RUN; i++)
-		if (pk_mixed_recv(tid, 6, i))
+		if (pk_mixed_recv(tid, 6, i, 0))
 			return -1;
 	CHECK(pvm_recv(tid, 7) > 0 && pvm_upkint(&ok, 1, 1) == 0, "result");
 	CHECK(ok == 1, "the child got the first run out of order or short (see its output)");
