@@ -455,12 +455,83 @@ int pvm_send(int tid, int tag)
 	return pvmrcpi_real.send(tid, tag);
 }
 
+/* pvm_mcast of a packed buffer: one RCP multicast of its bytes to the
+ * tasks on RCP, a stock pvm_mcast to the rest (counted for order).  1
+ * done (*RC: the result), 0 not for RCP (stock does it all). */
+static int packed_mcast(int *tids, int ntask, int tag, int *rcout)
+{
+	struct pvmminfo mi;
+	rcp_chan **chans;
+	int *rest, nch = 0, nrest = 0, sbuf = pvm_getsbuf(), ctx = pvm_getcontext(), rc = 0;
+	char *bytes = NULL;
+	size_t len = 0;
+
+	if (sbuf <= 0 || !pr_encodable(ctx, tag) || pvmrcpi_real.getminfo(sbuf, &mi) < 0 ||
+	    !enc_ok(mi.enc))
+		return 0;
+	/* every tid first, as stock: a bad one means nothing is sent */
+	for (int i = 0; i < ntask; i++)
+		if (!pr_tid_is_task(tids[i]))
+			return 0;
+	chans = calloc((size_t)ntask, sizeof *chans);
+	rest = calloc((size_t)ntask, sizeof *rest);
+	if (!chans || !rest) {
+		free(chans);
+		free(rest);
+		return 0;
+	}
+	for (int i = 0; i < ntask; i++) {
+		struct pr_peer *p;
+		int dup = 0;
+		if (tids[i] == S.mytid)
+			continue;
+		for (int j = 0; j < i; j++)
+			dup |= tids[j] == tids[i];
+		if (dup)
+			continue;
+		p = pvmrcpi_peer(tids[i], 1);
+		if (p && !p->dead && pvmrcpi_route(p) == PR_RCP && pvmrcpi_prepare(p, ctx) == 0) {
+			chans[nch++] = p->ch;
+			p->rcp_dirty = 1;
+		} else {
+			rest[nrest++] = tids[i];
+		}
+	}
+	if (nch && (rc = packed_bytes(sbuf, &bytes, &len)) == 0) {
+		rcp_req *r;
+		rc = rcp_mcast(chans, nch, pr_rtag(ctx, tag) | PR_PACKED, bytes, len, &r);
+		if (rc) {
+			free(bytes);
+			rc = pvmrcpi_err(rc);
+		} else {
+			rcp_req_set_cb(r, mcast_copy_done, bytes); /* frees BYTES when done */
+			packed_sent += nch;
+		}
+	}
+	if (nrest) {
+		int rc2;
+		for (int i = 0; i < nrest; i++)
+			pvmrcpi_count_stock(rest[i], ctx);
+		in_real++;
+		rc2 = pvmrcpi_real.mcast(rest, nrest, tag);
+		in_real--;
+		if (rc2 < 0 && !rc)
+			rc = rc2;
+	}
+	free(chans);
+	free(rest);
+	*rcout = rc;
+	return 1;
+}
+
 int pvm_mcast(int *tids, int ntask, int tag)
 {
 	if (pvmrcpi_resolve())
 		return PvmSysErr;
 	if (pvmrcpi_ready() && !in_real && tids && ntask > 0) {
-		int ctx = pvm_getcontext();
+		int ctx = pvm_getcontext(), rc;
+		if (packed_mcast(tids, ntask, tag, &rc))
+			return rc;
 		for (int i = 0; i < ntask; i++)
 			if (tids[i] != S.mytid)
 				pvmrcpi_count_stock(tids[i], ctx);

@@ -1146,6 +1146,7 @@ static const struct {
     {"shared-cpu", t_shared_cpu},
     {"packed-raw-xdr", t_packed},
     {"packed-order", t_packed_order},
+    {"packed-mcast", t_packed_mcast},
 };
 
 /* pvmt run N PROG [ARGS...]: spawns N copies of PROG, prints their output

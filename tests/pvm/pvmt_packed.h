@@ -198,3 +198,42 @@ static int t_packed_order(void)
 	CHECK(ok == 1, "the child got the first run out of order or short (see its output)");
 	return 0;
 }
+
+/* pvm_mcast of packed buffers (Raw, Default) to three checking children,
+ * the caller and a duplicate in the list (neither gets a copy). */
+static int t_packed_mcast(void)
+{
+	int tids[5], nb, tag, src, got[3];
+#ifndef PVMT_STOCK
+	long sent0 = pvm_rcp_packed_sent(0);
+#endif
+	CHECK(spawn("pchk", 3, tids, NULL) == 0, "spawn");
+	tids[3] = pvm_mytid();
+	tids[4] = tids[0];
+	for (int k = 0; k < 4; k++) {
+		int t = 300 + k; /* odd: Raw */
+		CHECK(pk_layout(t & 1 ? PvmDataRaw : PvmDataDefault, t, k * 333) == 0, "pack");
+		CHECK(pvm_mcast(tids, 5, t) >= 0, "mcast");
+		memset(got, 0, sizeof got);
+		for (int i = 0; i < 3; i++) {
+			int b = pvm_recv(-1, -1);
+			CHECK(b > 0 && pvm_bufinfo(b, &nb, &tag, &src) == 0, "recv %d", b);
+			CHECK(tag == t + 1000, "tag %d, want %d (998: a child's check failed)", tag,
+			      t + 1000);
+			for (int j = 0; j < 3; j++)
+				if (src == tids[j])
+					got[j]++;
+			if (pk_check(t + 1000, NULL))
+				return -1;
+		}
+		CHECK(got[0] == 1 && got[1] == 1 && got[2] == 1, "answers %d %d %d", got[0],
+		      got[1], got[2]);
+		CHECK(pvm_nrecv(-1, -1) == 0, "a copy too many");
+	}
+#ifndef PVMT_STOCK
+	CHECK(pvm_rcp_packed_sent(0) - sent0 >= 9, "%ld of 12 packed copies went over RCP",
+	      pvm_rcp_packed_sent(0) - sent0);
+#endif
+	quit(tids, 3);
+	return 0;
+}
