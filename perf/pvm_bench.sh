@@ -1,5 +1,7 @@
 #!/bin/sh
-# perf/pvm_bench.sh [ITERS] — psend/precv ping-pong, stock PVM vs relinked,
+# perf/pvm_bench.sh [ITERS [MODE]] — psend/precv ping-pong (MODE psend, the
+# default) or packed send/recv (MODE raw: PvmDataRaw, xdr: PvmDataDefault),
+# stock PVM vs relinked,
 # in one run: starts a private PVM VM, runs rcp-pvm-pingpong for
 #   stock-default  (every message through pvmd)
 #   stock-direct   (PvmRouteDirect: task-to-task TCP)
@@ -13,6 +15,7 @@
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 iters=${1:-2000}
+mode=${2:-psend}
 pp=${PVMPP:-$(command -v rcp-pvm-pingpong || echo "$here/rcp-pvm-pingpong")}
 [ -x "$pp" ] || { echo "rcp-pvm-pingpong not found (set PVMPP)" >&2; exit 1; }
 export PVM_ROOT=${PVM_ROOT:-/usr/lib/pvm3} PVM_ARCH=${PVM_ARCH:-LINUX64}
@@ -30,7 +33,7 @@ echo "label,bytes,iters,rtt_median_us,rtt_p5_us,rtt_p99_us,MBps" >"$out"
 for cfg in "stock-default stock default sleep" "stock-direct stock direct sleep" \
 	"rcp-spin rcp default spin" "rcp-sleep rcp default sleep"; do
 	set -- $cfg
-	(cd "$tmp" && "$tmp/bin/rcp-pvm-pingpong" "$1" "$2" "$3" "$4" "$iters") >>"$out"
+	(cd "$tmp" && "$tmp/bin/rcp-pvm-pingpong" "$1" "$2" "$3" "$4" "$iters" "$mode") >>"$out"
 done
 cat "$out"
 echo

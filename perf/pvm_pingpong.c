@@ -6,7 +6,11 @@
  * relinked path (RCP, spinning and sleeping) in one VM and prints the
  * ratios.
  *
- *   rcp-pvm-pingpong LABEL rcp|stock default|direct spin|sleep [iters]
+ *   rcp-pvm-pingpong LABEL rcp|stock default|direct spin|sleep [iters [psend|raw|xdr]]
+ *
+ * raw/xdr: packed messages instead (pvm_initsend(PvmDataRaw or
+ * PvmDataDefault), pvm_pkint of the size, pvm_pkbyte of the data,
+ * pvm_send; pvm_recv, pvm_upkint, pvm_upkbyte), both ways.
  *
  * The binary is linked with libpvmrcp; "stock" sets PVMRCP=0 in both tasks
  * (before their first PVM call), which makes libpvmrcp a pass-through, so
@@ -47,11 +51,43 @@ static void configure(char **argv)
 	setenv("RCP_WAIT", argv[4], 1);
 }
 
+static int enc = -1; /* packed: PvmDataRaw or PvmDataDefault; -1: psend */
+
+/* Packed: sends S bytes of BUF to TID with TAG; 0 or <0. */
+static int pk_send(int tid, int tag, const char *buf, int s)
+{
+	if (pvm_initsend(enc) < 0 || pvm_pkint(&s, 1, 1) || pvm_pkbyte((char *)buf, s, 1))
+		return -1;
+	return pvm_send(tid, tag);
+}
+
+/* Packed: receives from TID (tag -1) into BUF; *TAG, *LEN; 0 or <0. */
+static int pk_recv(int tid, char *buf, int *tag, int *len)
+{
+	int b = pvm_recv(tid, -1), nb, src;
+	if (b < 0 || pvm_bufinfo(b, &nb, tag, &src) < 0)
+		return -1;
+	*len = 0;
+	if (*tag == TAG_QUIT)
+		return 0;
+	if (pvm_upkint(len, 1, 1) || *len < 0 || *len > MAXSZ || pvm_upkbyte(buf, *len, 1))
+		return -1;
+	return 0;
+}
+
 static int child(void)
 {
 	int parent = pvm_parent(), atid, atag, alen;
 	char *buf = malloc(MAXSZ);
 	memset(buf, 0, MAXSZ);
+	while (enc >= 0) {
+		if (pk_recv(parent, buf, &atag, &alen) < 0)
+			return 1;
+		if (atag == TAG_QUIT)
+			return 0;
+		if (pk_send(parent, TAG_PING, buf, alen) < 0)
+			return 1;
+	}
 	for (;;) {
 		if (pvm_precv(parent, -1, buf, MAXSZ, PVM_BYTE, &atid, &atag, &alen) < 0)
 			return 1;
@@ -70,12 +106,14 @@ int main(int argc, char **argv)
 	double *t;
 
 	if (argc < 5) {
-		fprintf(stderr, "usage: %s LABEL rcp|stock default|direct spin|sleep [iters]\n",
+		fprintf(stderr, "usage: %s LABEL rcp|stock default|direct spin|sleep [iters [psend|raw|xdr]]\n",
 		        argv[0]);
 		return 2;
 	}
 	configure(argv);
 	iters = argc > 5 ? atoi(argv[5]) : 2000;
+	if (argc > 6 && strcmp(argv[6], "psend"))
+		enc = !strcmp(argv[6], "raw") ? PvmDataRaw : PvmDataDefault;
 	if (pvm_mytid() < 0)
 		return 1;
 	if (!strcmp(argv[3], "direct"))
@@ -86,7 +124,8 @@ int main(int argc, char **argv)
 		return rc;
 	}
 	{
-		char *av[6] = {argv[1], argv[2], argv[3], argv[4], "0", NULL};
+		char *av[7] = {argv[1], argv[2], argv[3], argv[4], "0",
+		               argc > 6 ? argv[6] : "psend", NULL};
 		if (pvm_spawn("rcp-pvm-pingpong", av, PvmTaskDefault, "", 1, &ctid) != 1) {
 			fprintf(stderr, "spawn failed: %d\n", ctid);
 			pvm_exit();
@@ -106,8 +145,10 @@ int main(int argc, char **argv)
 			double t0 = now_us();
 			buf[0] = (char)i;
 			buf[s - 1] = (char)(i + 1);
-			if (pvm_psend(ctid, TAG_PING, buf, s, PVM_BYTE) ||
-			    pvm_precv(ctid, TAG_PING, rbuf, MAXSZ, PVM_BYTE, &atid, &atag, &alen)) {
+			if (enc >= 0 ? pk_send(ctid, TAG_PING, buf, s) || pk_recv(ctid, rbuf, &atag, &alen)
+			             : pvm_psend(ctid, TAG_PING, buf, s, PVM_BYTE) ||
+			                   pvm_precv(ctid, TAG_PING, rbuf, MAXSZ, PVM_BYTE, &atid,
+			                             &atag, &alen)) {
 				fprintf(stderr, "psend/precv failed\n");
 				rc = 1;
 				goto out;

@@ -35,8 +35,12 @@ PRI extern struct pvmrcpi_real pvmrcpi_real;
 PRI int pvmrcpi_resolve(void);
 
 /* ---- RCP tags ----
- * Data: (ctx << 31) | tag, both in [0, 2^31).  Control: bit 63 set. */
-#define PR_CTRL (1ull << 63)
+ * Data: (ctx << 31) | tag, ctx in [0, 2^30), tag in [0, 2^31); bit 62 set
+ * (PR_PACKED): a pvm_send'd buffer, its bytes as pvm_pkmesg writes them in
+ * a PvmDataRaw buffer (send.c), rebuilt with pvm_upkmesg (recv.c); clear:
+ * psend data.  Control: bit 63 set. */
+#define PR_CTRL   (1ull << 63)
+#define PR_PACKED (1ull << 62)
 /* HELLO and BARRIER also carry {stock messages sent to the receiver in all
  * contexts, FENCEs sent}; FENCE carries its number (1, 2, ...): with them
  * the receiver knows when no stock message can be pending (pr_quiet). */
@@ -47,7 +51,7 @@ PRI int pvmrcpi_resolve(void);
 
 static inline int pr_encodable(int ctx, int tag)
 {
-	return ctx >= 0 && tag >= 0;
+	return ctx >= 0 && ctx < (1 << 30) && tag >= 0;
 }
 static inline uint64_t pr_rtag(int ctx, int tag)
 {
@@ -55,7 +59,7 @@ static inline uint64_t pr_rtag(int ctx, int tag)
 }
 static inline int pr_rtag_ctx(uint64_t t)
 {
-	return (int)((t >> 31) & 0x7fffffff);
+	return (int)((t >> 31) & 0x3fffffff);
 }
 static inline int pr_rtag_tag(uint64_t t)
 {
@@ -112,6 +116,7 @@ struct pr_msg {
 	struct pr_msg *next, *prev;
 	int src, tag, ctx;
 	int stock;    /* 1: a libpvm3 buffer (bufid), 0: RCP data */
+	int packed;   /* RCP data of a packed message (PR_PACKED) */
 	uint32_t key; /* stock: index k (1-based); RCP: requirement r */
 	int bufid;    /* stock buffer, or RCP data packed for pvm_recv (0: none yet) */
 	void *data;   /* RCP data */

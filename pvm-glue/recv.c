@@ -67,12 +67,48 @@ static int syn_add(int bufid, const struct pr_msg *m)
 	return 0;
 }
 
+/* A packed message (PR_PACKED): its bytes are what pvm_pkmesg wrote in
+ * the sender's PvmDataRaw buffer (send.c, packed_bytes); pvm_upkmesg
+ * rebuilds the message from them, encoding included, so pvm_upk* decode
+ * it (and fail past its end or on another type) exactly as stock.  The
+ * header's ctx, tag, src and dst are set to what this message is, so
+ * libpvm3's own pvm_bufinfo/pvm_getminfo tell the truth about it. */
+static int unpack_msg(struct pr_msg *m)
+{
+	int b, old, save, nb, rc, *hdr = m->data;
+	if (m->len < 8 * sizeof(int) || hdr[0] < 0)
+		return PvmBadMsg;
+	hdr[1] = m->ctx;
+	hdr[2] = m->tag;
+	hdr[6] = m->src;
+	hdr[7] = S.mytid;
+	b = pvm_mkbuf(PvmDataRaw);
+	if (b < 0)
+		return b;
+	old = pvm_setsbuf(b);
+	rc = pvm_pkbyte(m->data, (int)m->len, 1);
+	pvm_setsbuf(old);
+	save = pvm_setrbuf(b);
+	nb = rc < 0 ? rc : pvm_upkmesg();
+	pvm_setrbuf(save);
+	pvmrcpi_real.freebuf(b);
+	if (nb < 0)
+		return nb;
+	m->bufid = nb;
+	m->len = (size_t)hdr[0]; /* the message's length, as pvm_bufinfo's */
+	free(m->data);
+	m->data = NULL;
+	return 0;
+}
+
 /* Packs M's bytes into a PvmDataRaw buffer, as a stock psend would. */
 static int pack_msg(struct pr_msg *m)
 {
 	int b, old, rc;
 	if (m->bufid)
 		return 0;
+	if (m->packed)
+		return unpack_msg(m);
 	b = pvm_mkbuf(PvmDataRaw);
 	if (b < 0)
 		return b;
@@ -239,6 +275,7 @@ static int take_msg(rcp_ep *ep, const struct rcp_status *st, struct pr_msg **out
 	m->src = p->tid;
 	m->tag = pr_rtag_tag(st->tag);
 	m->ctx = pr_rtag_ctx(st->tag);
+	m->packed = !!(st->tag & PR_PACKED);
 	m->len = st->len;
 	cs = pvmrcpi_cs(p, m->ctx);
 	m->key = cs ? cs->cur_req : 0;
@@ -387,10 +424,17 @@ static int find(const struct want *w, struct cand *c, uint64_t *since)
 			ep = sp->ep;
 		}
 		if (w->tag != -1) {
-			if (probe(ep, ch, pr_rtag(w->ctx, w->tag), &st, &fep) == 1) {
-				/* A BARRIER on that channel may precede it: take
-				 * the channel's messages in order until none is left. */
-				if (rcp_probe(fep, st.chan, PR_BARRIER, &b) == 1) {
+			uint64_t t = pr_rtag(w->ctx, w->tag);
+			int kind = probe(ep, ch, t, &st, &fep) == 1;
+			if (!kind && probe(ep, ch, t | PR_PACKED, &st, &fep) == 1)
+				kind = 2;
+			if (kind) {
+				/* A BARRIER on that channel may precede it, or a
+				 * message of the other kind (psend or packed) with
+				 * that tag: take the channel's messages in order
+				 * until none is left. */
+				if (rcp_probe(fep, st.chan, PR_BARRIER, &b) == 1 ||
+				    rcp_probe(fep, st.chan, kind == 1 ? t | PR_PACKED : t, &b) == 1) {
 					if (rcp_probe(fep, st.chan, RCP_ANY_TAG, &b) == 1) {
 						int rc = take_head(fep, &b);
 						if (rc)
@@ -492,6 +536,17 @@ static int rx_wait(struct rx *x, int live, uint64_t deadline)
 static int deliver_copy(struct cand *c, void *buf, size_t cap, int *src, int *tag, size_t *len)
 {
 	struct pr_msg *m = c->held;
+	int rc;
+	if (!m && (c->st.tag & PR_PACKED)) {
+		/* a packed message: its bytes as a stock precv gets them */
+		if ((rc = take_msg(c->ep, &c->st, &m)) != 0)
+			return rc;
+	}
+	if (m && m->packed && (rc = pack_msg(m)) != 0) {
+		held_del(m);
+		msg_free(m);
+		return rc;
+	}
 	if (m) {
 		size_t n = m->len < cap ? m->len : cap;
 		held_del(m);
@@ -511,7 +566,7 @@ static int deliver_copy(struct cand *c, void *buf, size_t cap, int *src, int *ta
 	} else {
 		rcp_req *r;
 		struct rcp_status st;
-		int rc = rcp_irecv(c->ep, c->st.chan, c->st.tag, buf, cap, &r);
+		rc = rcp_irecv(c->ep, c->st.chan, c->st.tag, buf, cap, &r);
 		rc = rc ? pvmrcpi_err(rc) : pvmrcpi_wait_req(r, &st, &c->p->tid, 1, 0);
 		if (rc)
 			return rc;
@@ -616,7 +671,7 @@ static int fast_step(void *arg)
 			pvmrcpi_take_ctrl(p->ep, p->ch, st.tag);
 			continue;
 		}
-		if (pr_rtag_ctx(st.tag) != x->w.ctx ||
+		if ((st.tag & PR_PACKED) || pr_rtag_ctx(st.tag) != x->w.ctx ||
 		    (x->w.tag != -1 && pr_rtag_tag(st.tag) != x->w.tag))
 			break;
 		cs = pvmrcpi_cs(p, x->w.ctx);

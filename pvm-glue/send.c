@@ -329,13 +329,223 @@ out:
 	return rc;
 }
 
+static long packed_sent;
+
+long pvm_rcp_packed_sent(int reset)
+{
+	long n = packed_sent;
+	if (reset)
+		packed_sent = 0;
+	return n;
+}
+
+/* The encodings whose buffers go over RCP: PvmDataRaw and PvmDataDefault
+ * (XDR), as libpvm3 tells them in pvm_getminfo's enc (learnt once from
+ * buffers of each kind).  PvmDataInPlace (data left in the user's memory)
+ * and user encodings go by pvmd for now. */
+static int enc_ok(int enc)
+{
+	static int known, enc_raw, enc_xdr;
+	if (!known) {
+		struct pvmminfo mi;
+		int b = pvm_mkbuf(PvmDataRaw);
+		if (b > 0 && pvmrcpi_real.getminfo(b, &mi) >= 0)
+			enc_raw = mi.enc;
+		pvmrcpi_real.freebuf(b);
+		b = pvm_mkbuf(PvmDataDefault);
+		if (b > 0 && pvmrcpi_real.getminfo(b, &mi) >= 0)
+			enc_xdr = mi.enc;
+		pvmrcpi_real.freebuf(b);
+		known = enc_raw != enc_xdr ? 1 : -1;
+	}
+	return known > 0 && (enc == enc_raw || enc == enc_xdr);
+}
+
+/* The bytes pvm_pkmesg writes for buffer SBUF in a PvmDataRaw buffer:
+ * 8 native ints {len, ctx, tag, wid, enc, crc, src, dst}, then each
+ * fragment as {int length, bytes}; the receiver's pvm_upkmesg rebuilds
+ * the buffer from them, encoding included, so pvm_upk* there decode them
+ * as stock.  malloc'd into *OUT (*LEN bytes); 0 or a PVM code. */
+static int packed_bytes(int sbuf, char **out, size_t *len)
+{
+	int tmp = pvm_mkbuf(PvmDataRaw), old, save, hdr[8], rc;
+	size_t cap, n;
+	char *b = NULL;
+
+	if (tmp < 0)
+		return tmp;
+	old = pvm_setsbuf(tmp);
+	rc = pvm_pkmesg(sbuf);
+	pvm_setsbuf(old);
+	save = pvm_setrbuf(tmp);
+	if (rc >= 0)
+		rc = pvm_upkint(hdr, 8, 1);
+	if (rc >= 0 && hdr[0] < 0)
+		rc = PvmBadMsg;
+	cap = sizeof hdr + (rc >= 0 ? (size_t)hdr[0] : 0) + 64;
+	if (rc >= 0 && !(b = malloc(cap)))
+		rc = PvmNoMem;
+	if (rc >= 0) {
+		long left = hdr[0];
+		memcpy(b, hdr, sizeof hdr);
+		n = sizeof hdr;
+		while (left > 0) {
+			int frl;
+			if ((rc = pvm_upkint(&frl, 1, 1)) < 0)
+				break;
+			if (frl < 0 || frl > left) {
+				rc = PvmBadMsg;
+				break;
+			}
+			if (n + sizeof frl + (size_t)frl > cap) {
+				char *nb;
+				cap = 2 * cap + sizeof frl + (size_t)frl;
+				if (!(nb = realloc(b, cap))) {
+					rc = PvmNoMem;
+					break;
+				}
+				b = nb;
+			}
+			memcpy(b + n, &frl, sizeof frl);
+			n += sizeof frl;
+			if (frl && (rc = pvm_upkbyte(b + n, frl, 1)) < 0)
+				break;
+			n += (size_t)frl;
+			left -= frl;
+		}
+	}
+	pvm_setrbuf(save);
+	pvmrcpi_real.freebuf(tmp);
+	if (rc < 0) {
+		free(b);
+		return rc;
+	}
+	*out = b;
+	*len = n;
+	return 0;
+}
+
+/* pvm_send over RCP when TID's pair is: 1 sent, 0 not for RCP (stock),
+ * <0 a PVM code. */
+static int packed_send(int tid, int tag)
+{
+	struct pvmminfo mi;
+	struct pr_peer *p;
+	int sbuf = pvm_getsbuf(), ctx = pvm_getcontext(), rc;
+	char *bytes;
+	size_t len;
+
+	if (sbuf <= 0 || !pr_encodable(ctx, tag) || !pr_tid_is_task(tid) || tid == S.mytid)
+		return 0;
+	if (pvmrcpi_real.getminfo(sbuf, &mi) < 0 || !enc_ok(mi.enc))
+		return 0;
+	p = pvmrcpi_peer(tid, 1);
+	if (!p)
+		return PvmNoMem;
+	if (p->dead)
+		return PvmNoTask;
+	if (pvmrcpi_route(p) != PR_RCP)
+		return 0;
+	rc = packed_bytes(sbuf, &bytes, &len);
+	if (rc < 0)
+		return rc;
+	rc = pvmrcpi_prepare(p, ctx);
+	p->rcp_dirty = 1;
+	if (!rc)
+		rc = rcp_isend_cb(p->ch, pr_rtag(ctx, tag) | PR_PACKED, bytes, len, mcast_copy_done,
+		                  bytes, NULL);
+	if (rc) {
+		free(bytes);
+		if (rc == RCP_EPEER || rc == RCP_ECLOSED) {
+			pvmrcpi_peer_dead(p);
+			return PvmNoTask;
+		}
+		return pvmrcpi_err(rc);
+	}
+	packed_sent++;
+	return 1;
+}
+
 int pvm_send(int tid, int tag)
 {
 	if (pvmrcpi_resolve())
 		return PvmSysErr;
-	if (pvmrcpi_ready() && !in_real)
+	if (pvmrcpi_ready() && !in_real) {
+		int rc = packed_send(tid, tag);
+		if (rc)
+			return rc < 0 ? rc : 0;
 		pvmrcpi_count_stock(tid, pvm_getcontext());
+	}
 	return pvmrcpi_real.send(tid, tag);
+}
+
+/* pvm_mcast of a packed buffer: one RCP multicast of its bytes to the
+ * tasks on RCP, a stock pvm_mcast to the rest (counted for order).  1
+ * done (*RC: the result), 0 not for RCP (stock does it all). */
+static int packed_mcast(int *tids, int ntask, int tag, int *rcout)
+{
+	struct pvmminfo mi;
+	rcp_chan **chans;
+	int *rest, nch = 0, nrest = 0, sbuf = pvm_getsbuf(), ctx = pvm_getcontext(), rc = 0;
+	char *bytes = NULL;
+	size_t len = 0;
+
+	if (sbuf <= 0 || !pr_encodable(ctx, tag) || pvmrcpi_real.getminfo(sbuf, &mi) < 0 ||
+	    !enc_ok(mi.enc))
+		return 0;
+	/* every tid first, as stock: a bad one means nothing is sent */
+	for (int i = 0; i < ntask; i++)
+		if (!pr_tid_is_task(tids[i]))
+			return 0;
+	chans = calloc((size_t)ntask, sizeof *chans);
+	rest = calloc((size_t)ntask, sizeof *rest);
+	if (!chans || !rest) {
+		free(chans);
+		free(rest);
+		return 0;
+	}
+	for (int i = 0; i < ntask; i++) {
+		struct pr_peer *p;
+		int dup = 0;
+		if (tids[i] == S.mytid)
+			continue;
+		for (int j = 0; j < i; j++)
+			dup |= tids[j] == tids[i];
+		if (dup)
+			continue;
+		p = pvmrcpi_peer(tids[i], 1);
+		if (p && !p->dead && pvmrcpi_route(p) == PR_RCP && pvmrcpi_prepare(p, ctx) == 0) {
+			chans[nch++] = p->ch;
+			p->rcp_dirty = 1;
+		} else {
+			rest[nrest++] = tids[i];
+		}
+	}
+	if (nch && (rc = packed_bytes(sbuf, &bytes, &len)) == 0) {
+		rcp_req *r;
+		rc = rcp_mcast(chans, nch, pr_rtag(ctx, tag) | PR_PACKED, bytes, len, &r);
+		if (rc) {
+			free(bytes);
+			rc = pvmrcpi_err(rc);
+		} else {
+			rcp_req_set_cb(r, mcast_copy_done, bytes); /* frees BYTES when done */
+			packed_sent += nch;
+		}
+	}
+	if (nrest) {
+		int rc2;
+		for (int i = 0; i < nrest; i++)
+			pvmrcpi_count_stock(rest[i], ctx);
+		in_real++;
+		rc2 = pvmrcpi_real.mcast(rest, nrest, tag);
+		in_real--;
+		if (rc2 < 0 && !rc)
+			rc = rc2;
+	}
+	free(chans);
+	free(rest);
+	*rcout = rc;
+	return 1;
 }
 
 int pvm_mcast(int *tids, int ntask, int tag)
@@ -343,7 +553,9 @@ int pvm_mcast(int *tids, int ntask, int tag)
 	if (pvmrcpi_resolve())
 		return PvmSysErr;
 	if (pvmrcpi_ready() && !in_real && tids && ntask > 0) {
-		int ctx = pvm_getcontext();
+		int ctx = pvm_getcontext(), rc;
+		if (packed_mcast(tids, ntask, tag, &rc))
+			return rc;
 		for (int i = 0; i < ntask; i++)
 			if (tids[i] != S.mytid)
 				pvmrcpi_count_stock(tids[i], ctx);

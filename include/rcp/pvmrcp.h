@@ -55,6 +55,11 @@ int pvm_pmcast(int *tids, int ntask, int msgtag, void *buf, int len, int datatyp
  * the transports, so that a task it waits for on the same CPU (the peer,
  * pvmd, the group server) runs; then sleeps (not with RCP_WAIT=spin).
  * For tests and diagnostics.  Returns 0. */
+/* pvm_send's of packed buffers (and pvm_mcast copies) that went over RCP
+ * (not pvmd) since the start; RESET nonzero: back to 0 after.  Always
+ * >= 0 (no error code). */
+long pvm_rcp_packed_sent(int reset);
+
 struct pvm_rcp_waitstats {
 	unsigned long long waits;   /* waits that did not end at the first look */
 	unsigned long long polls;   /* looks at the transports while waiting */

@@ -59,7 +59,7 @@ run() {
 	fi >"$tmp/out.$fl" 2>&1
 	echo "exit $?" >>"$tmp/out.$fl"
 	sed -e 's/^\[t[0-9a-f]*\] //' -e 's/\<t\{0,1\}[0-9a-f]*[0-9][0-9a-f]*\>/N/g' \
-		-e 's/-\{0,1\}[0-9][0-9.e+-]*/N/g' -e 's/[[:space:]][[:space:]]*/ /g' \
+		-e 's/\<inf\>/N/g' -e 's/-\{0,1\}[0-9][0-9.e+-]*/N/g' -e 's/[[:space:]][[:space:]]*/ /g' \
 		-e 's/N[-+.N]*/N/g' -e 's/^ //' -e 's/ $//' "$tmp/out.$fl" | grep -v '^BEGIN$\|^EOF$\|^$\|still running' | sort >"$tmp/norm.$fl"
 }
 

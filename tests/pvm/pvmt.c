@@ -387,6 +387,8 @@ static int child_pinned_echo(void)
 	return child_echo();
 }
 
+#include "pvmt_packed.h"
+
 /* ---------------- tests (master) ---------------- */
 
 static int t_datatypes(void)
@@ -1190,6 +1192,9 @@ static const struct {
     {"pmcast-bad-tid", t_pmcast_bad},
     {"shared-cpu", t_shared_cpu},
     {"transport-hosts", t_hosts},
+    {"packed-raw-xdr", t_packed},
+    {"packed-order", t_packed_order},
+    {"packed-mcast", t_packed_mcast},
 };
 
 /* pvmt run N PROG [ARGS...]: spawns N copies of PROG, prints their output
@@ -1232,7 +1237,9 @@ int main(int argc, char **argv)
 		             {"runs", child_runs},
 		             {"tags", child_tags},
 		             {"src", child_src},
-		             {"pinned", child_pinned_echo}};
+		             {"pinned", child_pinned_echo},
+		             {"pchk", child_pchk},
+		             {"pord", child_pord}};
 		int rc = 3;
 		for (unsigned i = 0; i < sizeof roles / sizeof roles[0]; i++)
 			if (!strcmp(argv[2], roles[i].r))

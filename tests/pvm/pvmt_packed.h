@@ -1,0 +1,239 @@
+/*
+ * tests/pvm/pvmt_packed.h — the packed-message tests of pvmt (pvm_initsend,
+ * pvm_pk*, pvm_send, pvm_recv, pvm_upk*), included by tests/pvm/pvmt.c
+ * (they use its helpers: CHECK, spawn, quit).  Relinked, a pvm_send to a
+ * relinked task on RCP goes as one RCP message (pvm-glue/send.c); the
+ * stock build runs the same checks, so its results are the reference.
+ */
+
+#define PK_N 4 /* message sizes: n = 0, 1, 100, 10000 */
+
+/* A message of N ints, N doubles, a string and N bytes, all from SEED. */
+static int pk_layout(int enc, int seed, int n)
+{
+	int *iv = malloc(((size_t)n + 1) * sizeof *iv);
+	double *dv = malloc(((size_t)n + 1) * sizeof *dv);
+	char *bv = malloc((size_t)n + 1), str[64];
+	int rc;
+	for (int i = 0; i < n; i++) {
+		iv[i] = seed * 7 + i - n / 2;
+		dv[i] = seed + i * 0.25;
+	}
+	fill(bv, (size_t)n, (uint32_t)seed);
+	snprintf(str, sizeof str, "packed %d/%d", seed, n);
+	rc = pvm_initsend(enc) < 0 || pvm_pkint(&n, 1, 1) || pvm_pkint(iv, n, 1) ||
+	     pvm_pkdouble(dv, n, 1) || pvm_pkstr(str) || pvm_pkbyte(bv, n, 1);
+	free(iv);
+	free(dv);
+	free(bv);
+	return rc ? -1 : 0;
+}
+
+/* Unpacks pk_layout(., SEED, .) from the receive buffer and checks every
+ * value, then one more int: past the end, PvmNoData.  0 or -1 (why). */
+static int pk_check(int seed, int *np)
+{
+	int n = -1, rc = 0, extra = 0;
+	int *iv;
+	double *dv;
+	char *bv, str[64], want[64];
+	if (pvm_upkint(&n, 1, 1) || n < 0 || n > 100000)
+		return fail("seed %d: count %d", seed, n);
+	if (np)
+		*np = n;
+	iv = malloc(((size_t)n + 1) * sizeof *iv);
+	dv = malloc(((size_t)n + 1) * sizeof *dv);
+	bv = malloc((size_t)n + 1);
+	if (pvm_upkint(iv, n, 1) || pvm_upkdouble(dv, n, 1) || pvm_upkstr(str) ||
+	    pvm_upkbyte(bv, n, 1))
+		rc = fail("seed %d n %d: an unpack failed", seed, n);
+	for (int i = 0; !rc && i < n; i++)
+		if (iv[i] != seed * 7 + i - n / 2 || dv[i] != seed + i * 0.25)
+			rc = fail("seed %d n %d: value %d differs", seed, n, i);
+	snprintf(want, sizeof want, "packed %d/%d", seed, n);
+	if (!rc && strcmp(str, want))
+		rc = fail("seed %d: string '%s', want '%s'", seed, str, want);
+	if (!rc && check(bv, (size_t)n, (uint32_t)seed) != -1)
+		rc = fail("seed %d n %d: bytes differ", seed, n);
+	if (!rc) {
+		int ae = pvm_setopt(PvmAutoErr, 0); /* libpvm3 would print the error */
+		extra = pvm_upkint(&n, 1, 1);
+		pvm_setopt(PvmAutoErr, ae);
+	}
+	if (!rc && extra != PvmNoData)
+		rc = fail("seed %d: unpack past the end gave %d, want PvmNoData", seed, extra);
+	free(iv);
+	free(dv);
+	free(bv);
+	return rc;
+}
+
+/* Child: each packed message from the parent (any tag; T_QUIT ends) is
+ * checked with seed = its tag and answered: with tag + 1000 and the same
+ * layout (seed tag + 1000) in the encoding the tag says (odd: Raw, even:
+ * Default) if the check passed, else with tag 998 and no data. */
+static int child_pchk(void)
+{
+	int parent = pvm_parent(), nb, tag, src, n;
+	for (;;) {
+		int b = pvm_recv(parent, -1);
+		if (b < 0 || pvm_bufinfo(b, &nb, &tag, &src) < 0)
+			return 1;
+		if (tag == T_QUIT)
+			return 0;
+		why[0] = 0;
+		if (src == parent && pk_check(tag, &n) == 0) {
+			if (pk_layout(tag & 1 ? PvmDataRaw : PvmDataDefault, tag + 1000, n))
+				return 1;
+			if (pvm_send(parent, tag + 1000) < 0)
+				return 1;
+		} else {
+			fprintf(stderr, "pchk: %s\n", why);
+			pvm_initsend(PvmDataDefault);
+			if (pvm_send(parent, 998) < 0)
+				return 1;
+		}
+	}
+}
+
+/* Round trips of packed messages, Raw and Default, n = 0 .. 10000. */
+static int t_packed(void)
+{
+	static const int ns[PK_N] = {0, 1, 100, 10000};
+	int tid, nb, tag, src, k = 0;
+#ifndef PVMT_STOCK
+	long sent0 = pvm_rcp_packed_sent(0);
+#endif
+	CHECK(spawn("pchk", 1, &tid, NULL) == 0, "spawn");
+	for (int rep = 0; rep < 2; rep++)
+		for (int e = 0; e < 2; e++)
+			for (int i = 0; i < PK_N; i++) {
+				int t = 100 + 2 * k++ + (e == 0), b; /* odd tag: Raw */
+				CHECK(pk_layout(e == 0 ? PvmDataRaw : PvmDataDefault, t, ns[i]) == 0,
+				      "pack");
+				CHECK(pvm_send(tid, t) == 0, "send");
+				b = pvm_recv(tid, -1);
+				CHECK(b > 0 && pvm_bufinfo(b, &nb, &tag, &src) == 0, "recv %d", b);
+				CHECK(tag == t + 1000, "tag %d, want %d (998: the child's check failed)",
+				      tag, t + 1000);
+				CHECK(src == tid && nb > 0, "src t%x len %d", (unsigned)src, nb);
+				if (pk_check(t + 1000, NULL))
+					return -1;
+			}
+#ifndef PVMT_STOCK
+	CHECK(pvm_rcp_route(tid), "the pair is not on RCP");
+	/* all but the first: a task just spawned may not be known as
+	 * relinked yet (its address not published), and goes by pvmd */
+	CHECK(pvm_rcp_packed_sent(0) - sent0 >= k - 1, "%ld of %d packed sends went over RCP",
+	      pvm_rcp_packed_sent(0) - sent0, k);
+#endif
+	quit(&tid, 1);
+	return 0;
+}
+
+/* Message I of a mixed run to DST with TAG: psend, packed Raw, packed
+ * Default, or PvmDataInPlace (by pvmd, also relinked), by turns (the
+ * first NK of them). */
+#define PK_RUN 40
+static int pk_mixed_send(int dst, int tag, int i, int nk)
+{
+	int32_t v = i;
+	static const int enc[] = {0, PvmDataRaw, PvmDataDefault, PvmDataInPlace};
+	if (i % nk == 0)
+		return pvm_psend(dst, tag, &v, 1, PVM_INT);
+	if (pvm_initsend(enc[i % nk]) < 0 || pvm_pkint(&v, 1, 1))
+		return -1;
+	return pvm_send(dst, tag);
+}
+
+/* Receives message I of a mixed run from SRC (I odd and WILD: any
+ * source, any tag); 0 if it is the one expected (value I, tag TAG). */
+static int pk_mixed_recv(int src, int tag, int i, int wild)
+{
+	int b = (i & 1) && wild ? pvm_recv(-1, -1) : pvm_recv(src, tag), nb, atag, asrc, v = -1;
+	if (b <= 0 || pvm_bufinfo(b, &nb, &atag, &asrc) < 0)
+		return fail("message %d: recv %d", i, b);
+	if (asrc != src || atag != tag || nb < 4)
+		return fail("message %d: t%x tag %d len %d", i, (unsigned)asrc, atag, nb);
+	if (pvm_upkint(&v, 1, 1) || v != i)
+		return fail("message %d came as number %d (order)", i, v);
+	return 0;
+}
+
+/* Child: a mixed run from the parent (tag 5) is checked in order, then a
+ * run of psends and packed sends goes back (tag 6), then the result: tag 7, an int 1 if the
+ * first run came whole and in order. */
+static int child_pord(void)
+{
+	int parent = pvm_parent(), ok = 1;
+	for (int i = 0; i < PK_RUN; i++)
+		if (pk_mixed_recv(parent, 5, i, 1)) {
+			fprintf(stderr, "pord: %s\n", why);
+			ok = 0;
+			break;
+		}
+	for (int i = 0; i < PK_RUN; i++)
+		if (pk_mixed_send(parent, 6, i, 3) < 0)
+			return 1;
+	pvm_initsend(PvmDataDefault);
+	pvm_pkint(&ok, 1, 1);
+	return pvm_send(parent, 7) < 0;
+}
+
+/* Order across psend, packed sends (Raw, Default) and stock in-place
+ * sends from one task, both ways, with wildcard receives in between. */
+static int t_packed_order(void)
+{
+	int tid, ok = 0;
+	CHECK(spawn("pord", 1, &tid, NULL) == 0, "spawn");
+	for (int i = 0; i < PK_RUN; i++)
+		CHECK(pk_mixed_send(tid, 5, i, 4) >= 0, "send %d", i);
+	/* back: psend and packed sends only (no BARRIER between them), each
+	 * received by its tag: the glue must not take a later psend before
+	 * an earlier packed message of the same tag, or the reverse */
+	for (int i = 0; i < PK_RUN; i++)
+		if (pk_mixed_recv(tid, 6, i, 0))
+			return -1;
+	CHECK(pvm_recv(tid, 7) > 0 && pvm_upkint(&ok, 1, 1) == 0, "result");
+	CHECK(ok == 1, "the child got the first run out of order or short (see its output)");
+	return 0;
+}
+
+/* pvm_mcast of packed buffers (Raw, Default) to three checking children,
+ * the caller and a duplicate in the list (neither gets a copy). */
+static int t_packed_mcast(void)
+{
+	int tids[5], nb, tag, src, got[3];
+#ifndef PVMT_STOCK
+	long sent0 = pvm_rcp_packed_sent(0);
+#endif
+	CHECK(spawn("pchk", 3, tids, NULL) == 0, "spawn");
+	tids[3] = pvm_mytid();
+	tids[4] = tids[0];
+	for (int k = 0; k < 4; k++) {
+		int t = 300 + k; /* odd: Raw */
+		CHECK(pk_layout(t & 1 ? PvmDataRaw : PvmDataDefault, t, k * 333) == 0, "pack");
+		CHECK(pvm_mcast(tids, 5, t) >= 0, "mcast");
+		memset(got, 0, sizeof got);
+		for (int i = 0; i < 3; i++) {
+			int b = pvm_recv(-1, -1);
+			CHECK(b > 0 && pvm_bufinfo(b, &nb, &tag, &src) == 0, "recv %d", b);
+			CHECK(tag == t + 1000, "tag %d, want %d (998: a child's check failed)", tag,
+			      t + 1000);
+			for (int j = 0; j < 3; j++)
+				if (src == tids[j])
+					got[j]++;
+			if (pk_check(t + 1000, NULL))
+				return -1;
+		}
+		CHECK(got[0] == 1 && got[1] == 1 && got[2] == 1, "answers %d %d %d", got[0],
+		      got[1], got[2]);
+		CHECK(pvm_nrecv(-1, -1) == 0, "a copy too many");
+	}
+#ifndef PVMT_STOCK
+	CHECK(pvm_rcp_packed_sent(0) - sent0 >= 9, "%ld of 12 packed copies went over RCP",
+	      pvm_rcp_packed_sent(0) - sent0);
+#endif
+	quit(tids, 3);
+	return 0;
+}
