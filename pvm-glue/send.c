@@ -236,6 +236,35 @@ static int mcast_one(rcp_chan **chans, int n, uint64_t tag, const void *buf, siz
 	return rc;
 }
 
+/* BUF to the NCH channels CHANS, one rcp_mcast per endpoint (tasks on
+ * this host on shm, on others on udp: an RCP multicast's channels share
+ * one endpoint); CHANS is reordered.  0 or the first PVM code. */
+static int mcast_by_ep(rcp_chan **chans, int nch, uint64_t tag, const void *buf, size_t bytes,
+                       const int *live, int nlive)
+{
+	int rc = 0;
+	for (int k = 0, done = 0; k < PR_MAXEP && done < nch; k++) {
+		rcp_chan **left = chans + done;
+		int nsub = 0, rc2;
+		/* this endpoint's channels to the front */
+		for (int i = 0; i < nch - done; i++) {
+			struct pr_peer *p = pvmrcpi_chan_get(left[i]);
+			if (p ? p->ep == S.eps[k] : k == 0) {
+				rcp_chan *t = left[nsub];
+				left[nsub++] = left[i];
+				left[i] = t;
+			}
+		}
+		if (!nsub)
+			continue;
+		rc2 = mcast_one(left, nsub, tag, buf, bytes, live, nlive);
+		if (rc2 && !rc)
+			rc = rc2;
+		done += nsub;
+	}
+	return rc;
+}
+
 int pvm_pmcast(int *tids, int ntask, int tag, void *buf, int len, int dt)
 {
 	rcp_chan **chans = NULL;
@@ -301,26 +330,10 @@ int pvm_pmcast(int *tids, int ntask, int tag, void *buf, int len, int dt)
 		if (rc > 0)
 			rc = 0;
 	}
-	/* One rcp_mcast per endpoint: tasks on this host on shm, on others
-	 * on udp (an RCP multicast's channels share one endpoint). */
-	for (int k = 0, done = 0; k < PR_MAXEP && done < nch; k++) {
-		rcp_chan **left = chans + done;
-		int nsub = 0, rc2;
-		/* this endpoint's channels to the front */
-		for (int i = 0; i < nch - done; i++) {
-			struct pr_peer *p = pvmrcpi_chan_get(left[i]);
-			if (p ? p->ep == S.eps[k] : k == 0) {
-				rcp_chan *t = left[nsub];
-				left[nsub++] = left[i];
-				left[i] = t;
-			}
-		}
-		if (!nsub)
-			continue;
-		rc2 = mcast_one(left, nsub, pr_rtag(ctx, tag), buf, bytes, live, nlive);
+	if (nch) {
+		int rc2 = mcast_by_ep(chans, nch, pr_rtag(ctx, tag), buf, bytes, live, nlive);
 		if (rc2 && !rc)
 			rc = rc2;
-		done += nsub;
 	}
 out:
 	free(chans);
@@ -522,15 +535,11 @@ static int packed_mcast(int *tids, int ntask, int tag, int *rcout)
 		}
 	}
 	if (nch && (rc = packed_bytes(sbuf, &bytes, &len)) == 0) {
-		rcp_req *r;
-		rc = rcp_mcast(chans, nch, pr_rtag(ctx, tag) | PR_PACKED, bytes, len, &r);
-		if (rc) {
-			free(bytes);
-			rc = pvmrcpi_err(rc);
-		} else {
-			rcp_req_set_cb(r, mcast_copy_done, bytes); /* frees BYTES when done */
+		/* per endpoint, as pvm_pmcast (the tasks may be on several hosts) */
+		rc = mcast_by_ep(chans, nch, pr_rtag(ctx, tag) | PR_PACKED, bytes, len, NULL, 0);
+		free(bytes);
+		if (!rc)
 			packed_sent += nch;
-		}
 	}
 	if (nrest) {
 		int rc2;

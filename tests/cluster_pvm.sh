@@ -42,7 +42,8 @@ fail() {
 	rc=1
 }
 common="datatypes+0len truncation mixed-order wildcards contexts probe-nrecv-trecv fallback
-	order-runs tag-order source-select peer-killed 64MiB pmcast-1-3-16"
+	order-runs tag-order source-select peer-killed 64MiB pmcast-1-3-16 packed-raw-xdr packed-order
+	packed-mcast"
 echo "== relinked, from h1 =="
 (cd "$tmp" && timeout 120 "$rcpc" --name "$name" exec h1 "$tmp/ep/pvmt" transport-hosts \
 	transport-per-pair $common) || fail "relinked, from h1"
@@ -111,6 +112,7 @@ else
 			echo "ok - example $p across hosts, same as stock"
 		else
 			echo "not ok - example $p across hosts:$why"
+			tail -n 15 "$tmp/out.rcp.$p" | sed 's/^/# rcp: /'
 			diff "$tmp/norm.stock" "$tmp/norm.rcp" | head -20
 			rc=1
 		fi
