@@ -54,9 +54,12 @@ for nh in $hogs_list; do
 		hogs="$hogs $!"
 		i=$((i + 1))
 	done
-	for mode in $modes; do
-		r=1
-		while [ "$r" -le "$runs" ]; do
+	# Runs interleave the modes (stock, default, spin, sleep, stock, ...):
+	# beside CPU hogs the host drifts over minutes, and a mode run in one
+	# block took that drift for its own difference.
+	r=1
+	while [ "$r" -le "$runs" ]; do
+		for mode in $modes; do
 			case $mode in
 			stock) bin=bw-stock fl=stock w= ;;
 			default) bin=bw-rcp fl=rcp w= ;;
@@ -72,8 +75,8 @@ for nh in $hogs_list; do
 			wait "$p2" || echo "bwtest ($fl $mode, $nh hogs) failed" >&2
 			cat "$tmp/o1" "$tmp/o2" | awk -v h="$nh" -v f="$fl" -v m="$mode" -v r="$r" \
 				'/Roundtrip T =/ { t = $4; sz = $NF; printf "%s,%s,%s,%s,%s,%s\n", h, f, m, r, sz, t }' >>"$out"
-			r=$((r + 1))
 		done
+		r=$((r + 1))
 	done
 	for h in $hogs; do kill "$h" 2>/dev/null || true; done
 	hogs=""
