@@ -218,6 +218,14 @@ static int runq_probe(void)
 	return running > (unsigned long)ncpu;
 }
 
+int rcpi_wait_crowded(uint64_t now)
+{
+	if (now < atomic_load_explicit(&crowded_until, memory_order_relaxed))
+		return 1;
+	return atomic_load_explicit(&runq_verdict, memory_order_relaxed) &&
+	       now < atomic_load_explicit(&runq_next, memory_order_relaxed) + RCPI_CROWDED_NS;
+}
+
 static int runq_crowded(struct rcpi_waiter *w, uint64_t now)
 {
 	int v;

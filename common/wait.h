@@ -62,6 +62,10 @@ int rcpi_waiter_remove(struct rcpi_waiter *w, int id);
  * DONE is asked before each look, so an instant wait costs one call. */
 int rcpi_waiter_wait(struct rcpi_waiter *w, int (*done)(void *), void *arg, int64_t timeout_ns);
 
+/* Whether the waits of this process last found the CPU crowded (a slow
+ * yield within RCPI_CROWDED_NS, or the run-queue probe's last verdict,
+ * while fresh): no probe of its own, two loads. */
+int rcpi_wait_crowded(uint64_t now);
 /* Tests: forget that the CPU was crowded. */
 void rcpi_wait_uncrowd(void);
 

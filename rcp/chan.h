@@ -272,6 +272,7 @@ struct rcpc_core {
 	uint64_t unexp_held;  /* eager unexpected messages buffered now */
 	uint32_t credits_eff; /* credits a channel grants (CREDITS) */
 	int completed;
+	int crowded; /* the CPU is crowded (rcpc_set_crowded): RMA from RMA_MIN_CROWDED */
 	rcp_req *cbq, **cbtail; /* finished requests with a callback (req.c, CALLBACKS) */
 	struct list retime;     /* channels whose timer key may be stale (TIMERS) */
 	struct rcpi_heap theap; /* channels by earliest deadline (TIMERS) */

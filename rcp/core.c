@@ -333,6 +333,11 @@ static int isend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, int sy
 	return 0;
 }
 
+void rcpc_set_crowded(rcpc_core *c, int crowded)
+{
+	c->crowded = crowded;
+}
+
 int rcpc_isend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, uint64_t now, rcp_req **req)
 {
 	return isend(ch, tag, buf, len, 0, now, req);

@@ -126,6 +126,12 @@ int rcpc_ack_owed(rcpc_core *c, uint64_t now);
  * so callers take it whenever they need it rather than keep a copy. */
 uint64_t rcpc_deadline(rcpc_core *c);
 
+/* The glue's news that the CPU is crowded (more tasks runnable than
+ * CPUs: every wake-up waits behind others): messages below
+ * RMA_MIN_CROWDED then stream through the nic rather than move by RMA,
+ * whose RTS/READY, pull and FIN cost a wake-up on each side (msg.c). */
+void rcpc_set_crowded(rcpc_core *c, int crowded);
+
 /* rcpc_issend: completes on the peer's ack only (rcp_issend). */
 int rcpc_issend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, uint64_t now,
                 rcp_req **req);

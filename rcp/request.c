@@ -9,8 +9,14 @@
 #include <rcp/rcp.h>
 
 #include "common/rcp_common.h"
+#include "common/wait.h"
 #include "rcp/core.h"
 #include "rcp/ep_int.h"
+
+/* Posts of this size or more tell the core whether the CPU is crowded
+ * (where RMA starts depends on it: rcp/msg.c, rma_min); smaller ones
+ * never move by RMA and skip the look. */
+#define CROWD_LOOK_MIN 4096u
 
 static int isend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, int sync, rcp_req **req,
                  rcp_req_cb cb, void *user)
@@ -25,6 +31,8 @@ static int isend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, int sy
 	if (rcpi_ep_closing(ep))
 		return RCP_ECLOSED;
 	now = rcpi_ep_now(ep);
+	if (len >= CROWD_LOOK_MIN)
+		rcpc_set_crowded(rcpi_ep_core(ep), rcpi_wait_crowded(now));
 	rc =
 	    sync ? rcpc_issend(ch, tag, buf, len, now, &r) : rcpc_isend(ch, tag, buf, len, now, &r);
 	if (rc)
@@ -85,6 +93,8 @@ static int irecv(rcp_ep *ep, rcp_chan *ch, uint64_t tag, void *buf, size_t len, 
 	if (rcpi_ep_closing(ep))
 		return RCP_ECLOSED;
 	now = rcpi_ep_now(ep);
+	if (len >= CROWD_LOOK_MIN)
+		rcpc_set_crowded(rcpi_ep_core(ep), rcpi_wait_crowded(now));
 	rc = rcpc_irecv(rcpi_ep_core(ep), ch, tag, buf, len, now, &r);
 	if (rc)
 		return rc;

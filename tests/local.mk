@@ -234,3 +234,11 @@ tests_test_wait_SOURCES = tests/test_wait.c tests/testutil.h
 tests_test_wait_CFLAGS = $(TEST_CFLAGS)
 tests_test_wait_LDFLAGS = -static
 tests_test_wait_LDADD = $(TEST_LDADD)
+
+# Where RMA starts on a crowded CPU (rcpc_set_crowded), on the simulator.
+check_PROGRAMS += tests/test_rcp_crowded
+TESTS += tests/test_rcp_crowded
+tests_test_rcp_crowded_SOURCES = tests/test_rcp_crowded.c tests/sim.c tests/sim.h tests/testutil.h
+tests_test_rcp_crowded_CFLAGS = $(TEST_CFLAGS)
+tests_test_rcp_crowded_LDFLAGS = -static
+tests_test_rcp_crowded_LDADD = $(TEST_LDADD)
