@@ -118,7 +118,7 @@ struct rcp_bulk_ctx {
 	int rma; /* use one-sided nic RMA where handles offer it */
 	int regcache;
 	int rma_refused; /* the nic said RCP_EPERM once: emulate */
-	int wait_id; /* our wait source on the endpoint (0: none) */
+	int wait_id;     /* our wait source on the endpoint (0: none) */
 	uint64_t next_id;
 	/* key table (local handles) */
 	rcp_bulk **buckets;

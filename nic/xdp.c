@@ -115,14 +115,14 @@
 #include "nic/nic_int.h"
 #include "nic/xdp_int.h"
 
-#define XDP_FRAME     4096u
-#define XDP_RING      2048u /* default entries per ring = frames per UMEM half */
-#define XDP_RING_MIN  256u
-#define XDP_RING_MAX  16384u
-#define XDP_BURST     64
-#define XDP_PEERS     1024
-#define XDP_BLOB      7u /* id + MAC */
-#define XDP_KICKS     64 /* kicks per flush before RCP_EAGAIN */
+#define XDP_FRAME    4096u
+#define XDP_RING     2048u /* default entries per ring = frames per UMEM half */
+#define XDP_RING_MIN 256u
+#define XDP_RING_MAX 16384u
+#define XDP_BURST    64
+#define XDP_PEERS    1024
+#define XDP_BLOB     7u /* id + MAC */
+#define XDP_KICKS    64 /* kicks per flush before RCP_EAGAIN */
 
 struct xdp_peer {
 	uint8_t mac[6];
@@ -136,7 +136,7 @@ struct xdp_nic {
 	struct xsk_umem *umem;
 	struct xsk_socket *xsk;
 	void *area;
-	int fd;      /* the socket */
+	int fd;                    /* the socket */
 	struct rcpi_xdp_link link; /* program, interface, ownership */
 	uint32_t queue;
 	uint32_t mtu;
@@ -371,8 +371,8 @@ static int xdp_addr_str(const rcp_nic *nic, char *buf, size_t len)
 {
 	const struct xdp_nic *x = xdp_ofc(nic);
 	const uint8_t *m = x->mac;
-	int n = snprintf(buf, len, "xdp:%s@%02x:%02x:%02x:%02x:%02x:%02x", x->link.ifname, m[0], m[1],
-	                 m[2], m[3], m[4], m[5]);
+	int n = snprintf(buf, len, "xdp:%s@%02x:%02x:%02x:%02x:%02x:%02x", x->link.ifname, m[0],
+	                 m[1], m[2], m[3], m[4], m[5]);
 	return n < 0 || (size_t)n >= len ? RCP_ERANGE : 0;
 }
 
@@ -478,7 +478,8 @@ static int neigh_mac(const struct xdp_nic *x, const char *ip, uint8_t mac[6])
 	s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (s < 0)
 		return RCP_ESYS;
-	setsockopt(s, SOL_SOCKET, SO_BINDTODEVICE, x->link.ifname, (socklen_t)strlen(x->link.ifname));
+	setsockopt(s, SOL_SOCKET, SO_BINDTODEVICE, x->link.ifname,
+	           (socklen_t)strlen(x->link.ifname));
 	for (int i = 0; i < 1000; i++) {
 		if (i % 200 == 0)
 			(void)!sendto(s, "", 0, MSG_DONTWAIT, (struct sockaddr *)&sa, sizeof sa);
@@ -656,8 +657,7 @@ static int xdp_flush(rcp_nic *nic)
 	return x->tx_queued || tx_outstanding(x) ? tx_kick(x) : 0;
 }
 
-static int xdp_send_to(rcp_nic *nic, const void *blob, size_t len, const void *frame,
-                       size_t flen)
+static int xdp_send_to(rcp_nic *nic, const void *blob, size_t len, const void *frame, size_t flen)
 {
 	struct xdp_nic *x = xdp_of(nic);
 	const uint8_t *mac = (const uint8_t *)blob + 1;

@@ -46,7 +46,6 @@
 
 #define XDP_PROG_NAME "rcp_xdp" /* how the next open knows ours */
 
-
 #define INSN(c, d, s, o, i)                                                                        \
 	((struct bpf_insn){.code = (c), .dst_reg = (d), .src_reg = (s), .off = (o), .imm = (i)})
 
@@ -60,7 +59,8 @@ static int prog_load(int map_fd)
 	    /* 4 */ INSN(BPF_JMP | BPF_JGT | BPF_X, 4, 3, 8, 0), /* short: pass */
 	    /* 5 */ INSN(BPF_LDX | BPF_H | BPF_MEM, 4, 2, 12, 0),
 	    /* 6 */ INSN(BPF_JMP | BPF_JNE | BPF_K, 4, 0, 6, htons(XDP_ETHERTYPE)),
-	    /* 7 */ INSN(BPF_LDX | BPF_W | BPF_MEM, 2, 1, offsetof(struct xdp_md, rx_queue_index), 0),
+	    /* 7 */
+	    INSN(BPF_LDX | BPF_W | BPF_MEM, 2, 1, offsetof(struct xdp_md, rx_queue_index), 0),
 	    /* 8 */ INSN(BPF_LD | BPF_DW | BPF_IMM, 1, BPF_PSEUDO_MAP_FD, 0, map_fd),
 	    /* 9 */ INSN(0, 0, 0, 0, 0),
 	    /* 10 */ INSN(BPF_ALU64 | BPF_MOV | BPF_K, 3, 0, 0, XDP_PASS), /* miss action */
@@ -145,8 +145,8 @@ static int stale_clean(struct rcpi_xdp_link *l)
 		if (fd < 0)
 			continue; /* gone meanwhile */
 		memset(&info, 0, sizeof info);
-		ours = !bpf_obj_get_info_by_fd(fd, &info, &ilen) &&
-		       !strcmp(info.name, XDP_PROG_NAME);
+		ours =
+		    !bpf_obj_get_info_by_fd(fd, &info, &ilen) && !strcmp(info.name, XDP_PROG_NAME);
 		if (!ours) {
 			close(fd);
 			rcpi_warn("xdp: %s has another XDP program attached (id %u, \"%s\"); "

@@ -106,8 +106,10 @@ int main(int argc, char **argv)
 	double *t;
 
 	if (argc < 5) {
-		fprintf(stderr, "usage: %s LABEL rcp|stock default|direct spin|sleep [iters [psend|raw|xdr]]\n",
-		        argv[0]);
+		fprintf(
+		    stderr,
+		    "usage: %s LABEL rcp|stock default|direct spin|sleep [iters [psend|raw|xdr]]\n",
+		    argv[0]);
 		return 2;
 	}
 	configure(argv);
@@ -124,8 +126,8 @@ int main(int argc, char **argv)
 		return rc;
 	}
 	{
-		char *av[7] = {argv[1], argv[2], argv[3], argv[4], "0",
-		               argc > 6 ? argv[6] : "psend", NULL};
+		char *av[7] = {
+		    argv[1], argv[2], argv[3], argv[4], "0", argc > 6 ? argv[6] : "psend", NULL};
 		if (pvm_spawn("rcp-pvm-pingpong", av, PvmTaskDefault, "", 1, &ctid) != 1) {
 			fprintf(stderr, "spawn failed: %d\n", ctid);
 			pvm_exit();
@@ -145,7 +147,8 @@ int main(int argc, char **argv)
 			double t0 = now_us();
 			buf[0] = (char)i;
 			buf[s - 1] = (char)(i + 1);
-			if (enc >= 0 ? pk_send(ctid, TAG_PING, buf, s) || pk_recv(ctid, rbuf, &atag, &alen)
+			if (enc >= 0 ? pk_send(ctid, TAG_PING, buf, s) ||
+			                   pk_recv(ctid, rbuf, &atag, &alen)
 			             : pvm_psend(ctid, TAG_PING, buf, s, PVM_BYTE) ||
 			                   pvm_precv(ctid, TAG_PING, rbuf, MAXSZ, PVM_BYTE, &atid,
 			                             &atag, &alen)) {

@@ -1350,8 +1350,7 @@ int main(int argc, char **argv)
 		transport = t;
 	}
 	o.transport = transport ? transport : "shm";
-	if (strcmp(o.transport, "shm") && strcmp(o.transport, "udp") &&
-	    !(o.listen || o.connect)) {
+	if (strcmp(o.transport, "shm") && strcmp(o.transport, "udp") && !(o.listen || o.connect)) {
 		fprintf(stderr, PROG ": unknown transport %s (shm, udp)\n", o.transport);
 		return 2;
 	}

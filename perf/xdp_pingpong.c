@@ -102,8 +102,8 @@ static int cmp_u64(const void *a, const void *b)
 }
 
 /* One side of a nic ping-pong.  The parent (side 0) times. */
-static int nic_side(const char *t, int side, int rfd, int wfd, size_t size, long iters,
-                    long warm, uint64_t *rtt)
+static int nic_side(const char *t, int side, int rfd, int wfd, size_t size, long iters, long warm,
+                    uint64_t *rtt)
 {
 	char addr[RCP_NIC_ADDRSTR_MAX], peer_addr[RCP_NIC_ADDRSTR_MAX];
 	struct rcp_nic_frame fr[8];
@@ -216,8 +216,9 @@ static int run(const char *t, size_t size, long iters, int csv)
 		pin_to(1);
 		if (enter(1))
 			_exit(1);
-		_exit(strcmp(t, "kernel-udp") ? nic_side(t, 1, p2c[0], c2p[1], size, iters, warm, NULL)
-		                              : kudp_side(1, size, iters, warm, NULL));
+		_exit(strcmp(t, "kernel-udp")
+		          ? nic_side(t, 1, p2c[0], c2p[1], size, iters, warm, NULL)
+		          : kudp_side(1, size, iters, warm, NULL));
 	}
 	pin_to(0);
 	if (child < 0 || enter(0))
@@ -231,12 +232,13 @@ static int run(const char *t, size_t size, long iters, int csv)
 		rc = 1;
 	if (!rc) {
 		qsort(rtt, (size_t)iters, sizeof *rtt, cmp_u64);
-		double med = (double)rtt[iters / 2] / 1e3, p99 = (double)rtt[iters * 99 / 100] / 1e3;
+		double med = (double)rtt[iters / 2] / 1e3,
+		       p99 = (double)rtt[iters * 99 / 100] / 1e3;
 		if (csv)
 			printf("%s,%zu,%ld,%.3f,%.3f\n", t, size, iters, med, p99);
 		else
-			printf("%-11s %6zu B  median %8.3f us  p99 %8.3f us  (%ld iters)\n", t, size,
-			       med, p99, iters);
+			printf("%-11s %6zu B  median %8.3f us  p99 %8.3f us  (%ld iters)\n", t,
+			       size, med, p99, iters);
 	} else {
 		fprintf(stderr, PROG ": %s failed\n", t);
 	}
@@ -248,9 +250,12 @@ static int run(const char *t, size_t size, long iters, int csv)
 int main(int argc, char **argv)
 {
 	static const struct option lo[] = {
-	    {"transport", required_argument, 0, 't'}, {"size", required_argument, 0, 's'},
-	    {"iters", required_argument, 0, 'n'},     {"csv", no_argument, 0, 'c'},
-	    {"no-pin", no_argument, 0, 'p'},          {"help", no_argument, 0, 'h'},
+	    {"transport", required_argument, 0, 't'},
+	    {"size", required_argument, 0, 's'},
+	    {"iters", required_argument, 0, 'n'},
+	    {"csv", no_argument, 0, 'c'},
+	    {"no-pin", no_argument, 0, 'p'},
+	    {"help", no_argument, 0, 'h'},
 	    {0, 0, 0, 0},
 	};
 	char *list = strdup("xdp,udp,kernel-udp"), *save = NULL;
@@ -260,7 +265,10 @@ int main(int argc, char **argv)
 
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		switch (c) {
-		case 't': free(list); list = strdup(optarg); break;
+		case 't':
+			free(list);
+			list = strdup(optarg);
+			break;
 		case 's': size = strtoul(optarg, NULL, 0); break;
 		case 'n': iters = strtol(optarg, NULL, 0); break;
 		case 'c': csv = 1; break;

@@ -454,7 +454,8 @@ static int host_ip(char *ip, size_t len)
 		struct sockaddr_in a;
 		socklen_t al = sizeof a;
 		int fd, ok;
-		if (hi[i].hi_tid == me || !hi[i].hi_name || getaddrinfo(hi[i].hi_name, "9", &hints, &res))
+		if (hi[i].hi_tid == me || !hi[i].hi_name ||
+		    getaddrinfo(hi[i].hi_name, "9", &hints, &res))
 			continue;
 		fd = socket(AF_INET, SOCK_DGRAM, 0);
 		ok = fd >= 0 && connect(fd, res->ai_addr, res->ai_addrlen) == 0 &&

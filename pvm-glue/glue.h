@@ -150,7 +150,7 @@ struct pr_state {
 	int pvm_readable;      /* a sleep woke on a libpvm3 socket: drain soon */
 	char addr[2 * RCP_NIC_ADDRSTR_MAX + 2]; /* published: addresses, space-separated */
 	char mbox[64];
-	struct pr_peer **htab; /* tid -> peer */
+	struct pr_peer **htab;     /* tid -> peer */
 	struct pr_peer *last_peer; /* the last one found (pvmrcpi_peer) */
 	unsigned hcap;
 	struct pr_msg held; /* list head */

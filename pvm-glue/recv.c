@@ -434,7 +434,8 @@ static int find(const struct want *w, struct cand *c, uint64_t *since)
 				 * that tag: take the channel's messages in order
 				 * until none is left. */
 				if (rcp_probe(fep, st.chan, PR_BARRIER, &b) == 1 ||
-				    rcp_probe(fep, st.chan, kind == 1 ? t | PR_PACKED : t, &b) == 1) {
+				    rcp_probe(fep, st.chan, kind == 1 ? t | PR_PACKED : t, &b) ==
+				        1) {
 					if (rcp_probe(fep, st.chan, RCP_ANY_TAG, &b) == 1) {
 						int rc = take_head(fep, &b);
 						if (rc)

@@ -125,7 +125,7 @@ struct rcp_req {
 	rcp_req *pool_next;
 	rcp_req_cb cb; /* set: completion goes on core->cbq (req.c, CALLBACKS) */
 	void *cb_user;
-	rcp_req *cb_next; /* core->cbq */
+	rcp_req *cb_next;  /* core->cbq */
 	struct list clink; /* posted recv: in chan->posted or core->posted_any */
 	uint64_t pseq;     /* posted recv: posting order across both */
 };
