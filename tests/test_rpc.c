@@ -246,6 +246,15 @@ static int wait_count(rcp_rpc *rpc, const int *counter, int target)
 	return 0;
 }
 
+/* One call of ID with IN on CH, waited for: it must succeed. */
+static void call_wait(rcp_rpc *rpc, rcp_chan *ch, uint64_t id, void *in)
+{
+	rcp_rpc_req *rq;
+	assert_int_equal(rcp_rpc_forward(rpc, ch, id, NULL, in, -1, NULL, NULL, &rq), 0);
+	assert_int_equal(rcp_rpc_wait(rq, WAIT_NS), 0);
+	rcp_rpc_req_free(rq);
+}
+
 static void run_echo(rcp_rpc *rpc, rcp_chan *ch, uint64_t seed, int ncalls, int inflight)
 {
 	struct call *calls = calloc((size_t)ncalls, sizeof *calls);
@@ -384,12 +393,8 @@ static void run_setup(const struct setup *su)
 
 	/* Quit: the server answers its held calls late (stale, dropped). */
 	{
-		rcp_rpc_req *rq;
 		struct rcp_rpc_stats st;
-		assert_int_equal(rcp_rpc_forward(rpc, ch, id_quit, NULL, NULL, -1, NULL, NULL, &rq),
-		                 0);
-		assert_int_equal(rcp_rpc_wait(rq, WAIT_NS), 0);
-		rcp_rpc_req_free(rq);
+		call_wait(rpc, ch, id_quit, NULL);
 		rcp_rpc_get_stats(rpc, &st);
 		assert_true(st.completed_ok > 0);
 		assert_int_equal(st.timeouts, 10);
@@ -498,11 +503,7 @@ static void test_killed_server(void **state)
 	}
 	run_echo(rpc, c2, 79, 20, 4);
 	{
-		rcp_rpc_req *rq;
-		assert_int_equal(rcp_rpc_forward(rpc, c2, id_quit, NULL, NULL, -1, NULL, NULL, &rq),
-		                 0);
-		assert_int_equal(rcp_rpc_wait(rq, WAIT_NS), 0);
-		rcp_rpc_req_free(rq);
+		call_wait(rpc, c2, id_quit, NULL);
 	}
 	assert_int_equal(test_wait_child(s2), 0);
 	rcp_rpc_destroy(rpc);
@@ -614,11 +615,7 @@ static void test_rfp(void **state)
 		assert_int_equal(k.timedout, 4);
 	}
 	{
-		rcp_rpc_req *rq;
-		assert_int_equal(rcp_rpc_forward(rpc, ch, id_quit, NULL, NULL, -1, NULL, NULL, &rq),
-		                 0);
-		assert_int_equal(rcp_rpc_wait(rq, WAIT_NS), 0);
-		rcp_rpc_req_free(rq);
+		call_wait(rpc, ch, id_quit, NULL);
 	}
 	assert_int_equal(test_wait_child(srv), 0);
 	rcp_rpc_destroy(rpc);
@@ -683,11 +680,7 @@ static void test_rfp_wrapped(void **state)
 	run_echo(rpc, ch, test_seed(0x7f8), 100, 16);
 	rcp_rpc_get_stats(rpc, &st);
 	{
-		rcp_rpc_req *rq;
-		assert_int_equal(rcp_rpc_forward(rpc, ch, id_quit, NULL, NULL, -1, NULL, NULL, &rq),
-		                 0);
-		assert_int_equal(rcp_rpc_wait(rq, WAIT_NS), 0);
-		rcp_rpc_req_free(rq);
+		call_wait(rpc, ch, id_quit, NULL);
 	}
 	assert_int_equal(test_wait_child(srv), 0);
 	assert_int_equal(rcp_nic_get_stats(rcp_ep_nic(ep), &ns), 0);
@@ -795,15 +788,8 @@ static void test_udp_inflight(void **state)
 	assert_int_equal(m.ok, MANY_CALLS);
 	assert_int_equal(m.timedout, MANY_CALLS / HOLD_EVERY);
 	{
-		rcp_rpc_req *rq;
-		assert_int_equal(rcp_rpc_forward(m.rpc, ch, id_work, NULL, &w, -1, NULL, NULL, &rq),
-		                 0);
-		assert_int_equal(rcp_rpc_wait(rq, WAIT_NS), 0);
-		rcp_rpc_req_free(rq);
-		assert_int_equal(
-		    rcp_rpc_forward(m.rpc, ch, id_quit, NULL, NULL, -1, NULL, NULL, &rq), 0);
-		assert_int_equal(rcp_rpc_wait(rq, WAIT_NS), 0);
-		rcp_rpc_req_free(rq);
+		call_wait(m.rpc, ch, id_work, &w);
+		call_wait(m.rpc, ch, id_quit, NULL);
 	}
 	assert_int_equal(test_wait_child(srv), 0);
 	rcp_rpc_get_stats(m.rpc, &st);
