@@ -76,16 +76,7 @@ static int net_up(void)
 
 static int enter(int side)
 {
-	char path[64];
-	int fd, rc;
-
-	snprintf(path, sizeof path, "/run/netns/%s", ns[side]);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	rc = setns(fd, CLONE_NEWNET);
-	close(fd);
-	return rc;
+	return rcpi_netns_enter(ns[side]);
 }
 
 static uint64_t now_ns(void)

@@ -99,7 +99,8 @@ static void setup_net(void)
 		test_skip_all("cannot create network namespaces");
 	}
 	if (sh("ip link add %s netns %s type veth peer name %s netns %s && "
-	       "ip -n %s addr add 198.18.0.1/30 dev %s && ip -n %s addr add 198.18.0.2/30 dev %s && "
+	       "ip -n %s addr add 198.18.0.1/30 dev %s && ip -n %s addr add 198.18.0.2/30 dev %s "
+	       "&& "
 	       "ip -n %s link set %s up && ip -n %s link set %s up",
 	       if_a, ns_a, if_b, ns_b, ns_a, if_a, ns_b, if_b, ns_a, if_a, ns_b, if_b)) {
 		teardown_net();
@@ -110,16 +111,7 @@ static void setup_net(void)
 
 static int enter_raw(const char *ns)
 {
-	char path[64];
-	int fd, rc;
-
-	snprintf(path, sizeof path, "/run/netns/%s", ns);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	rc = setns(fd, CLONE_NEWNET);
-	close(fd);
-	return rc;
+	return rcpi_netns_enter(ns);
 }
 
 static void enter(const char *ns)
@@ -215,8 +207,7 @@ static int add_peer_of(rcp_nic *to, rcp_nic *whom)
 /* Receives exactly N frames at B (waiting for each burst up to 10 s: a
  * guard against hanging, not a timed assertion), checking each payload
  * (seq = first + i, length LENS[i] or LEN) and its peer. */
-static void recv_n(rcp_nic *b, int n, uint64_t first, const uint32_t *lens, uint32_t len,
-                   int peer)
+static void recv_n(rcp_nic *b, int n, uint64_t first, const uint32_t *lens, uint32_t len, int peer)
 {
 	struct rcp_nic_frame fr[32];
 	int got = 0;
@@ -234,7 +225,8 @@ static void recv_n(rcp_nic *b, int n, uint64_t first, const uint32_t *lens, uint
 			uint32_t want = lens ? lens[got] : len;
 			assert_int_equal(fr[i].len, want);
 			assert_int_equal(fr[i].peer, peer);
-			assert_int_equal(test_check(fr[i].data, fr[i].len, first + (uint64_t)got), -1);
+			assert_int_equal(test_check(fr[i].data, fr[i].len, first + (uint64_t)got),
+			                 -1);
 		}
 		rcp_nic_release(b, fr, k);
 	}
@@ -755,10 +747,14 @@ int main(void)
 	int have = 0, rc;
 	rcp_nic *probe;
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test_teardown(t_addresses, close_all),  cmocka_unit_test_teardown(t_frames, close_all),
-	    cmocka_unit_test_teardown(t_more_flush, close_all), cmocka_unit_test_teardown(t_many_peers, close_all),
-	    cmocka_unit_test_teardown(t_oversize, close_all),   cmocka_unit_test_teardown(t_wait_fd, close_all),
-	    cmocka_unit_test_teardown(t_other_mac, close_all),  cmocka_unit_test_teardown(t_attach_lifecycle, close_all),
+	    cmocka_unit_test_teardown(t_addresses, close_all),
+	    cmocka_unit_test_teardown(t_frames, close_all),
+	    cmocka_unit_test_teardown(t_more_flush, close_all),
+	    cmocka_unit_test_teardown(t_many_peers, close_all),
+	    cmocka_unit_test_teardown(t_oversize, close_all),
+	    cmocka_unit_test_teardown(t_wait_fd, close_all),
+	    cmocka_unit_test_teardown(t_other_mac, close_all),
+	    cmocka_unit_test_teardown(t_attach_lifecycle, close_all),
 	    cmocka_unit_test_teardown(t_unprivileged, close_all),
 	    cmocka_unit_test_teardown(t_small_rings, close_all),
 	    cmocka_unit_test_prestate_setup_teardown(t_rcp_channels, NULL, close_all, ""),
