@@ -205,18 +205,20 @@ int pvm_psend(int tid, int tag, void *buf, int len, int dt)
 	return pvmrcpi_err(rc);
 }
 
-/* An RCP multicast of BUF to the N channels of one endpoint; small ones
- * go from a copy and return at once, larger ones are waited for (LIVE:
- * the tasks asked about meanwhile).  0 or a PVM code. */
+/* An RCP multicast of BUF to the N channels of one endpoint.  OWN: BUF is
+ * a malloc'd buffer the caller gives up, freed when the multicast is done
+ * (or failed); else small ones go from a copy and return at once, larger
+ * ones are waited for (LIVE: the tasks asked about meanwhile).  0 or a
+ * PVM code. */
 static int mcast_one(rcp_chan **chans, int n, uint64_t tag, const void *buf, size_t bytes,
-                     const int *live, int nlive)
+                     const int *live, int nlive, void *own)
 {
 	struct rcp_status st;
-	void *copy = NULL;
-	const void *src = buf;
+	void *copy = own;
+	const void *src = own ? own : buf;
 	rcp_req *r;
 	int rc;
-	if (bytes <= S.copy_max) {
+	if (!own && bytes <= S.copy_max) {
 		copy = malloc(bytes ? bytes : 1);
 		if (!copy)
 			return PvmNoMem;
@@ -238,9 +240,11 @@ static int mcast_one(rcp_chan **chans, int n, uint64_t tag, const void *buf, siz
 
 /* BUF to the NCH channels CHANS, one rcp_mcast per endpoint (tasks on
  * this host on shm, on others on udp: an RCP multicast's channels share
- * one endpoint); CHANS is reordered.  0 or the first PVM code. */
+ * one endpoint); CHANS is reordered.  OWN (BUF malloc'd, given up): the
+ * last endpoint's multicast takes it, the others copy.  0 or the first PVM
+ * code. */
 static int mcast_by_ep(rcp_chan **chans, int nch, uint64_t tag, const void *buf, size_t bytes,
-                       const int *live, int nlive)
+                       const int *live, int nlive, void *own)
 {
 	int rc = 0;
 	for (int k = 0, done = 0; k < PR_MAXEP && done < nch; k++) {
@@ -257,11 +261,14 @@ static int mcast_by_ep(rcp_chan **chans, int nch, uint64_t tag, const void *buf,
 		}
 		if (!nsub)
 			continue;
-		rc2 = mcast_one(left, nsub, tag, buf, bytes, live, nlive);
+		done += nsub;
+		rc2 = mcast_one(left, nsub, tag, buf, bytes, live, nlive, done == nch ? own : NULL);
+		if (done == nch)
+			own = NULL; /* handed over */
 		if (rc2 && !rc)
 			rc = rc2;
-		done += nsub;
 	}
+	free(own);
 	return rc;
 }
 
@@ -331,7 +338,7 @@ int pvm_pmcast(int *tids, int ntask, int tag, void *buf, int len, int dt)
 			rc = 0;
 	}
 	if (nch) {
-		int rc2 = mcast_by_ep(chans, nch, pr_rtag(ctx, tag), buf, bytes, live, nlive);
+		int rc2 = mcast_by_ep(chans, nch, pr_rtag(ctx, tag), buf, bytes, live, nlive, NULL);
 		if (rc2 && !rc)
 			rc = rc2;
 	}
@@ -536,8 +543,8 @@ static int packed_mcast(int *tids, int ntask, int tag, int *rcout)
 	}
 	if (nch && (rc = packed_bytes(sbuf, &bytes, &len)) == 0) {
 		/* per endpoint, as pvm_pmcast (the tasks may be on several hosts) */
-		rc = mcast_by_ep(chans, nch, pr_rtag(ctx, tag) | PR_PACKED, bytes, len, NULL, 0);
-		free(bytes);
+		rc = mcast_by_ep(chans, nch, pr_rtag(ctx, tag) | PR_PACKED, bytes, len, NULL, 0,
+		                 bytes);
 		if (!rc)
 			packed_sent += nch;
 	}
