@@ -1,0 +1,528 @@
+/*
+ * rcpio/xfer.c — endpoints, progress thread, rpc calls, bulk moves (xfer.h).
+ */
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <rcp/bulk.h>
+#include <rcp/rpc.h>
+
+#include "rcpio/xfer.h"
+
+struct q_in {
+	uint64_t fid, block, gen;
+	uint32_t me;
+	int64_t offer;
+};
+struct q_out {
+	uint32_t kind, owner, slot;
+	uint64_t gen;
+};
+struct r_in {
+	uint64_t fid, block;
+	uint32_t owner, slot;
+};
+struct p_in {
+	uint64_t fid, block, gen;
+	uint32_t slot, off;
+	rcp_bulk *data;
+};
+
+RCP_PROC_DEFINE(proc_q_in, struct q_in, rcp_proc_u64(p, &v->fid); rcp_proc_u64(p, &v->block);
+                rcp_proc_u64(p, &v->gen); rcp_proc_u32(p, &v->me); rcp_proc_i64(p, &v->offer))
+RCP_PROC_DEFINE(proc_q_out, struct q_out, rcp_proc_u32(p, &v->kind); rcp_proc_u32(p, &v->owner);
+                rcp_proc_u32(p, &v->slot); rcp_proc_u64(p, &v->gen))
+RCP_PROC_DEFINE(proc_r_in, struct r_in, rcp_proc_u64(p, &v->fid); rcp_proc_u64(p, &v->block);
+                rcp_proc_u32(p, &v->owner); rcp_proc_u32(p, &v->slot))
+RCP_PROC_DEFINE(proc_p_in, struct p_in, rcp_proc_u64(p, &v->fid); rcp_proc_u64(p, &v->block);
+                rcp_proc_u64(p, &v->gen); rcp_proc_u32(p, &v->slot); rcp_proc_u32(p, &v->off);
+                rcp_proc_bulk(p, &v->data))
+
+struct blob {
+	char addr[128];
+	uint64_t block, stride, hlen;
+	unsigned char handle[RCPIO_BLOB - 128 - 24];
+};
+_Static_assert(sizeof(struct blob) == RCPIO_BLOB, "blob size");
+
+enum { C_QUERY, C_READY, C_EVICT, C_PUT, NCALLS };
+static const char *const names[NCALLS] = {"rcpio.query", "rcpio.ready", "rcpio.evict",
+                                          "rcpio.put"};
+
+struct rcpio_net {
+	pthread_mutex_t *lock;
+	rcpio_meta *meta;
+	rcpio_pool *pool;
+	/* server side: the progress thread's */
+	rcp_ep *sep;
+	rcp_bulk_ctx *sbulk;
+	rcp_rpc *srpc;
+	rcp_bulk *spool; /* the block area, READWRITE */
+	pthread_t thr;
+	volatile int stop;
+	/* client side: the application thread's */
+	rcp_ep *cep;
+	rcp_bulk_ctx *cbulk;
+	rcp_rpc *crpc;
+	unsigned char *stage; /* block + tag: bounce buffer of pulls and puts */
+	rcp_bulk *cstage;
+	uint64_t id[NCALLS];
+	int outstanding, ready_err;
+	struct rcpio_net_stats st;
+};
+
+struct rcpio_peer {
+	rcp_chan *ch;
+	rcp_bulk *pool;
+};
+
+/* ---- server ---------------------------------------------------------- */
+
+static void h_query(rcp_rpc_handle *h, void *arg)
+{
+	rcpio_net *n = arg;
+	struct q_in in;
+	struct rcpio_meta_reply r;
+	struct q_out out;
+	int rc = rcp_rpc_get_input(h, &in);
+	memset(&r, 0, sizeof r);
+	if (!rc) {
+		pthread_mutex_lock(n->lock);
+		rc = rcpio_meta_query(n->meta, in.fid, in.block, in.me, in.offer, in.gen, &r);
+		n->st.queries_served++;
+		pthread_mutex_unlock(n->lock);
+	}
+	out.kind = r.kind;
+	out.owner = r.owner;
+	out.slot = r.slot;
+	out.gen = r.gen;
+	rcp_rpc_respond(h, rc ? NULL : &out, rc);
+}
+
+static void h_ready(rcp_rpc_handle *h, void *arg)
+{
+	rcpio_net *n = arg;
+	struct r_in in;
+	int rc = rcp_rpc_get_input(h, &in);
+	if (!rc) {
+		pthread_mutex_lock(n->lock);
+		rc = rcpio_meta_ready(n->meta, in.fid, in.block, in.owner, in.slot);
+		pthread_mutex_unlock(n->lock);
+	}
+	rcp_rpc_respond(h, NULL, rc);
+}
+
+static void h_evict(rcp_rpc_handle *h, void *arg)
+{
+	rcpio_net *n = arg;
+	struct r_in in;
+	int rc = rcp_rpc_get_input(h, &in);
+	if (!rc) {
+		pthread_mutex_lock(n->lock);
+		rc = rcpio_meta_evict(n->meta, in.fid, in.block, in.owner, in.slot);
+		pthread_mutex_unlock(n->lock);
+	}
+	rcp_rpc_respond(h, NULL, rc);
+}
+
+struct put_job {
+	rcpio_net *n;
+	rcp_rpc_handle *h;
+	rcp_bulk *remote;
+	uint32_t slot, off, len;
+};
+
+static void put_done(void *arg, int status)
+{
+	struct put_job *j = arg;
+	rcpio_net *n = j->n;
+	struct rcpio_slot *sl;
+	pthread_mutex_lock(n->lock);
+	sl = rcpio_pool_slot(n->pool, j->slot);
+	sl->pins--;
+	if (!status) {
+		if (j->off < sl->lo)
+			sl->lo = j->off;
+		if (j->off + j->len > sl->hi)
+			sl->hi = j->off + j->len;
+		n->st.puts_served++;
+	}
+	pthread_mutex_unlock(n->lock);
+	rcp_rpc_respond(j->h, NULL, status);
+	rcp_bulk_free(j->remote);
+	free(j);
+}
+
+/* The owner side of a remote write.  The slot is checked and pinned under
+ * the lock, so it cannot be evicted or reused while the bytes land; a
+ * committed slot is uncommitted (persistently) before it changes, so a
+ * crash never leaves a committed entry over half-written data. */
+static void h_put(rcp_rpc_handle *h, void *arg)
+{
+	rcpio_net *n = arg;
+	struct p_in in;
+	struct rcpio_slot *sl;
+	struct put_job *j;
+	uint64_t len;
+	int rc;
+
+	memset(&in, 0, sizeof in);
+	if ((rc = rcp_rpc_get_input(h, &in))) {
+		rcp_bulk_free(in.data);
+		rcp_rpc_respond(h, NULL, rc);
+		return;
+	}
+	len = rcp_bulk_size(in.data);
+	pthread_mutex_lock(n->lock);
+	sl = rcpio_pool_slot(n->pool, in.slot);
+	if (!sl || !sl->used || sl->fid != in.fid || sl->block != in.block || sl->gen != in.gen ||
+	    (uint64_t)in.off + len > rcpio_pool_block(n->pool))
+		rc = RCP_ENOENT;
+	else if (sl->committed) {
+		if (!(rc = rcpio_pool_tx_begin(n->pool))) {
+			rc = rcpio_pool_tx_slot_clear(n->pool, in.slot);
+			if (rc)
+				rcpio_pool_tx_abort(n->pool);
+			else
+				rcpio_pool_tx_commit(n->pool);
+		}
+	}
+	if (!rc)
+		sl->pins++;
+	else
+		n->st.puts_stale++;
+	pthread_mutex_unlock(n->lock);
+	if (rc || !(j = calloc(1, sizeof *j))) {
+		if (!rc) {
+			pthread_mutex_lock(n->lock);
+			sl->pins--;
+			pthread_mutex_unlock(n->lock);
+			rc = RCP_ENOMEM;
+		}
+		rcp_bulk_free(in.data);
+		rcp_rpc_respond(h, NULL, rc);
+		return;
+	}
+	j->n = n;
+	j->h = h;
+	j->remote = in.data;
+	j->slot = in.slot;
+	j->off = in.off;
+	j->len = (uint32_t)len;
+	rc = rcp_bulk_transfer(n->sbulk, rcp_rpc_handle_chan(h), RCP_BULK_PULL, in.data, 0, n->spool,
+	                       (uint64_t)in.slot * rcpio_pool_stride(n->pool) + in.off, len,
+	                       put_done, j, NULL);
+	if (rc)
+		put_done(j, rc);
+}
+
+static void *progress(void *arg)
+{
+	rcpio_net *n = arg;
+	while (!n->stop) {
+		int rc = rcp_rpc_loop(n->srpc, 20 * 1000 * 1000);
+		if (rc < 0 && rc != RCP_ETIMEDOUT)
+			n->st.errors++;
+	}
+	return NULL;
+}
+
+/* ---- setup ----------------------------------------------------------- */
+
+static int ep_addr(const char *transport, const char *side, char *buf, size_t len)
+{
+	if (!transport || !strcmp(transport, "shm")) {
+		snprintf(buf, len, "shm:rcpio-%d-%s", (int)getpid(), side);
+		return 0;
+	}
+	if (!strcmp(transport, "udp")) {
+		/* Reachable from other hosts: the address the host name resolves to. */
+		char host[64];
+		struct addrinfo hints, *ai = NULL;
+		memset(&hints, 0, sizeof hints);
+		hints.ai_family = AF_INET;
+		if (gethostname(host, sizeof host) || getaddrinfo(host, NULL, &hints, &ai) || !ai) {
+			snprintf(buf, len, "udp:");
+			return 0;
+		}
+		getnameinfo(ai->ai_addr, ai->ai_addrlen, host, sizeof host, NULL, 0, NI_NUMERICHOST);
+		freeaddrinfo(ai);
+		snprintf(buf, len, "udp:%s:0", host);
+		return 0;
+	}
+	return RCP_EINVAL;
+}
+
+static int open_side(rcpio_net *n, const char *transport, int server, rcp_ep **ep,
+                     rcp_bulk_ctx **bulk, rcp_rpc **rpc)
+{
+	struct rcp_ep_config ec;
+	struct rcp_rpc_config rcf;
+	char addr[128];
+	int rc;
+	memset(&ec, 0, sizeof ec);
+	memset(&rcf, 0, sizeof rcf);
+	ec.flags = server ? RCP_EP_ACCEPT : 0;
+	if ((rc = ep_addr(transport, server ? "s" : "c", addr, sizeof addr)) ||
+	    (rc = rcp_ep_open(addr, &ec, ep)) || (rc = rcp_bulk_ctx_open(*ep, bulk)))
+		return rc;
+	rcf.bulk = *bulk;
+	rcf.timeout_ns = -1;
+	if ((rc = rcp_rpc_create(*ep, &rcf, rpc)))
+		return rc;
+	rc = rcp_rpc_register(*rpc, names[C_QUERY], proc_q_in, proc_q_out, &n->id[C_QUERY]);
+	if (!rc)
+		rc = rcp_rpc_register(*rpc, names[C_READY], proc_r_in, NULL, &n->id[C_READY]);
+	if (!rc)
+		rc = rcp_rpc_register(*rpc, names[C_EVICT], proc_r_in, NULL, &n->id[C_EVICT]);
+	if (!rc)
+		rc = rcp_rpc_register(*rpc, names[C_PUT], proc_p_in, NULL, &n->id[C_PUT]);
+	return rc;
+}
+
+int rcpio_net_start(const char *transport, pthread_mutex_t *lock, rcpio_meta *meta,
+                    rcpio_pool *pool, rcpio_net **out)
+{
+	rcpio_net *n = calloc(1, sizeof *n);
+	rcp_rpc_handler hs[NCALLS] = {h_query, h_ready, h_evict, h_put};
+	size_t area_len, stage_len = rcpio_pool_stride(pool);
+	void *area;
+	int rc;
+
+	if (!n)
+		return RCP_ENOMEM;
+	n->lock = lock;
+	n->meta = meta;
+	n->pool = pool;
+	if ((rc = open_side(n, transport, 1, &n->sep, &n->sbulk, &n->srpc)) ||
+	    (rc = open_side(n, transport, 0, &n->cep, &n->cbulk, &n->crpc)))
+		goto fail;
+	for (int i = 0; i < NCALLS; i++)
+		if ((rc = rcp_rpc_set_handler(n->srpc, n->id[i], hs[i], n)))
+			goto fail;
+	area = rcpio_pool_area(pool, &area_len);
+	if ((rc = rcp_bulk_create(n->sbulk, 1, &area, &area_len, RCP_BULK_READWRITE, &n->spool)))
+		goto fail;
+	if (!(n->stage = malloc(stage_len))) {
+		rc = RCP_ENOMEM;
+		goto fail;
+	}
+	{
+		void *p = n->stage;
+		if ((rc = rcp_bulk_create(n->cbulk, 1, &p, &stage_len, RCP_BULK_READWRITE,
+		                          &n->cstage)))
+			goto fail;
+	}
+	if (pthread_create(&n->thr, NULL, progress, n)) {
+		rc = RCP_ESYS;
+		goto fail;
+	}
+	*out = n;
+	return 0;
+fail:
+	n->stop = 2; /* no thread */
+	rcpio_net_stop(n);
+	return rc;
+}
+
+void rcpio_net_stop(rcpio_net *n)
+{
+	if (!n)
+		return;
+	if (n->stop != 2) {
+		n->stop = 1;
+		pthread_join(n->thr, NULL);
+	}
+	rcp_bulk_free(n->cstage);
+	rcp_bulk_free(n->spool);
+	rcp_rpc_destroy(n->crpc);
+	rcp_rpc_destroy(n->srpc);
+	rcp_bulk_ctx_close(n->cbulk);
+	rcp_bulk_ctx_close(n->sbulk);
+	rcp_ep_close(n->cep);
+	rcp_ep_close(n->sep);
+	free(n->stage);
+	free(n);
+}
+
+int rcpio_net_blob(rcpio_net *n, void *out)
+{
+	struct blob b;
+	size_t len = sizeof b.handle;
+	int rc;
+	memset(&b, 0, sizeof b);
+	if ((rc = rcp_ep_addr(n->sep, b.addr, sizeof b.addr)) ||
+	    (rc = rcp_bulk_serialize(n->spool, b.handle, &len)))
+		return rc;
+	b.hlen = len;
+	b.block = rcpio_pool_block(n->pool);
+	b.stride = rcpio_pool_stride(n->pool);
+	memcpy(out, &b, sizeof b);
+	return 0;
+}
+
+int rcpio_net_peer(rcpio_net *n, const void *blob, rcpio_peer **out)
+{
+	struct blob b;
+	rcpio_peer *p;
+	int rc;
+	memcpy(&b, blob, sizeof b);
+	b.addr[sizeof b.addr - 1] = 0;
+	if (b.hlen > sizeof b.handle || b.block != rcpio_pool_block(n->pool) ||
+	    b.stride != rcpio_pool_stride(n->pool))
+		return RCP_EPROTO;
+	if (!(p = calloc(1, sizeof *p)))
+		return RCP_ENOMEM;
+	if ((rc = rcp_connect(n->cep, b.addr, &p->ch)) ||
+	    (rc = rcp_bulk_deserialize(n->cbulk, b.handle, b.hlen, &p->pool))) {
+		free(p);
+		return rc;
+	}
+	*out = p;
+	return 0;
+}
+
+void rcpio_net_peer_free(rcpio_peer *p)
+{
+	if (!p)
+		return;
+	rcp_bulk_free(p->pool);
+	free(p);
+}
+
+/* ---- client ---------------------------------------------------------- */
+
+static int call(rcpio_net *n, rcpio_peer *p, int c, const void *in, void *out)
+{
+	rcp_rpc_req *req;
+	int rc = rcp_rpc_forward(n->crpc, p->ch, n->id[c], in, out, -1, NULL, NULL, &req);
+	if (rc)
+		return rc;
+	rc = rcp_rpc_wait(req, -1);
+	rcp_rpc_req_free(req);
+	return rc;
+}
+
+int rcpio_net_query(rcpio_net *n, rcpio_peer *mgr, uint64_t fid, uint64_t block, uint32_t me,
+                    int64_t offer, uint64_t gen, struct rcpio_meta_reply *r)
+{
+	struct q_in in = {fid, block, gen, me, offer};
+	struct q_out out;
+	int rc = call(n, mgr, C_QUERY, &in, &out);
+	n->st.queries_sent++;
+	if (rc)
+		return rc;
+	if (out.kind > RCPIO_NONE)
+		return RCP_EPROTO;
+	r->kind = out.kind;
+	r->owner = out.owner;
+	r->slot = out.slot;
+	r->gen = out.gen;
+	return 0;
+}
+
+int rcpio_net_evict(rcpio_net *n, rcpio_peer *mgr, uint64_t fid, uint64_t block, uint32_t owner,
+                    uint32_t slot)
+{
+	struct r_in in = {fid, block, owner, slot};
+	n->st.evicts_sent++;
+	return call(n, mgr, C_EVICT, &in, NULL);
+}
+
+static void ready_cb(rcp_rpc_req *req, int status, void *out, void *arg)
+{
+	rcpio_net *n = arg;
+	(void)req;
+	(void)out;
+	n->outstanding--;
+	if (status && !n->ready_err)
+		n->ready_err = status;
+}
+
+int rcpio_net_ready(rcpio_net *n, rcpio_peer *mgr, uint64_t fid, uint64_t block, uint32_t owner,
+                    uint32_t slot)
+{
+	struct r_in in = {fid, block, owner, slot};
+	int rc = rcp_rpc_forward(n->crpc, mgr->ch, n->id[C_READY], &in, NULL, -1, ready_cb, n, NULL);
+	if (!rc) {
+		n->outstanding++;
+		n->st.readies_sent++;
+	}
+	return rc;
+}
+
+int rcpio_net_drain(rcpio_net *n)
+{
+	int rc;
+	while (n->outstanding > 0)
+		if ((rc = rcp_rpc_loop(n->crpc, -1)) < 0 && rc != RCP_ETIMEDOUT)
+			return rc;
+	rc = n->ready_err;
+	n->ready_err = 0;
+	return rc;
+}
+
+void rcpio_net_poll(rcpio_net *n)
+{
+	rcp_rpc_progress(n->crpc);
+}
+
+int rcpio_net_put(rcpio_net *n, rcpio_peer *owner, uint64_t fid, uint64_t block, uint32_t slot,
+                  uint64_t gen, uint32_t off, const void *src, size_t len)
+{
+	struct p_in in = {fid, block, gen, slot, off, NULL};
+	rcp_bulk *sub;
+	void *p = n->stage;
+	int rc;
+	memcpy(n->stage, src, len);
+	/* A handle of exactly LEN bytes: the owner pulls all of it. */
+	if ((rc = rcp_bulk_create(n->cbulk, 1, &p, &len, RCP_BULK_READ_ONLY, &sub)))
+		return rc;
+	in.data = sub;
+	rc = call(n, owner, C_PUT, &in, NULL);
+	rcp_bulk_free(sub);
+	n->st.puts_sent++;
+	if (!rc)
+		n->st.put_bytes += len;
+	return rc;
+}
+
+static int move(rcpio_net *n, rcpio_peer *p, uint64_t roff, uint64_t loff, uint64_t len)
+{
+	rcp_bulk_op *op;
+	int st = 0;
+	int rc = rcp_bulk_transfer(n->cbulk, p->ch, RCP_BULK_PULL, p->pool, roff, n->cstage, loff,
+	                           len, NULL, NULL, &op);
+	if (rc)
+		return rc;
+	rc = rcp_bulk_wait(op, -1, &st);
+	return rc ? rc : st;
+}
+
+/* Data first, tag second: the owner clears a slot's tag before it reuses
+ * the slot and sets it only after the data is in place, so a tag that
+ * still names our block after the data was read proves the data was the
+ * block's (docs/rcpio.md, "reads without the owner"). */
+int rcpio_net_pull(rcpio_net *n, rcpio_peer *owner, uint64_t fid, uint64_t block, uint32_t slot,
+                   uint64_t gen, uint32_t off, void *dst, size_t len)
+{
+	size_t bs = rcpio_pool_block(n->pool);
+	uint64_t base = (uint64_t)slot * rcpio_pool_stride(n->pool);
+	int rc;
+	if ((rc = move(n, owner, base + off, 0, len)) || (rc = move(n, owner, base + bs, bs, 40)))
+		return rc;
+	n->st.pulls++;
+	if (!rcpio_tag_ok(n->stage + bs, fid, block, gen))
+		return RCP_ENOENT;
+	memcpy(dst, n->stage, len);
+	n->st.pull_bytes += len;
+	return 0;
+}
+
+void rcpio_net_get_stats(const rcpio_net *n, struct rcpio_net_stats *st)
+{
+	*st = n->st;
+}

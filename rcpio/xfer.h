@@ -1,0 +1,78 @@
+/*
+ * rcpio/xfer.h — the cache's network: RCP endpoints, the rcpio RPC
+ * protocol, bulk transfers between pools (docs/rcpio.md).
+ *
+ * Two endpoints per process.  The server endpoint belongs to a progress
+ * thread that answers peers at any time — the application may be
+ * computing, or blocked in MPI, when a peer needs the metadata this rank
+ * manages — and exposes the pool's block area as one bulk handle.  The
+ * client endpoint belongs to the application thread, which sends queries
+ * and moves data in its MPI-IO calls.  Handlers take the cache lock given
+ * at create; every RCP context is still used by one thread only.
+ *
+ * Calls (all little structs of integers, docs/rcpio.md has the table):
+ *   rcpio.query (fid, block, requester, offered slot, its gen) -> reply
+ *   rcpio.ready (fid, block, owner, slot)         FILLING -> VALID, async
+ *   rcpio.evict (fid, block, owner, slot)         the owner gives it up
+ *   rcpio.put   (fid, block, slot, gen, off, bulk) the owner pulls the
+ *               requester's bytes into its slot and marks them dirty
+ * Reads need no call to the owner: the requester pulls the data, then the
+ * slot's tag, and trusts the data only if the tag names the block.
+ */
+#ifndef RCPIO_XFER_H
+#define RCPIO_XFER_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rcpio/meta.h"
+#include "rcpio/pool.h"
+
+typedef struct rcpio_net rcpio_net;
+typedef struct rcpio_peer rcpio_peer;
+
+#define RCPIO_BLOB 512 /* bytes one rank publishes: address + pool handle */
+
+struct rcpio_net_stats {
+	uint64_t queries_sent, queries_served, puts_sent, puts_served, puts_stale;
+	uint64_t pulls, pull_bytes, put_bytes, readies_sent, evicts_sent, errors;
+};
+
+/* Starts the endpoints and the progress thread.  TRANSPORT: "shm" or
+ * "udp" (NULL: shm).  LOCK guards META and POOL.  Returns 0 or an RCP
+ * code. */
+int rcpio_net_start(const char *transport, pthread_mutex_t *lock, rcpio_meta *meta,
+                    rcpio_pool *pool, rcpio_net **out);
+/* Stops the thread, closes everything.  NULL accepted. */
+void rcpio_net_stop(rcpio_net *n);
+/* This rank's blob (RCPIO_BLOB bytes) for the other ranks. */
+int rcpio_net_blob(rcpio_net *n, void *blob);
+/* A peer from its blob: connects, reads its pool handle.  Returns 0 or an
+ * RCP code (RCP_EPROTO: malformed blob). */
+int rcpio_net_peer(rcpio_net *n, const void *blob, rcpio_peer **out);
+void rcpio_net_peer_free(rcpio_peer *p);
+
+/* Blocking client calls (application thread).  Return 0 or an RCP code. */
+int rcpio_net_query(rcpio_net *n, rcpio_peer *mgr, uint64_t fid, uint64_t block, uint32_t me,
+                    int64_t offer, uint64_t gen, struct rcpio_meta_reply *r);
+int rcpio_net_evict(rcpio_net *n, rcpio_peer *mgr, uint64_t fid, uint64_t block, uint32_t owner,
+                    uint32_t slot);
+/* Sends READY without waiting; rcpio_net_drain waits for all of them
+ * (sync points) and returns the first error. */
+int rcpio_net_ready(rcpio_net *n, rcpio_peer *mgr, uint64_t fid, uint64_t block, uint32_t owner,
+                    uint32_t slot);
+int rcpio_net_drain(rcpio_net *n);
+/* Writes LEN bytes at OFF of the owner's slot.  RCP_ENOENT: the slot no
+ * longer holds (fid, block, gen): query again. */
+int rcpio_net_put(rcpio_net *n, rcpio_peer *owner, uint64_t fid, uint64_t block, uint32_t slot,
+                  uint64_t gen, uint32_t off, const void *src, size_t len);
+/* Reads LEN bytes at OFF of the owner's slot into DST.  RCP_ENOENT: the
+ * slot's tag does not name (fid, block, gen): query again. */
+int rcpio_net_pull(rcpio_net *n, rcpio_peer *owner, uint64_t fid, uint64_t block, uint32_t slot,
+                   uint64_t gen, uint32_t off, void *dst, size_t len);
+/* Lets the client endpoint make progress (while spinning on BUSY). */
+void rcpio_net_poll(rcpio_net *n);
+void rcpio_net_get_stats(const rcpio_net *n, struct rcpio_net_stats *st);
+
+#endif
