@@ -7,3 +7,15 @@ librcpio_la_SOURCES = rcpio/pool.c rcpio/meta.c rcpio/xfer.c rcpio/cache.c rcpio
 librcpio_la_CFLAGS = $(AM_CFLAGS) $(PMEM2_CFLAGS) $(MPI_CFLAGS)
 librcpio_la_LIBADD = librcp.la $(PMEM2_LIBS) $(MPI_LIBS)
 endif
+
+if HAVE_CMOCKA
+# Unit tests of the pool and the manager table: no MPI, no network.
+check_PROGRAMS += tests/test_rcpio_pool tests/test_rcpio_meta
+TESTS += tests/test_rcpio_pool tests/test_rcpio_meta
+tests_test_rcpio_pool_SOURCES = tests/test_rcpio_pool.c rcpio/pool.c tests/testutil.h
+tests_test_rcpio_pool_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) $(PMEM2_CFLAGS)
+tests_test_rcpio_pool_LDADD = $(CMOCKA_LIBS) $(PMEM2_LIBS)
+tests_test_rcpio_meta_SOURCES = tests/test_rcpio_meta.c rcpio/meta.c tests/testutil.h
+tests_test_rcpio_meta_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
+tests_test_rcpio_meta_LDADD = $(CMOCKA_LIBS)
+endif
