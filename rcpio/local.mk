@@ -19,3 +19,13 @@ tests_test_rcpio_meta_SOURCES = tests/test_rcpio_meta.c rcpio/meta.c tests/testu
 tests_test_rcpio_meta_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
 tests_test_rcpio_meta_LDADD = $(CMOCKA_LIBS)
 endif
+
+if HAVE_RCPIO
+# An unmodified MPI-IO program, run on 4 ranks with LD_PRELOAD=librcpio.so.
+check_PROGRAMS += tests/rcpio_mpi
+tests_rcpio_mpi_SOURCES = tests/rcpio_mpi.c
+tests_rcpio_mpi_CFLAGS = $(AM_CFLAGS) $(MPI_CFLAGS)
+tests_rcpio_mpi_LDADD = $(MPI_LIBS)
+TESTS += tests/rcpio_mpi.sh
+endif
+EXTRA_DIST += tests/rcpio_mpi.sh

@@ -11,9 +11,12 @@
  * read through a strided (vector) view of its own records.  Every byte of
  * the file is a function of its offset, so every check is byte for byte.
  * "read" mode only checks a file written before (restart, recovery).
+ * "crash" mode overwrites the first half's records with other bytes, never syncs, and
+ * kills itself (SIGKILL) on every rank: writes that were never committed.
  * Exit 0 when everything matches; rank 0 prints "rcpio_mpi: ok".
  */
 #include <mpi.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,6 +58,16 @@ int main(int argc, char **argv)
 	if (MPI_File_open(MPI_COMM_WORLD, argv[1], MPI_MODE_CREATE | MPI_MODE_RDWR, MPI_INFO_NULL,
 	                  &fh) != MPI_SUCCESS)
 		return fail(rank, "open", 0);
+	if (argc > 2 && !strcmp(argv[2], "crash")) {
+		for (int i = 0; i < nrec / 2; i++) {
+			long long off = ((long long)i * size + rank) * rec;
+			for (int k = 0; k < rec; k++)
+				buf[k] = (unsigned char)~pat(off + k);
+			MPI_File_write_at(fh, off, buf, rec, MPI_BYTE, &st);
+		}
+		MPI_Barrier(MPI_COMM_WORLD);
+		raise(SIGKILL);
+	}
 	if (dowrite) {
 		for (int i = 0; i < nrec; i++) {
 			long long off = ((long long)i * size + rank) * rec;

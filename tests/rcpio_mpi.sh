@@ -1,0 +1,105 @@
+#!/bin/sh
+# tests/rcpio_mpi.sh — the rcpio MPI-IO cache under mpirun (docs/rcpio.md).
+# An unmodified MPI-IO program (tests/rcpio_mpi.c, built with mpicc and
+# not linked with rcpio) runs on 4 ranks with LD_PRELOAD=librcpio.so:
+#  1. plain MPI-IO (no preload) writes the reference file;
+#  2. through the cache: interleaved writes, reads back three ways, file on
+#     disk after close equals the reference; the counters prove the blocks
+#     moved between ranks by bulk (remote hits, pulled bytes) and that the
+#     file system was read at most once per block;
+#  3. restart (a new job, read only): every block is recovered from the
+#     pools, the file system is not read at all;
+#  4. crash: a job overwrites the records of the file's first half
+#     without committing and is killed; the next job reads the last committed data (the reference),
+#     with the overwritten blocks refused from the pools, the rest recovered;
+#  5. pool full: 4 slots per rank for 37 blocks: clean blocks evicted,
+#     dirty ones written back, the file still equals the reference;
+#  6. a corrupted pool header: refused (counted), data still right.
+# TAP.  Skips (77) without mpirun or librcpio.
+set -u
+b=${abs_builddir:-$PWD}
+lib="$b/.libs/librcpio.so"
+prog="$b/tests/rcpio_mpi"
+[ -x "$prog" ] && [ -f "$lib" ] || { echo "SKIP: librcpio or tests/rcpio_mpi not built (libpmem2-dev, libopenmpi-dev)"; exit 77; }
+command -v mpirun >/dev/null || { echo "SKIP: mpirun not found (openmpi-bin)"; exit 77; }
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/rcpio-mpi.XXXXXX") || exit 99
+trap 'rm -rf "$tmp"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_base_warn_component_unused=0
+NP=4
+n=0
+fails=0
+ok() { n=$((n + 1)); echo "ok $n - $*"; }
+no() { n=$((n + 1)); fails=$((fails + 1)); echo "not ok $n - $*"; }
+check() { if [ "$1" = 0 ]; then shift; ok "$@"; else shift; no "$@"; fi; }
+run() { # out-file, pool-size, args...
+	out=$1 psize=$2
+	shift 2
+	timeout 300 mpirun --allow-run-as-root --oversubscribe -np $NP \
+		-x LD_PRELOAD="$lib" -x RCPIO_PREFIX="$tmp/c" -x RCPIO_POOL_DIR="$tmp/pool" \
+		-x RCPIO_BLOCK=64k -x RCPIO_POOL_SIZE="$psize" -x RCPIO_STATS=1 \
+		"$prog" "$@" >"$out" 2>&1
+}
+# Sum of counter NAME over the ranks' stats lines of FILE.
+sum() { grep '^rcpio-stats' "$1" | tr ' ' '\n' | sed -n "s/^$2=//p" | awk '{s += $1} END {print s + 0}'; }
+mkdir -p "$tmp/pool"
+
+timeout 300 mpirun --allow-run-as-root --oversubscribe -np $NP "$prog" "$tmp/plain.dat" >"$tmp/o0" 2>&1
+check $? "plain MPI-IO writes and reads back the reference file"
+
+run "$tmp/o1" 16m "$tmp/c.dat"
+st=$?
+check $st "through rcpio: writes, read_at, read_all (view), strided read (vector view) all match"
+[ $st = 0 ] || cat "$tmp/o1"
+cmp -s "$tmp/plain.dat" "$tmp/c.dat"
+check $? "file on disk after close equals the plain MPI-IO reference"
+blocks=$(( ($(stat -c %s "$tmp/plain.dat") + 65535) / 65536 ))
+hr=$(sum "$tmp/o1" hits_remote) pb=$(sum "$tmp/o1" pull_bytes) fr=$(sum "$tmp/o1" fs_reads)
+pr=$(sum "$tmp/o1" puts_remote) ps=$(sum "$tmp/o1" puts_served)
+echo "# run: remote hits $hr, pulled $pb bytes, remote puts $pr (served $ps), fs reads $fr, $blocks blocks"
+[ "$hr" -gt 0 ] && [ "$pb" -ge $((3 * $(stat -c %s "$tmp/plain.dat"))) ]
+check $? "reads of other ranks' bytes came by bulk pulls from their pools ($pb bytes)"
+[ "$pr" -gt 0 ] && [ "$pr" = "$ps" ]
+check $? "writes into blocks other ranks own went by rcpio.put ($pr, all served)"
+[ "$fr" -le "$blocks" ]
+check $? "the file system was read at most once per block ($fr <= $blocks)"
+
+run "$tmp/o2" 16m "$tmp/c.dat" read
+st=$?
+check $st "restart: a new job reads the file back through the cache"
+rec=$(sum "$tmp/o2" recovered) fr=$(sum "$tmp/o2" fs_reads) mi=$(sum "$tmp/o2" misses)
+echo "# restart: recovered $rec blocks, fs reads $fr, misses $mi"
+[ "$rec" = "$blocks" ] && [ "$fr" = 0 ] && [ "$mi" = 0 ]
+check $? "restart: all $blocks blocks recovered from the pools, no file system read"
+
+run "$tmp/o3" 16m "$tmp/c.dat" crash
+echo "# crash job exit status $? (killed on purpose)"
+run "$tmp/o4" 16m "$tmp/c.dat" read
+st=$?
+check $st "after a crash between write and commit: the last committed data is read"
+[ $st = 0 ] || cat "$tmp/o4"
+cmp -s "$tmp/plain.dat" "$tmp/c.dat"
+check $? "after the crash the file on disk is still the committed one"
+rec=$(sum "$tmp/o4" recovered) dr=$(sum "$tmp/o4" dropped_stale) fr=$(sum "$tmp/o4" fs_reads)
+echo "# after crash: recovered $rec, fs reads $fr"
+[ "$rec" -gt 0 ] && [ "$rec" -lt "$blocks" ] && [ "$fr" = $((blocks - rec)) ]
+check $? "blocks written but never committed were refused, the others recovered ($rec of $blocks)"
+
+run "$tmp/o5" 256k "$tmp/c2.dat" both 3000 200
+st=$?
+check $st "pool full (4 slots a rank, 37 blocks): data still right"
+[ $st = 0 ] || tail -5 "$tmp/o5"
+ev=$(sum "$tmp/o5" evictions) wb=$(sum "$tmp/o5" writebacks)
+echo "# pool full: evictions $ev, write-backs $wb"
+[ "$ev" -gt 0 ] && [ "$wb" -gt 0 ]
+check $? "pool full: blocks evicted ($ev), dirty ones written back"
+
+printf 'garbage!' | dd of="$tmp/pool/rcpio-1.pool" bs=1 seek=16 conv=notrunc 2>/dev/null
+run "$tmp/o6" 16m "$tmp/c.dat" read
+st=$?
+check $st "a corrupted pool: data still right"
+rf=$(sum "$tmp/o6" pool_refused)
+[ "$rf" = 1 ]
+check $? "a corrupted pool header is refused, not trusted ($rf)"
+
+echo "1..$n"
+[ $fails = 0 ]
