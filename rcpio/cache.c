@@ -583,12 +583,33 @@ static int claim(rcpio_file *f)
 	if (!(rbuf = malloc(sizeof(uint64_t) * (size_t)(rtotal + 1))))
 		goto out; /* (the collective below is then missed: fatal anyway) */
 	PMPI_Alltoallv(sbuf, scount, sdisp, MPI_UINT64_T, rbuf, rcount, rdisp, MPI_UINT64_T, f->comm);
+	/* The manager's verdict goes back in place of each claim's block
+	 * number: 1 taken, 0 refused (another pool claimed the block first —
+	 * possible after a job that did not see this pool; the loser's copy
+	 * is dropped, so two committed copies never both live on). */
 	pthread_mutex_lock(&g.lock);
 	for (int src = 0; src < f->size; src++)
 		for (int k = rdisp[src]; k + 2 < rdisp[src] + rcount[src]; k += 3)
-			rcpio_meta_insert(g.meta, f->fid, rbuf[k], (uint32_t)src, (uint32_t)rbuf[k + 1],
-			                  rbuf[k + 2]);
+			rbuf[k] = !rcpio_meta_insert(g.meta, f->fid, rbuf[k], (uint32_t)src,
+			                             (uint32_t)rbuf[k + 1], rbuf[k + 2]);
 	pthread_mutex_unlock(&g.lock);
+	PMPI_Alltoallv(rbuf, rcount, rdisp, MPI_UINT64_T, sbuf, scount, sdisp, MPI_UINT64_T, f->comm);
+	pthread_mutex_lock(&g.lock);
+	for (int m = 0; m < f->size; m++)
+		for (int k = sdisp[m]; k + 2 < sdisp[m] + scount[m]; k += 3) {
+			uint32_t s = (uint32_t)sbuf[k + 1];
+			if (sbuf[k])
+				continue;
+			g.c.dropped_stale++;
+			total--;
+			rcpio_pool_tag_clear(g.pool, s);
+			uncommit(s);
+			rcpio_pool_release(g.pool, s);
+		}
+	pthread_mutex_unlock(&g.lock);
+	/* No query before every manager holds its claims (a zero-length part
+	 * of an all-to-all need not wait for anybody). */
+	PMPI_Barrier(f->comm);
 	g.c.recovered += (uint64_t)total;
 	rc = 0;
 out:
