@@ -14,7 +14,11 @@
 #     with the overwritten blocks refused from the pools, the rest recovered;
 #  5. pool full: 4 slots per rank for 37 blocks: clean blocks evicted,
 #     dirty ones written back, the file still equals the reference;
-#  6. a corrupted pool header: refused (counted), data still right.
+#  6. a corrupted pool header: refused (counted), data still right;
+#  7. one rank's commits fail (RCPIO_FAIL_COMMIT): every rank rolls back,
+#     the next job recovers nothing and reads the right data anyway;
+#  8. RCP on udp under the faults wrapper (drops, duplicates, reordering,
+#     corruption): the same program, the same bytes.
 # TAP.  Skips (77) without mpirun or librcpio.
 set -u
 b=${abs_builddir:-$PWD}
@@ -34,7 +38,7 @@ check() { if [ "$1" = 0 ]; then shift; ok "$@"; else shift; no "$@"; fi; }
 run() { # out-file, pool-size, args...
 	out=$1 psize=$2
 	shift 2
-	timeout 300 mpirun --allow-run-as-root --oversubscribe -np $NP \
+	timeout 300 mpirun --allow-run-as-root --oversubscribe -np $NP $extra \
 		-x LD_PRELOAD="$lib" -x RCPIO_PREFIX="$tmp/c" -x RCPIO_POOL_DIR="$tmp/pool" \
 		-x RCPIO_BLOCK=64k -x RCPIO_POOL_SIZE="$psize" -x RCPIO_STATS=1 \
 		"$prog" "$@" >"$out" 2>&1
@@ -42,6 +46,7 @@ run() { # out-file, pool-size, args...
 # Sum of counter NAME over the ranks' stats lines of FILE.
 sum() { grep '^rcpio-stats' "$1" | tr ' ' '\n' | sed -n "s/^$2=//p" | awk '{s += $1} END {print s + 0}'; }
 mkdir -p "$tmp/pool"
+extra=
 
 timeout 300 mpirun --allow-run-as-root --oversubscribe -np $NP "$prog" "$tmp/plain.dat" >"$tmp/o0" 2>&1
 check $? "plain MPI-IO writes and reads back the reference file"
@@ -100,6 +105,33 @@ check $st "a corrupted pool: data still right"
 rf=$(sum "$tmp/o6" pool_refused)
 [ "$rf" = 1 ]
 check $? "a corrupted pool header is refused, not trusted ($rf)"
+
+rm -f "$tmp"/pool/* "$tmp/c.dat"
+extra="-x RCPIO_FAIL_COMMIT=2"
+run "$tmp/o7" 16m "$tmp/c.dat"
+check $? "rank 1's commits fail: the program still reads and writes right"
+cm=$(sum "$tmp/o7" commits) rb=$(sum "$tmp/o7" rollbacks)
+echo "# failed commits: commits $cm, rollbacks $rb"
+[ "$cm" = 0 ] && [ "$rb" = $((3 * NP)) ]
+check $? "a commit failing on one rank is rolled back on all ($rb rollbacks, $cm commits)"
+extra=
+run "$tmp/o8" 16m "$tmp/c.dat" read
+check $? "after the rolled-back commits the data is right"
+rec=$(sum "$tmp/o8" recovered)
+[ "$rec" = 0 ]
+check $? "nothing rolled back is recovered ($rec blocks)"
+
+rm -f "$tmp"/pool/* "$tmp/c.dat"
+extra="-x RCPIO_TRANSPORT=udp -x RCP_FAULTS=drop=0.02,dup=0.01,reorder=0.02,corrupt=0.01,seed=7"
+run "$tmp/o9" 16m "$tmp/c.dat"
+st=$?
+check $st "udp under faults (seed 7): writes and reads match"
+[ $st = 0 ] || tail -5 "$tmp/o9"
+cmp -s "$tmp/plain.dat" "$tmp/c.dat"
+check $? "udp under faults: file on disk equals the reference"
+hr=$(sum "$tmp/o9" hits_remote)
+[ "$hr" -gt 0 ]
+check $? "udp under faults: remote hits by bulk ($hr)"
 
 echo "1..$n"
 [ $fails = 0 ]
