@@ -29,3 +29,12 @@ tests_rcpio_mpi_LDADD = $(MPI_LIBS)
 TESTS += tests/rcpio_mpi.sh
 endif
 EXTRA_DIST += tests/rcpio_mpi.sh
+
+if HAVE_RCPIO
+# IOR-like benchmark, plain MPI-IO (perf/rcpio_bench.sh runs it both ways).
+noinst_PROGRAMS += perf/rcpio_bench
+perf_rcpio_bench_SOURCES = perf/rcpio_bench.c
+perf_rcpio_bench_CFLAGS = $(AM_CFLAGS) $(MPI_CFLAGS)
+perf_rcpio_bench_LDADD = $(MPI_LIBS)
+endif
+EXTRA_DIST += perf/rcpio_bench.sh
