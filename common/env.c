@@ -84,6 +84,15 @@ static const struct rcpi_env_var vars[] = {
     {"RCP_RFP_FS_MAX", "1024", "rpc remote fetch: largest fetch size FS, bytes"},
     {"RCP_RFP_RETRY", "5", "rpc remote fetch: empty fetches T that make a call slow"},
     {"RCP_RFP_FETCH_NS", "1000", "rpc remote fetch: ns between fetches of a result"},
+    /* librcpio (rcpio/, docs/rcpio.md) reads these itself, once: listed so
+     * the one table names every variable of the project. */
+    {"RCPIO_PREFIX", "", "rcpio: files whose path begins with it go through the cache"},
+    {"RCPIO_POOL_DIR", "/dev/shm", "rcpio: directory of each rank's pool file"},
+    {"RCPIO_POOL_SIZE", "256m", "rcpio: bytes of block area per rank"},
+    {"RCPIO_BLOCK", "1m", "rcpio: block size (every rank the same)"},
+    {"RCPIO_TRANSPORT", "shm", "rcpio: shm (one host) or udp (across hosts)"},
+    {"RCPIO_STATS", "", "rcpio: 1 prints each rank's counters at MPI_Finalize"},
+    {"RCPIO_FAIL_COMMIT", "", "rcpio tests: N makes world rank N-1's commits fail"},
     {NULL, NULL, NULL},
 };
 
