@@ -6,6 +6,10 @@ lib_LTLIBRARIES += librcpio.la
 librcpio_la_SOURCES = rcpio/pool.c rcpio/meta.c rcpio/xfer.c rcpio/cache.c rcpio/mpiio.c
 librcpio_la_CFLAGS = $(AM_CFLAGS) $(PMEM2_CFLAGS) $(MPI_CFLAGS)
 librcpio_la_LIBADD = librcp.la $(PMEM2_LIBS) $(MPI_LIBS)
+bin_PROGRAMS += rcpio/rcpio-cachectl
+rcpio_rcpio_cachectl_SOURCES = rcpio/cachectl.c rcpio/pool.c
+rcpio_rcpio_cachectl_CFLAGS = $(AM_CFLAGS) $(PMEM2_CFLAGS)
+rcpio_rcpio_cachectl_LDADD = librcp.la $(PMEM2_LIBS)
 endif
 
 if HAVE_CMOCKA

@@ -318,6 +318,23 @@ fail:
 	return rc;
 }
 
+int rcpio_pool_geometry(const char *path, struct rcpio_pool_cfg *cfg)
+{
+	struct hdr h;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+	if (fd < 0)
+		return RCP_ESYS;
+	n = pread(fd, &h, sizeof h, 0);
+	close(fd);
+	if (n != (ssize_t)sizeof h || h.magic != MAGIC || h.version != VERSION ||
+	    h.sum != hdr_sum(&h) || !h.nslots || h.nslots > UINT32_MAX || !h.block)
+		return RCP_EPROTO;
+	cfg->block = (size_t)h.block;
+	cfg->nslots = (uint32_t)h.nslots;
+	return 0;
+}
+
 void rcpio_pool_close(rcpio_pool *p)
 {
 	if (!p)

@@ -72,6 +72,10 @@ uint64_t rcpio_sum(const void *p, size_t len, uint64_t seed);
  * Returns 0, RCP_EINVAL, RCP_ENOMEM, RCP_ESYS (open/map failed). */
 int rcpio_pool_open(const char *path, const struct rcpio_pool_cfg *cfg, rcpio_pool **out,
                     struct rcpio_pool_info *info);
+/* The geometry of the pool at PATH, from its header, without opening it
+ * (rcpio-cachectl).  Returns 0, RCP_ESYS (unreadable), RCP_EPROTO (not a
+ * pool, or a header that does not check out). */
+int rcpio_pool_geometry(const char *path, struct rcpio_pool_cfg *cfg);
 /* Persists and unmaps.  NULL accepted. */
 void rcpio_pool_close(rcpio_pool *p);
 

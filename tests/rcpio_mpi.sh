@@ -17,7 +17,8 @@
 #  6. a corrupted pool header: refused (counted), data still right;
 #  7. one rank's commits fail (RCPIO_FAIL_COMMIT): every rank rolls back,
 #     the next job recovers nothing and reads the right data anyway;
-#  8. RCP on udp under the faults wrapper (drops, duplicates, reordering,
+#  8. rcpio-cachectl show counts the committed blocks, drop removes pools;
+#  9. RCP on udp under the faults wrapper (drops, duplicates, reordering,
 #     corruption): the same program, the same bytes.
 # TAP.  Skips (77) without mpirun or librcpio.
 set -u
@@ -76,6 +77,11 @@ echo "# restart: recovered $rec blocks, fs reads $fr, misses $mi"
 [ "$rec" = "$blocks" ] && [ "$fr" = 0 ] && [ "$mi" = 0 ]
 check $? "restart: all $blocks blocks recovered from the pools, no file system read"
 
+ctl="$b/rcpio/rcpio-cachectl"
+cb=$("$ctl" show "$tmp"/pool/*.pool | sed -n 's/^  .*c\.dat: \([0-9]*\) blocks.*/\1/p' | awk '{s += $1} END {print s + 0}')
+[ "$cb" = "$blocks" ]
+check $? "rcpio-cachectl show: the pools hold $cb committed blocks of the file"
+
 run "$tmp/o3" 16m "$tmp/c.dat" crash
 echo "# crash job exit status $? (killed on purpose)"
 run "$tmp/o4" 16m "$tmp/c.dat" read
@@ -132,6 +138,12 @@ check $? "udp under faults: file on disk equals the reference"
 hr=$(sum "$tmp/o9" hits_remote)
 [ "$hr" -gt 0 ]
 check $? "udp under faults: remote hits by bulk ($hr)"
+
+"$ctl" drop "$tmp"/pool/*.pool >/dev/null && [ -z "$(ls "$tmp/pool")" ]
+check $? "rcpio-cachectl drop removes the pools"
+"$ctl" drop "$tmp/plain.dat" >/dev/null 2>&1
+[ $? != 0 ] && [ -f "$tmp/plain.dat" ]
+check $? "rcpio-cachectl drop leaves a file that is not a pool alone"
 
 echo "1..$n"
 [ $fails = 0 ]
