@@ -91,6 +91,7 @@ static const struct rcpi_env_var vars[] = {
     {"RCPIO_POOL_SIZE", "256m", "rcpio: bytes of block area per rank"},
     {"RCPIO_BLOCK", "1m", "rcpio: block size (every rank the same)"},
     {"RCPIO_TRANSPORT", "shm", "rcpio: shm (one host) or udp (across hosts)"},
+    {"RCPIO_WRITEBACK_MS", "0", "rcpio: background write-back every N ms (0: off)"},
     {"RCPIO_STATS", "", "rcpio: 1 prints each rank's counters at MPI_Finalize"},
     {"RCPIO_FAIL_COMMIT", "", "rcpio tests: N makes world rank N-1's commits fail"},
     {NULL, NULL, NULL},

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <rcp/error.h>
@@ -39,7 +40,7 @@ struct rcpio_file {
 struct counters {
 	uint64_t hits_local, hits_remote, puts_remote, misses, bypass, busy, stale;
 	uint64_t evictions, writebacks, writeback_bytes, recovered, dropped_stale, commits,
-	    rollbacks, fs_reads;
+	    rollbacks, fs_reads, bg_writebacks;
 };
 
 static struct {
@@ -54,7 +55,17 @@ static struct {
 	size_t block;
 	struct counters c;
 	int fail_commit; /* RCPIO_FAIL_COMMIT: this rank's commits fail (tests) */
-} g = {.lock = PTHREAD_MUTEX_INITIALIZER};
+	/* Background write-back (RCPIO_WRITEBACK_MS > 0): a thread writes
+	 * dirty blocks back while the application computes.  wb_busy: a
+	 * write of a snapshot is in flight (without the lock); commits and
+	 * evictions wait for it (wb_cond) so that an older snapshot never
+	 * lands after newer bytes, and pause the thread (wb_pause). */
+	pthread_t wb;
+	pthread_cond_t wb_cond;
+	int wb_on, wb_stop, wb_busy, wb_pause;
+	long wb_ms;
+	unsigned char *wb_buf;
+} g = {.lock = PTHREAD_MUTEX_INITIALIZER, .wb_cond = PTHREAD_COND_INITIALIZER};
 
 static int64_t env_size(const char *name, int64_t def)
 {
@@ -71,6 +82,84 @@ static int64_t env_size(const char *name, int64_t def)
 	else if (*end == 'g' || *end == 'G')
 		x <<= 30;
 	return x > 0 ? x : def;
+}
+
+static rcpio_file *file_of(uint64_t fid);
+
+/* Waits (lock held) until no background write is in flight. */
+static void wb_quiet(void)
+{
+	while (g.wb_busy)
+		pthread_cond_wait(&g.wb_cond, &g.lock);
+}
+
+/* The background writer: one dirty block at a time, a snapshot of its
+ * dirty range taken and the range marked clean under the lock, the write
+ * done without it.  A write landing in the slot meanwhile re-dirties it
+ * and goes out later; a failed write re-dirties the range. */
+static void *wb_main(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&g.lock);
+	while (!g.wb_stop) {
+		struct timespec ts;
+		uint32_t n = rcpio_pool_nslots(g.pool), s, lo = 0, hi = 0;
+		uint64_t gen = 0, off = 0;
+		int fd = -1;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += g.wb_ms * 1000000L;
+		ts.tv_sec += ts.tv_nsec / 1000000000L;
+		ts.tv_nsec %= 1000000000L;
+		pthread_cond_timedwait(&g.wb_cond, &g.lock, &ts);
+		if (g.wb_stop || g.wb_pause)
+			continue;
+		for (s = 0; s < n; s++) {
+			struct rcpio_slot *sl = rcpio_pool_slot(g.pool, s);
+			rcpio_file *f;
+			if (!sl->used || !sl->gen || sl->pins || sl->lo >= sl->hi ||
+			    !(f = file_of(sl->fid)))
+				continue;
+			lo = sl->lo;
+			hi = sl->hi;
+			gen = sl->gen;
+			fd = f->fd;
+			off = sl->block * g.block + lo;
+			memcpy(g.wb_buf, rcpio_pool_data(g.pool, s) + lo, hi - lo);
+			sl->lo = UINT32_MAX;
+			sl->hi = 0;
+			break;
+		}
+		if (s == n)
+			continue;
+		g.wb_busy = 1;
+		pthread_mutex_unlock(&g.lock);
+		{
+			size_t done = 0;
+			while (done < hi - lo) {
+				ssize_t w = pwrite(fd, g.wb_buf + done, hi - lo - done, (off_t)(off + done));
+				if (w < 0 && errno == EINTR)
+					continue;
+				if (w <= 0)
+					break;
+				done += (size_t)w;
+			}
+			pthread_mutex_lock(&g.lock);
+			if (done < hi - lo) {
+				struct rcpio_slot *sl = rcpio_pool_slot(g.pool, s);
+				if (sl->used && sl->gen == gen) {
+					sl->lo = lo < sl->lo ? lo : sl->lo;
+					sl->hi = hi > sl->hi ? hi : sl->hi;
+				}
+			} else {
+				g.c.bg_writebacks++;
+				g.c.writeback_bytes += hi - lo;
+			}
+		}
+		g.wb_busy = 0;
+		pthread_cond_broadcast(&g.wb_cond);
+	}
+	pthread_mutex_unlock(&g.lock);
+	return NULL;
 }
 
 /* Reads the RCPIO_* variables (once) and starts pool, table, network. */
@@ -103,7 +192,12 @@ static int start(void)
 		fprintf(stderr, "rcpio: rank %d: cannot start (%s): %s\n", g.wrank, path,
 		        rcp_strerror(rc));
 		g.failed = rc;
+		return rc;
 	}
+	g.wb_ms = (long)env_size("RCPIO_WRITEBACK_MS", 0);
+	if (g.wb_ms > 0 && (g.wb_buf = malloc(g.block)) &&
+	    !pthread_create(&g.wb, NULL, wb_main, NULL))
+		g.wb_on = 1;
 	return g.failed;
 }
 
@@ -190,6 +284,7 @@ static int evict_one(void)
 	int rc = 0;
 
 	pthread_mutex_lock(&g.lock);
+	wb_quiet(); /* a snapshot of the victim may be on its way out */
 	for (int pass = 0; pass < 2 && victim == UINT32_MAX; pass++)
 		for (uint32_t i = 0; i < n; i++) {
 			uint32_t s = (g.hand + i) % n;
@@ -459,6 +554,8 @@ int rcpio_cache_sync(rcpio_file *f)
 	int rc = rcpio_net_drain(g.net), rc2 = 0;
 
 	pthread_mutex_lock(&g.lock);
+	g.wb_pause++;
+	wb_quiet();
 	for (uint32_t s = 0; s < n && !rc; s++) {
 		struct rcpio_slot *sl = rcpio_pool_slot(g.pool, s);
 		if (sl->used && sl->fid == f->fid && sl->gen)
@@ -467,8 +564,12 @@ int rcpio_cache_sync(rcpio_file *f)
 	pthread_mutex_unlock(&g.lock);
 	if (!rc && fsync(f->fd) && errno != EINVAL)
 		rc = RCP_ESYS;
-	if ((rc = all_ok(f, rc)))
+	if ((rc = all_ok(f, rc))) {
+		pthread_mutex_lock(&g.lock);
+		g.wb_pause--;
+		pthread_mutex_unlock(&g.lock);
 		return rc;
+	}
 	/* Every write-back is done: the file's identity is now final. */
 	memset(&id, 0, sizeof id);
 	if (fstat(f->fd, &st))
@@ -507,6 +608,7 @@ int rcpio_cache_sync(rcpio_file *f)
 		}
 	} else
 		all_ok(f, rc2 ? rc2 : RCP_EBUSY);
+	g.wb_pause--;
 	pthread_mutex_unlock(&g.lock);
 	return rc2;
 }
@@ -661,10 +763,14 @@ int rcpio_cache_open(MPI_Comm comm, const char *path, int amode, rcpio_file **ou
 		rc = RCP_EPEER;
 		goto fail;
 	}
+	pthread_mutex_lock(&g.lock);
 	f->next = g.files;
 	g.files = f;
+	pthread_mutex_unlock(&g.lock);
 	if ((rc = claim(f))) {
+		pthread_mutex_lock(&g.lock);
 		g.files = f->next;
+		pthread_mutex_unlock(&g.lock);
 		goto fail;
 	}
 	free(blobs);
@@ -710,11 +816,14 @@ int rcpio_cache_close(rcpio_file *f)
 	pthread_mutex_unlock(&g.lock);
 	/* Nobody asks about this file once every rank is here. */
 	PMPI_Barrier(f->comm);
+	pthread_mutex_lock(&g.lock);
+	wb_quiet(); /* the background writer may hold our fd */
 	for (rcpio_file **p = &g.files; *p; p = &(*p)->next)
 		if (*p == f) {
 			*p = f->next;
 			break;
 		}
+	pthread_mutex_unlock(&g.lock);
 	for (int i = 0; i < f->size; i++)
 		rcpio_net_peer_free(f->peers[i]);
 	free(f->peers);
@@ -739,14 +848,26 @@ void rcpio_cache_finalize(void)
 		        " misses=%" PRIu64 " fs_reads=%" PRIu64 " bypass=%" PRIu64 " busy=%" PRIu64
 		        " stale=%" PRIu64 " evictions=%" PRIu64 " writebacks=%" PRIu64
 		        " writeback_bytes=%" PRIu64 " recovered=%" PRIu64 " dropped_stale=%" PRIu64
-		        " commits=%" PRIu64 " rollbacks=%" PRIu64 " queries_served=%" PRIu64
+		        " commits=%" PRIu64 " rollbacks=%" PRIu64 " bg_writebacks=%" PRIu64
+		        " queries_served=%" PRIu64
 		        " puts_served=%" PRIu64 " pool_committed=%u pool_refused=%d pool_rolled_back=%d\n",
 		        g.wrank, g.c.hits_local, g.c.hits_remote, ns.pull_bytes, g.c.puts_remote,
 		        ns.put_bytes, g.c.misses, g.c.fs_reads, g.c.bypass, g.c.busy, g.c.stale,
 		        g.c.evictions, g.c.writebacks, g.c.writeback_bytes, g.c.recovered,
-		        g.c.dropped_stale, g.c.commits, g.c.rollbacks, ns.queries_served,
+		        g.c.dropped_stale, g.c.commits, g.c.rollbacks, g.c.bg_writebacks,
+		        ns.queries_served,
 		        ns.puts_served, g.pinfo.committed, g.pinfo.refused, g.pinfo.rolled_back);
 	}
+	if (g.wb_on) {
+		pthread_mutex_lock(&g.lock);
+		g.wb_stop = 1;
+		pthread_cond_broadcast(&g.wb_cond);
+		pthread_mutex_unlock(&g.lock);
+		pthread_join(g.wb, NULL);
+		g.wb_on = 0;
+	}
+	free(g.wb_buf);
+	g.wb_buf = NULL;
 	rcpio_net_stop(g.net);
 	rcpio_meta_destroy(g.meta);
 	rcpio_pool_close(g.pool);

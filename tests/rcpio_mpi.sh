@@ -14,6 +14,7 @@
 #     with the overwritten blocks refused from the pools, the rest recovered;
 #  5. pool full: 4 slots per rank for 37 blocks: clean blocks evicted,
 #     dirty ones written back, the file still equals the reference;
+#     the same with background write-back (RCPIO_WRITEBACK_MS=1);
 #  6. a corrupted pool header: refused (counted), data still right;
 #  7. one rank's commits fail (RCPIO_FAIL_COMMIT): every rank rolls back,
 #     the next job recovers nothing and reads the right data anyway;
@@ -103,6 +104,14 @@ ev=$(sum "$tmp/o5" evictions) wb=$(sum "$tmp/o5" writebacks)
 echo "# pool full: evictions $ev, write-backs $wb"
 [ "$ev" -gt 0 ] && [ "$wb" -gt 0 ]
 check $? "pool full: blocks evicted ($ev), dirty ones written back"
+
+extra="-x RCPIO_WRITEBACK_MS=1"
+run "$tmp/o5b" 256k "$tmp/c3.dat" both 3000 400
+st=$?
+check $st "background write-back (every 1 ms) with a full pool: data and file on disk right"
+[ $st = 0 ] || tail -5 "$tmp/o5b"
+echo "# background write-back: $(sum "$tmp/o5b" bg_writebacks) blocks written in the background (timing-dependent, not checked)"
+extra=
 
 printf 'garbage!' | dd of="$tmp/pool/rcpio-1.pool" bs=1 seek=16 conv=notrunc 2>/dev/null
 run "$tmp/o6" 16m "$tmp/c.dat" read
