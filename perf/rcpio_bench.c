@@ -38,7 +38,8 @@ int main(int argc, char **argv)
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
 	if (argc < 6) {
 		if (!rank)
-			fprintf(stderr, "usage: rcpio_bench PATH segmented|strided XFER PER_RANK PHASES\n");
+			fprintf(stderr,
+			        "usage: rcpio_bench PATH segmented|strided XFER PER_RANK PHASES\n");
 		MPI_Finalize();
 		return 2;
 	}
@@ -59,9 +60,11 @@ int main(int argc, char **argv)
 			if (*ph == 'w') {
 				for (long long k = 0; k < xfer; k++)
 					buf[k] = pat(off + k);
-				MPI_File_write_at(fh, off, buf, (int)xfer, MPI_BYTE, MPI_STATUS_IGNORE);
+				MPI_File_write_at(fh, off, buf, (int)xfer, MPI_BYTE,
+				                  MPI_STATUS_IGNORE);
 			} else {
-				MPI_File_read_at(fh, off, buf, (int)xfer, MPI_BYTE, MPI_STATUS_IGNORE);
+				MPI_File_read_at(fh, off, buf, (int)xfer, MPI_BYTE,
+				                 MPI_STATUS_IGNORE);
 				for (long long k = 0; k < xfer; k++)
 					if (buf[k] != pat(off + k)) {
 						bad = 1;
@@ -78,9 +81,10 @@ int main(int argc, char **argv)
 		t = MPI_Wtime() - t0;
 		MPI_Reduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
 		if (!rank) {
-			double bytes = (*ph == 'w' || *ph == 'r' || *ph == 'o') ? (double)per * size : 0;
-			printf("%s,%c,%d,%lld,%.0f,%.6f,%.1f\n", argv[2], *ph, size, xfer, bytes, tmax,
-			       bytes ? bytes / tmax / 1e6 : 0.0);
+			double bytes =
+			    (*ph == 'w' || *ph == 'r' || *ph == 'o') ? (double)per * size : 0;
+			printf("%s,%c,%d,%lld,%.0f,%.6f,%.1f\n", argv[2], *ph, size, xfer, bytes,
+			       tmax, bytes ? bytes / tmax / 1e6 : 0.0);
 		}
 	}
 	MPI_File_close(&fh);

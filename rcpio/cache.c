@@ -136,7 +136,8 @@ static void *wb_main(void *arg)
 		{
 			size_t done = 0;
 			while (done < hi - lo) {
-				ssize_t w = pwrite(fd, g.wb_buf + done, hi - lo - done, (off_t)(off + done));
+				ssize_t w = pwrite(fd, g.wb_buf + done, hi - lo - done,
+				                   (off_t)(off + done));
 				if (w < 0 && errno == EINTR)
 					continue;
 				if (w <= 0)
@@ -176,7 +177,8 @@ static int start(void)
 		return g.failed;
 	g.started = 1;
 	PMPI_Comm_rank(MPI_COMM_WORLD, &g.wrank);
-	g.stats = getenv("RCPIO_STATS") && *getenv("RCPIO_STATS") && strcmp(getenv("RCPIO_STATS"), "0");
+	g.stats =
+	    getenv("RCPIO_STATS") && *getenv("RCPIO_STATS") && strcmp(getenv("RCPIO_STATS"), "0");
 	g.fail_commit = fc && atoi(fc) == g.wrank + 1;
 	g.block = (size_t)env_size("RCPIO_BLOCK", 1 << 20);
 	g.block = (g.block + 4095) / 4096 * 4096;
@@ -331,8 +333,7 @@ static int evict_one(void)
 	return 0;
 }
 
-static int query(rcpio_file *f, uint64_t b, int64_t offer, uint64_t gen,
-                 struct rcpio_meta_reply *r)
+static int query(rcpio_file *f, uint64_t b, int64_t offer, uint64_t gen, struct rcpio_meta_reply *r)
 {
 	int mgr = (int)(b % (uint64_t)f->size), rc;
 	if (mgr != f->rank)
@@ -419,8 +420,8 @@ static int block_io(rcpio_file *f, uint64_t b, uint32_t off, size_t len, void *b
 			} else if (r.owner >= (uint32_t)f->size) {
 				return RCP_EPROTO;
 			} else if (write) {
-				rc = rcpio_net_put(g.net, f->peers[r.owner], f->fid, b, r.slot, r.gen,
-				                   off, buf, len);
+				rc = rcpio_net_put(g.net, f->peers[r.owner], f->fid, b, r.slot,
+				                   r.gen, off, buf, len);
 				if (!rc)
 					g.c.puts_remote++;
 			} else {
@@ -618,8 +619,10 @@ int rcpio_cache_sync(rcpio_file *f)
 static int claim(rcpio_file *f)
 {
 	uint32_t n = rcpio_pool_nslots(g.pool);
-	int *scount = calloc((size_t)f->size, sizeof(int)), *rcount = calloc((size_t)f->size, sizeof(int));
-	int *sdisp = calloc((size_t)f->size, sizeof(int)), *rdisp = calloc((size_t)f->size, sizeof(int));
+	int *scount = calloc((size_t)f->size, sizeof(int)),
+	    *rcount = calloc((size_t)f->size, sizeof(int));
+	int *sdisp = calloc((size_t)f->size, sizeof(int)),
+	    *rdisp = calloc((size_t)f->size, sizeof(int));
 	uint64_t *sbuf = NULL, *rbuf = NULL;
 	struct rcpio_fident id;
 	struct stat st;
@@ -629,7 +632,8 @@ static int claim(rcpio_file *f)
 		goto out;
 	pthread_mutex_lock(&g.lock);
 	f->fidx = rcpio_pool_file_find(g.pool, f->fid);
-	if (f->fidx >= 0 && !fstat(f->fd, &st) && !rcpio_pool_file_get(g.pool, (uint32_t)f->fidx, &id))
+	if (f->fidx >= 0 && !fstat(f->fd, &st) &&
+	    !rcpio_pool_file_get(g.pool, (uint32_t)f->fidx, &id))
 		ok = id.dev == (uint64_t)st.st_dev && id.ino == (uint64_t)st.st_ino &&
 		     id.size == (uint64_t)st.st_size &&
 		     id.mtime_ns == (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec &&
@@ -641,7 +645,8 @@ static int claim(rcpio_file *f)
 		if (!sl->used || sl->fid != f->fid)
 			continue;
 		if (ok && sl->committed && sl->lo >= sl->hi &&
-		    rcpio_tag_ok(rcpio_pool_data(g.pool, s) + g.block, sl->fid, sl->block, sl->gen)) {
+		    rcpio_tag_ok(rcpio_pool_data(g.pool, s) + g.block, sl->fid, sl->block,
+		                 sl->gen)) {
 			scount[sl->block % (uint64_t)f->size]++;
 			total++;
 			continue;
@@ -684,7 +689,8 @@ static int claim(rcpio_file *f)
 	}
 	if (!(rbuf = malloc(sizeof(uint64_t) * (size_t)(rtotal + 1))))
 		goto out; /* (the collective below is then missed: fatal anyway) */
-	PMPI_Alltoallv(sbuf, scount, sdisp, MPI_UINT64_T, rbuf, rcount, rdisp, MPI_UINT64_T, f->comm);
+	PMPI_Alltoallv(sbuf, scount, sdisp, MPI_UINT64_T, rbuf, rcount, rdisp, MPI_UINT64_T,
+	               f->comm);
 	/* The manager's verdict goes back in place of each claim's block
 	 * number: 1 taken, 0 refused (another pool claimed the block first —
 	 * possible after a job that did not see this pool; the loser's copy
@@ -695,7 +701,8 @@ static int claim(rcpio_file *f)
 			rbuf[k] = !rcpio_meta_insert(g.meta, f->fid, rbuf[k], (uint32_t)src,
 			                             (uint32_t)rbuf[k + 1], rbuf[k + 2]);
 	pthread_mutex_unlock(&g.lock);
-	PMPI_Alltoallv(rbuf, rcount, rdisp, MPI_UINT64_T, sbuf, scount, sdisp, MPI_UINT64_T, f->comm);
+	PMPI_Alltoallv(rbuf, rcount, rdisp, MPI_UINT64_T, sbuf, scount, sdisp, MPI_UINT64_T,
+	               f->comm);
 	pthread_mutex_lock(&g.lock);
 	for (int m = 0; m < f->size; m++)
 		for (int k = sdisp[m]; k + 2 < sdisp[m] + scount[m]; k += 3) {
@@ -756,7 +763,8 @@ int rcpio_cache_open(MPI_Comm comm, const char *path, int amode, rcpio_file **ou
 	}
 	PMPI_Allgather(mine, RCPIO_BLOB, MPI_BYTE, blobs, RCPIO_BLOB, MPI_BYTE, f->comm);
 	for (int i = 0; i < f->size; i++)
-		if (i != f->rank && rcpio_net_peer(g.net, blobs + (size_t)i * RCPIO_BLOB, &f->peers[i]))
+		if (i != f->rank &&
+		    rcpio_net_peer(g.net, blobs + (size_t)i * RCPIO_BLOB, &f->peers[i]))
 			bad = 1;
 	PMPI_Allreduce(&bad, &anybad, 1, MPI_INT, MPI_MAX, f->comm);
 	if (anybad) {
@@ -849,14 +857,14 @@ void rcpio_cache_finalize(void)
 		        " stale=%" PRIu64 " evictions=%" PRIu64 " writebacks=%" PRIu64
 		        " writeback_bytes=%" PRIu64 " recovered=%" PRIu64 " dropped_stale=%" PRIu64
 		        " commits=%" PRIu64 " rollbacks=%" PRIu64 " bg_writebacks=%" PRIu64
-		        " queries_served=%" PRIu64
-		        " puts_served=%" PRIu64 " pool_committed=%u pool_refused=%d pool_rolled_back=%d\n",
+		        " queries_served=%" PRIu64 " puts_served=%" PRIu64
+		        " pool_committed=%u pool_refused=%d pool_rolled_back=%d\n",
 		        g.wrank, g.c.hits_local, g.c.hits_remote, ns.pull_bytes, g.c.puts_remote,
 		        ns.put_bytes, g.c.misses, g.c.fs_reads, g.c.bypass, g.c.busy, g.c.stale,
 		        g.c.evictions, g.c.writebacks, g.c.writeback_bytes, g.c.recovered,
 		        g.c.dropped_stale, g.c.commits, g.c.rollbacks, g.c.bg_writebacks,
-		        ns.queries_served,
-		        ns.puts_served, g.pinfo.committed, g.pinfo.refused, g.pinfo.rolled_back);
+		        ns.queries_served, ns.puts_served, g.pinfo.committed, g.pinfo.refused,
+		        g.pinfo.rolled_back);
 	}
 	if (g.wb_on) {
 		pthread_mutex_lock(&g.lock);

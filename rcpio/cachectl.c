@@ -25,7 +25,8 @@ static int show(const char *path)
 	int rc = rcpio_pool_geometry(path, &cfg);
 
 	if (rc) {
-		printf("%s: %s\n", path, rc == RCP_EPROTO ? "not a valid rcpio pool" : "unreadable");
+		printf("%s: %s\n", path,
+		       rc == RCP_EPROTO ? "not a valid rcpio pool" : "unreadable");
 		return 1;
 	}
 	if ((rc = rcpio_pool_open(path, &cfg, &p, &info))) {
@@ -53,7 +54,8 @@ static int show(const char *path)
 		if (rcpio_pool_file_get(p, i, &id) || !id.fid)
 			continue;
 		printf("  %s: %u blocks (%llu bytes at commit, mtime %lld.%09lld)\n", id.path,
-		       counts[i], (unsigned long long)id.size, (long long)(id.mtime_ns / 1000000000),
+		       counts[i], (unsigned long long)id.size,
+		       (long long)(id.mtime_ns / 1000000000),
 		       (long long)(id.mtime_ns % 1000000000));
 	}
 	if (orphans)

@@ -142,7 +142,8 @@ int MPI_File_set_view(MPI_File fh, MPI_Offset disp, MPI_Datatype etype, MPI_Data
 			continue;
 		}
 		if (!(h->nruns & (h->nruns - 1)) || !h->runs) {
-			struct run *r = realloc(h->runs, sizeof *r * (size_t)(h->nruns ? 2 * h->nruns : 1));
+			struct run *r =
+			    realloc(h->runs, sizeof *r * (size_t)(h->nruns ? 2 * h->nruns : 1));
 			if (!r)
 				break;
 			h->runs = r;
@@ -277,8 +278,7 @@ int MPI_File_write_at_all(MPI_File fh, MPI_Offset offset, const void *buf, int c
 	         : PMPI_File_write_at_all(fh, offset, buf, count, dt, st);
 }
 
-static int io_fp(struct handle *h, void *buf, int count, MPI_Datatype dt, MPI_Status *st,
-                 int write)
+static int io_fp(struct handle *h, void *buf, int count, MPI_Datatype dt, MPI_Status *st, int write)
 {
 	MPI_Status mine;
 	MPI_Count bytes = 0;
@@ -337,7 +337,7 @@ int MPI_File_seek(MPI_File fh, MPI_Offset offset, int whence)
 		for (int r = 0; r < h->nruns; r++)
 			if (h->runs[r].off < in)
 				end += in - h->runs[r].off < h->runs[r].len ? in - h->runs[r].off
-				                                             : h->runs[r].len;
+				                                            : h->runs[r].len;
 		if (!h->nruns)
 			end += in;
 		npos = end / h->etsize + offset;

@@ -31,8 +31,8 @@
 
 #include "rcpio/pool.h"
 
-#define MAGIC 0x4c4f4f504f495052ull /* "RPIOPOOL" */
-#define VERSION 1u
+#define MAGIC       0x4c4f4f504f495052ull /* "RPIOPOOL" */
+#define VERSION     1u
 #define ALIGN(x, a) (((x) + (a)-1) / (a) * (a))
 
 struct hdr {
@@ -562,7 +562,8 @@ int rcpio_pool_committed(const rcpio_pool *p, uint32_t slot, uint64_t *fid, uint
 	if (slot >= p->nslots)
 		return RCP_EINVAL;
 	e = sentry(p, slot);
-	if (!((bitmap(p)[slot / 64] >> (slot % 64)) & 1) || !e->fid || e->sum != sentry_sum(e, slot))
+	if (!((bitmap(p)[slot / 64] >> (slot % 64)) & 1) || !e->fid ||
+	    e->sum != sentry_sum(e, slot))
 		return RCP_ENOENT;
 	if (fid)
 		*fid = e->fid;

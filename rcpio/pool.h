@@ -26,9 +26,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define RCPIO_TAG 64u
-#define RCPIO_NFILES 64u
-#define RCPIO_PATH_MAX 440u
+#define RCPIO_TAG       64u
+#define RCPIO_NFILES    64u
+#define RCPIO_PATH_MAX  440u
 #define RCPIO_LOG_BYTES (1024u * 1024u)
 
 typedef struct rcpio_pool rcpio_pool;
@@ -48,10 +48,10 @@ struct rcpio_fident {
 };
 
 struct rcpio_pool_info {
-	int created;       /* new pool file (or re-initialised) */
-	int refused;       /* existing pool did not check out: re-initialised */
-	int rolled_back;   /* an unfinished transaction was undone */
-	uint32_t dropped;  /* entries whose checksum failed */
+	int created;        /* new pool file (or re-initialised) */
+	int refused;        /* existing pool did not check out: re-initialised */
+	int rolled_back;    /* an unfinished transaction was undone */
+	uint32_t dropped;   /* entries whose checksum failed */
 	uint32_t committed; /* committed slots found */
 };
 

@@ -49,8 +49,7 @@ struct blob {
 _Static_assert(sizeof(struct blob) == RCPIO_BLOB, "blob size");
 
 enum { C_QUERY, C_READY, C_EVICT, C_PUT, NCALLS };
-static const char *const names[NCALLS] = {"rcpio.query", "rcpio.ready", "rcpio.evict",
-                                          "rcpio.put"};
+static const char *const names[NCALLS] = {"rcpio.query", "rcpio.ready", "rcpio.evict", "rcpio.put"};
 
 struct rcpio_net {
 	pthread_mutex_t *lock;
@@ -212,9 +211,9 @@ static void h_put(rcp_rpc_handle *h, void *arg)
 	j->slot = in.slot;
 	j->off = in.off;
 	j->len = (uint32_t)len;
-	rc = rcp_bulk_transfer(n->sbulk, rcp_rpc_handle_chan(h), RCP_BULK_PULL, in.data, 0, n->spool,
-	                       (uint64_t)in.slot * rcpio_pool_stride(n->pool) + in.off, len,
-	                       put_done, j, NULL);
+	rc = rcp_bulk_transfer(n->sbulk, rcp_rpc_handle_chan(h), RCP_BULK_PULL, in.data, 0,
+	                       n->spool, (uint64_t)in.slot * rcpio_pool_stride(n->pool) + in.off,
+	                       len, put_done, j, NULL);
 	if (rc)
 		put_done(j, rc);
 }
@@ -248,7 +247,8 @@ static int ep_addr(const char *transport, const char *side, char *buf, size_t le
 			snprintf(buf, len, "udp:");
 			return 0;
 		}
-		getnameinfo(ai->ai_addr, ai->ai_addrlen, host, sizeof host, NULL, 0, NI_NUMERICHOST);
+		getnameinfo(ai->ai_addr, ai->ai_addrlen, host, sizeof host, NULL, 0,
+		            NI_NUMERICHOST);
 		freeaddrinfo(ai);
 		snprintf(buf, len, "udp:%s:0", host);
 		return 0;
@@ -446,7 +446,8 @@ int rcpio_net_ready(rcpio_net *n, rcpio_peer *mgr, uint64_t fid, uint64_t block,
                     uint32_t slot)
 {
 	struct r_in in = {fid, block, owner, slot};
-	int rc = rcp_rpc_forward(n->crpc, mgr->ch, n->id[C_READY], &in, NULL, -1, ready_cb, n, NULL);
+	int rc =
+	    rcp_rpc_forward(n->crpc, mgr->ch, n->id[C_READY], &in, NULL, -1, ready_cb, n, NULL);
 	if (!rc) {
 		n->outstanding++;
 		n->st.readies_sent++;

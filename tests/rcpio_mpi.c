@@ -114,7 +114,8 @@ int main(int argc, char **argv)
 		/* 3: its own records through a strided view (vector filetype). */
 		MPI_Type_vector(nrec, rec, rec * size, MPI_BYTE, &vec);
 		MPI_Type_commit(&vec);
-		MPI_File_set_view(fh, (MPI_Offset)rank * rec, MPI_BYTE, vec, "native", MPI_INFO_NULL);
+		MPI_File_set_view(fh, (MPI_Offset)rank * rec, MPI_BYTE, vec, "native",
+		                  MPI_INFO_NULL);
 		memset(buf, 0, (size_t)rec * nrec);
 		if (MPI_File_read(fh, buf, rec * nrec, MPI_BYTE, &st) != MPI_SUCCESS)
 			return fail(rank, "strided read", 0);
@@ -122,7 +123,8 @@ int main(int argc, char **argv)
 			for (int k = 0; k < rec; k++)
 				if (buf[(long long)i * rec + k] !=
 				    pat(((long long)i * size + rank) * rec + k))
-					return fail(rank, "strided data differs", (long long)i * rec + k);
+					return fail(rank, "strided data differs",
+					            (long long)i * rec + k);
 		MPI_Type_free(&vec);
 	}
 	MPI_File_close(&fh);

@@ -65,7 +65,8 @@ static void t_insert_drop(void **state)
 	assert_int_equal(rcpio_meta_create(&m), 0);
 	/* Recovery claims: the first claim of a block wins. */
 	for (uint64_t b = 0; b < 1000; b++)
-		assert_int_equal(rcpio_meta_insert(m, 11, b, (uint32_t)(b % 4), (uint32_t)b, b + 1), 0);
+		assert_int_equal(rcpio_meta_insert(m, 11, b, (uint32_t)(b % 4), (uint32_t)b, b + 1),
+		                 0);
 	assert_int_equal(rcpio_meta_insert(m, 11, 500, 3, 1, 1), RCP_EADDRINUSE);
 	assert_int_equal(rcpio_meta_insert(m, 12, 500, 3, 1, 1), 0);
 	for (int i = 0; i < 200; i++) {

@@ -93,7 +93,8 @@ static void t_reopen(void **state)
 	assert_int_equal(rcpio_pool_nfree(p), 39);
 	assert_int_equal(rcpio_pool_committed(p, (uint32_t)s, &fid, &block, &gen), 0);
 	assert_true(fid == id.fid && block == 5 && gen == 77);
-	assert_true(rcpio_pool_slot(p, (uint32_t)s)->used && rcpio_pool_slot(p, (uint32_t)s)->committed);
+	assert_true(rcpio_pool_slot(p, (uint32_t)s)->used &&
+	            rcpio_pool_slot(p, (uint32_t)s)->committed);
 	assert_int_not_equal(rcpio_pool_alloc(p), s);
 	assert_int_equal(rcpio_pool_file_find(p, id.fid), 3);
 	assert_int_equal(rcpio_pool_file_get(p, 3, &got), 0);
