@@ -42,3 +42,9 @@ perf_rcpio_bench_CFLAGS = $(AM_CFLAGS) $(MPI_CFLAGS)
 perf_rcpio_bench_LDADD = $(MPI_LIBS)
 endif
 EXTRA_DIST += perf/rcpio_bench.sh
+
+if HAVE_RCPIO
+# The same program across a 4-host rcp-cluster (root; else SKIP).
+TESTS += tests/cluster_rcpio.sh
+endif
+EXTRA_DIST += tests/cluster_rcpio.sh
