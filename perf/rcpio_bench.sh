@@ -8,9 +8,11 @@
 # from the pools after the previous job ended, as after a crash).
 # usage: perf/rcpio_bench.sh [BUILDDIR] [PER_RANK_BYTES] [XFER]
 # Env: DIR (backing files, default a fresh dir under /tmp), POOLDIR (the
-# pools, default under /dev/shm), NP (4).
+# pools, default under /dev/shm), NP (4), CLUSTER (the name of a running
+# rcp-cluster of at least NP hosts: mpirun on h1 starts rank i on h(i+1)
+# through rcp-cluster exec, and rcpio uses udp between the hosts).
 set -u
-b=${1:-.}
+b=$(cd "${1:-.}" && pwd)
 per=${2:-67108864}
 xfer=${3:-1048576}
 NP=${NP:-4}
@@ -20,9 +22,20 @@ prog="$b/perf/rcpio_bench"
 dir=${DIR:-$(mktemp -d /tmp/rcpio-bench.XXXXXX)}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 mpi() { mpirun --allow-run-as-root --oversubscribe -np "$NP" "$@"; }
+transport=shm
+if [ -n "${CLUSTER:-}" ]; then
+	rcpc=$(cd "$(dirname "$0")/.." && pwd)/tools/rcp-cluster
+	agent="$dir/agent"
+	printf '#!/bin/sh\nh=$1; shift\nexec "%s" --name "%s" exec "$h" sh -c "$*"\n' "$rcpc" "$CLUSTER" >"$agent"
+	chmod +x "$agent"
+	hosts=$(seq -s, -f 'h%g' 1 "$NP")
+	mpi() { "$rcpc" --name "$CLUSTER" exec h1 mpirun --allow-run-as-root --oversubscribe \
+		--mca plm_rsh_agent "$agent" -H "$hosts" -np "$NP" "$@"; }
+	transport=udp
+fi
 pool=$(( per * 3 / 1048576 + 64 ))m
 rc() { mpi -x LD_PRELOAD="$lib" -x RCPIO_PREFIX="$dir/c" -x RCPIO_POOL_DIR="$pooldir" \
-	-x RCPIO_BLOCK=1m -x RCPIO_POOL_SIZE="$pool" "$prog" "$@"; }
+	-x RCPIO_BLOCK=1m -x RCPIO_POOL_SIZE="$pool" -x RCPIO_TRANSPORT="$transport" "$prog" "$@"; }
 # Pools on /dev/shm (DRAM standing in for persistent memory), unless POOLDIR.
 pooldir=${POOLDIR:-/dev/shm/rcpio-bench-$$}
 echo "impl,pattern,phase,nprocs,xfer,bytes,seconds,MBps"
