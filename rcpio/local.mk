@@ -6,6 +6,8 @@ lib_LTLIBRARIES += librcpio.la
 librcpio_la_SOURCES = rcpio/pool.c rcpio/meta.c rcpio/xfer.c rcpio/cache.c rcpio/mpiio.c
 librcpio_la_CFLAGS = $(AM_CFLAGS) $(PMEM2_CFLAGS) $(MPI_CFLAGS)
 librcpio_la_LIBADD = librcp.la $(PMEM2_LIBS) $(MPI_LIBS)
+# Only the MPI_* entry points: nothing internal leaks into the program.
+librcpio_la_LDFLAGS = -export-symbols-regex '^MPI_'
 bin_PROGRAMS += rcpio/rcpio-cachectl
 rcpio_rcpio_cachectl_SOURCES = rcpio/cachectl.c rcpio/pool.c
 rcpio_rcpio_cachectl_CFLAGS = $(AM_CFLAGS) $(PMEM2_CFLAGS)
