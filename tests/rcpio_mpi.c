@@ -13,6 +13,9 @@
  * "read" mode only checks a file written before (restart, recovery).
  * "crash" mode overwrites the first half's records with other bytes, never syncs, and
  * kills itself (SIGKILL) on every rank: writes that were never committed.
+ * "crash-only0" / "crash-except0": the same, written by rank 0 alone / by
+ * every rank but 0.  "touch0": rank 0 alone reads the whole file (so that,
+ * on fresh pools, it caches and owns every block).
  * Exit 0 when everything matches; rank 0 prints "rcpio_mpi: ok".
  */
 #include <mpi.h>
@@ -58,8 +61,18 @@ int main(int argc, char **argv)
 	if (MPI_File_open(MPI_COMM_WORLD, argv[1], MPI_MODE_CREATE | MPI_MODE_RDWR, MPI_INFO_NULL,
 	                  &fh) != MPI_SUCCESS)
 		return fail(rank, "open", 0);
-	if (argc > 2 && !strcmp(argv[2], "crash")) {
-		for (int i = 0; i < nrec / 2; i++) {
+	if (argc > 2 && !strcmp(argv[2], "touch0")) {
+		for (long long at = 0; rank == 0 && at < total; at += rec)
+			MPI_File_read_at(fh, at, buf, rec, MPI_BYTE, &st);
+		MPI_File_close(&fh);
+		MPI_Finalize();
+		return 0;
+	}
+	if (argc > 2 && !strncmp(argv[2], "crash", 5)) {
+		int writes = !strcmp(argv[2], "crash-only0")     ? rank == 0
+		             : !strcmp(argv[2], "crash-except0") ? rank != 0
+		                                                 : 1;
+		for (int i = 0; writes && i < nrec / 2; i++) {
 			long long off = ((long long)i * size + rank) * rec;
 			for (int k = 0; k < rec; k++)
 				buf[k] = (unsigned char)~pat(off + k);

@@ -12,6 +12,7 @@
 #  4. crash: a job overwrites the records of the file's first half
 #     without committing and is killed; the next job reads the last committed data (the reference),
 #     with the overwritten blocks refused from the pools, the rest recovered;
+#     the same with only the owner or only the others writing;
 #  5. pool full: 4 slots per rank for 37 blocks: clean blocks evicted,
 #     dirty ones written back, the file still equals the reference;
 #     the same with background write-back (RCPIO_WRITEBACK_MS=1);
@@ -103,6 +104,20 @@ rec=$(sum "$tmp/o4" recovered) dr=$(sum "$tmp/o4" dropped_stale) fr=$(sum "$tmp/
 echo "# after crash: recovered $rec, fs reads $fr"
 [ "$rec" -gt 0 ] && [ "$rec" -lt "$blocks" ] && [ "$fr" = $((blocks - rec)) ]
 check $? "blocks written but never committed were refused, the others recovered ($rec of $blocks)"
+
+# The two ways a committed slot changes, one at a time: rank 0 caches
+# every block (fresh pools), then only the others write (rcpio.put at the
+# owner), or only rank 0 writes (its own copies).
+for who in except0 only0; do
+	rm -f "$tmp"/pool/*
+	run "$tmp/t-$who" 16m "$tmp/c.dat" touch0
+	run "$tmp/k-$who" 16m "$tmp/c.dat" crash-$who
+	run "$tmp/r-$who" 16m "$tmp/c.dat" read
+	st=$?
+	rec=$(sum "$tmp/r-$who" recovered)
+	[ $st = 0 ] && [ "$rec" -gt 0 ] && [ "$rec" -lt "$blocks" ]
+	check $? "crash with writes by $who of the owner: committed data read, $rec of $blocks blocks recovered"
+done
 
 run "$tmp/o5" 256k "$tmp/c2.dat" both 3000 200
 st=$?
