@@ -15,12 +15,17 @@ rcpio_rcpio_cachectl_LDADD = librcp.la $(PMEM2_LIBS)
 endif
 
 if HAVE_CMOCKA
-# Unit tests of the pool and the manager table: no MPI, no network.
-check_PROGRAMS += tests/test_rcpio_pool tests/test_rcpio_meta
-TESTS += tests/test_rcpio_pool tests/test_rcpio_meta
+# Unit tests of the pool (needs libpmem2) and the manager table: no MPI,
+# no network.
+if HAVE_RCPIO
+check_PROGRAMS += tests/test_rcpio_pool
+TESTS += tests/test_rcpio_pool
 tests_test_rcpio_pool_SOURCES = tests/test_rcpio_pool.c rcpio/pool.c tests/testutil.h
 tests_test_rcpio_pool_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) $(PMEM2_CFLAGS)
 tests_test_rcpio_pool_LDADD = $(CMOCKA_LIBS) $(PMEM2_LIBS)
+endif
+check_PROGRAMS += tests/test_rcpio_meta
+TESTS += tests/test_rcpio_meta
 tests_test_rcpio_meta_SOURCES = tests/test_rcpio_meta.c rcpio/meta.c tests/testutil.h
 tests_test_rcpio_meta_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
 tests_test_rcpio_meta_LDADD = $(CMOCKA_LIBS)
@@ -32,8 +37,9 @@ check_PROGRAMS += tests/rcpio_mpi
 tests_rcpio_mpi_SOURCES = tests/rcpio_mpi.c
 tests_rcpio_mpi_CFLAGS = $(AM_CFLAGS) $(MPI_CFLAGS)
 tests_rcpio_mpi_LDADD = $(MPI_LIBS)
-TESTS += tests/rcpio_mpi.sh
 endif
+# Listed even without rcpio: it then prints its SKIP reason.
+TESTS += tests/rcpio_mpi.sh
 EXTRA_DIST += tests/rcpio_mpi.sh
 
 if HAVE_RCPIO
@@ -45,8 +51,6 @@ perf_rcpio_bench_LDADD = $(MPI_LIBS)
 endif
 EXTRA_DIST += perf/rcpio_bench.sh
 
-if HAVE_RCPIO
-# The same program across a 4-host rcp-cluster (root; else SKIP).
+# The same program across a 4-host rcp-cluster (root, rcpio; else SKIP).
 TESTS += tests/cluster_rcpio.sh
-endif
 EXTRA_DIST += tests/cluster_rcpio.sh
