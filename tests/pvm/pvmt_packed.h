@@ -237,3 +237,124 @@ static int t_packed_mcast(void)
 	quit(tids, 3);
 	return 0;
 }
+
+/* PvmDataInPlace: the buffer keeps pointers into the caller's arrays,
+ * which must stay valid until pvm_send returns; they are freed (and the
+ * memory poisoned) right after, so a copy taken later would show.  The
+ * child checks the values as for Raw and answers in Raw. */
+static int pk_inplace_send(int tid, int t, int n)
+{
+	int *iv = malloc(((size_t)n + 1) * sizeof *iv);
+	double *dv = malloc(((size_t)n + 1) * sizeof *dv);
+	char *bv = malloc((size_t)n + 1), str[64];
+	int rc, slen;
+	for (int i = 0; i < n; i++) {
+		iv[i] = t * 7 + i - n / 2;
+		dv[i] = t + i * 0.25;
+	}
+	fill(bv, (size_t)n, (uint32_t)t);
+	slen = snprintf(str, sizeof str, "packed %d/%d", t, n) + 1;
+	/* pvm_pkstr is PvmNotImpl in place; a string is its length (with
+	 * the NUL) and its bytes, which pvm_upkstr takes as raw data */
+	rc = pvm_initsend(PvmDataInPlace) < 0 || pvm_pkint(&n, 1, 1) || pvm_pkint(iv, n, 1) ||
+	     pvm_pkdouble(dv, n, 1) || pvm_pkint(&slen, 1, 1) || pvm_pkbyte(str, slen, 1) ||
+	     pvm_pkbyte(bv, n, 1) || pvm_send(tid, t) < 0;
+	memset(iv, 0x5a, ((size_t)n + 1) * sizeof *iv);
+	memset(dv, 0x5a, ((size_t)n + 1) * sizeof *dv);
+	memset(bv, 0x5a, (size_t)n + 1);
+	n = slen = 0x5a5a; /* pvm_pkint kept pointers to them too */
+	memset(str, 0x5a, sizeof str);
+	free(iv);
+	free(dv);
+	free(bv);
+	return rc ? -1 : 0;
+}
+
+/* Round trips of in-place messages, n = 0 .. 100000 (1.3 MB: RMA). */
+static int t_packed_inplace(void)
+{
+	static const int ns[] = {0, 1, 100, 10000, 100000};
+	int tid, nb, tag, src, k = 0;
+#ifndef PVMT_STOCK
+	long sent0 = pvm_rcp_packed_sent(0);
+#endif
+	CHECK(spawn("pchk", 1, &tid, NULL) == 0, "spawn");
+	for (int rep = 0; rep < 2; rep++)
+		for (int i = 0; i < (int)(sizeof ns / sizeof ns[0]); i++) {
+			int t = 401 + 2 * k++, b; /* odd: the child answers Raw */
+			CHECK(pk_inplace_send(tid, t, ns[i]) == 0, "pack+send in place");
+			b = pvm_recv(tid, -1);
+			CHECK(b > 0 && pvm_bufinfo(b, &nb, &tag, &src) == 0, "recv %d", b);
+			CHECK(tag == t + 1000, "tag %d, want %d (998: the child's check failed)", tag,
+			      t + 1000);
+			if (pk_check(t + 1000, NULL))
+				return -1;
+		}
+#ifndef PVMT_STOCK
+	CHECK(pvm_rcp_route(tid), "the pair is not on RCP");
+	CHECK(pvm_rcp_packed_sent(0) - sent0 >= k - 1, "%ld of %d in-place sends went over RCP",
+	      pvm_rcp_packed_sent(0) - sent0, k);
+#endif
+	quit(&tid, 1);
+	return 0;
+}
+
+/* Child of packed-bcast: joins group "pvmt-bc", tells the parent, then
+ * answers each broadcast as pchk does (T_QUIT ends; leaves the group). */
+static int child_gchk(void)
+{
+	int parent = pvm_parent(), rc, inst = pvm_joingroup("pvmt-bc");
+	if (inst < 0)
+		return 1;
+	pvm_initsend(PvmDataDefault);
+	pvm_pkint(&inst, 1, 1);
+	if (pvm_send(parent, 9) < 0)
+		return 1;
+	rc = child_pchk();
+	pvm_lvgroup("pvmt-bc");
+	return rc;
+}
+
+/* pvm_bcast (libgpvm3: the group's tids from the group server, then
+ * pvm_mcast, which the relinked task's own pvm_mcast takes) of packed
+ * buffers to three group members; the caller, also a member, gets none. */
+static int t_packed_bcast(void)
+{
+	int tids[3], nb, tag, src, got[3], me;
+#ifndef PVMT_STOCK
+	long sent0 = pvm_rcp_packed_sent(0);
+#endif
+	CHECK((me = pvm_joingroup("pvmt-bc")) >= 0, "joingroup: %d", me);
+	CHECK(spawn("gchk", 3, tids, NULL) == 0, "spawn");
+	for (int i = 0; i < 3; i++)
+		CHECK(pvm_recv(-1, 9) > 0, "a child did not join");
+	CHECK(pvm_gsize("pvmt-bc") == 4, "group size %d, want 4", pvm_gsize("pvmt-bc"));
+	for (int k = 0; k < 4; k++) {
+		int t = 500 + k; /* odd: Raw */
+		CHECK(pk_layout(t & 1 ? PvmDataRaw : PvmDataDefault, t, k * 333) == 0, "pack");
+		CHECK(pvm_bcast("pvmt-bc", t) >= 0, "bcast");
+		memset(got, 0, sizeof got);
+		for (int i = 0; i < 3; i++) {
+			int b = pvm_recv(-1, -1);
+			CHECK(b > 0 && pvm_bufinfo(b, &nb, &tag, &src) == 0, "recv %d", b);
+			CHECK(tag == t + 1000, "tag %d, want %d (998: a child's check failed)", tag,
+			      t + 1000);
+			for (int j = 0; j < 3; j++)
+				if (src == tids[j])
+					got[j]++;
+			if (pk_check(t + 1000, NULL))
+				return -1;
+		}
+		CHECK(got[0] == 1 && got[1] == 1 && got[2] == 1, "answers %d %d %d", got[0],
+		      got[1], got[2]);
+		CHECK(pvm_nrecv(-1, -1) == 0, "a copy too many (to the caller?)");
+	}
+#ifndef PVMT_STOCK
+	/* the first bcast may find the children not yet known as relinked */
+	CHECK(pvm_rcp_packed_sent(0) - sent0 >= 9, "%ld of 12 broadcast copies went over RCP",
+	      pvm_rcp_packed_sent(0) - sent0);
+#endif
+	quit(tids, 3);
+	pvm_lvgroup("pvmt-bc");
+	return 0;
+}
