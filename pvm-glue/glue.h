@@ -185,6 +185,8 @@ PRI int pvmrcpi_ready(void); /* 1 if RCP is up (initialising on first use) */
  * names (a path: with a '/') in one write, so that the lines of many
  * tasks never mix (PVMRCP_STATS, at pvm_exit). */
 PRI void pvmrcpi_stats_print(void);
+/* Packed messages from the wire that were not well formed (recv.c). */
+PRI extern long pvmrcpi_bad_packed;
 PRI struct pr_peer *pvmrcpi_peer_find(int tid, int create);
 PRI struct pr_ctxstate *pvmrcpi_cs_find(struct pr_peer *p, int ctx);
 /* The peer of TID (made if CREATE; NULL if not, or out of memory).  A

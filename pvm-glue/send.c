@@ -12,6 +12,7 @@
 #include <rcp/pvmrcp.h>
 
 #include "pvm-glue/glue.h"
+#include "pvm-glue/packed.h"
 
 #define S pvmrcpi_st
 
@@ -41,6 +42,7 @@ static void fence(struct pr_peer *p)
  * destination), by pvmd (counted by pvmrcpi_count_stock); packed ones
  * over RCP are packed_sent, below. */
 static long rcp_sent, stock_sent;
+long pvmrcpi_bad_packed;
 
 void pvmrcpi_count_stock(int tid, int ctx)
 {
@@ -486,6 +488,8 @@ static int packed_bytes(int sbuf, char **out, size_t *len)
 	}
 	pvm_setrbuf(save);
 	pvmrcpi_real.freebuf(tmp);
+	if (rc >= 0)
+		rc = pvmrcpi_pk_to_wire((unsigned char *)b, n); /* big-endian ints */
 	if (rc < 0) {
 		free(b);
 		return rc;
