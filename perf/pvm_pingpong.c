@@ -6,8 +6,9 @@
  * relinked path (RCP, spinning and sleeping) in one VM and prints the
  * ratios.
  *
- *   rcp-pvm-pingpong LABEL rcp|stock default|direct spin|sleep [iters [psend|raw|xdr]]
+ *   rcp-pvm-pingpong LABEL rcp|stock default|direct spin|sleep [iters [psend|raw|xdr [maxsize]]]
  *
+ * maxsize: only the sizes up to it (e.g. 8 for perf/callgrind_pvm.sh).
  * raw/xdr: packed messages instead (pvm_initsend(PvmDataRaw or
  * PvmDataDefault), pvm_pkint of the size, pvm_pkbyte of the data,
  * pvm_send; pvm_recv, pvm_upkint, pvm_upkbyte), both ways.
@@ -101,19 +102,21 @@ static int child(void)
 int main(int argc, char **argv)
 {
 	static const int sizes[] = {8, 64, 1024, 4096, 65536, 1 << 20, 4 << 20};
-	int iters, ctid, atid, atag, alen, rc = 0;
+	int iters, ctid, atid, atag, alen, rc = 0, maxsz;
 	char *buf, *rbuf;
 	double *t;
 
 	if (argc < 5) {
 		fprintf(
 		    stderr,
-		    "usage: %s LABEL rcp|stock default|direct spin|sleep [iters [psend|raw|xdr]]\n",
+		    "usage: %s LABEL rcp|stock default|direct spin|sleep [iters [psend|raw|xdr "
+		    "[maxsize]]]\n",
 		    argv[0]);
 		return 2;
 	}
 	configure(argv);
 	iters = argc > 5 ? atoi(argv[5]) : 2000;
+	maxsz = argc > 7 ? atoi(argv[7]) : MAXSZ;
 	if (argc > 6 && strcmp(argv[6], "psend"))
 		enc = !strcmp(argv[6], "raw") ? PvmDataRaw : PvmDataDefault;
 	if (pvm_mytid() < 0)
@@ -141,6 +144,8 @@ int main(int argc, char **argv)
 	memset(rbuf, 0, MAXSZ);
 	for (unsigned k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
 		int s = sizes[k], n = s >= (1 << 20) ? iters / 20 : s >= 65536 ? iters / 4 : iters;
+		if (s > maxsz)
+			break;
 		if (n < 20)
 			n = 20;
 		for (int i = -n / 10 - 5; i < n; i++) {

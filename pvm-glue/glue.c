@@ -546,6 +546,7 @@ static int do_init(void)
 	S.live_ns = (uint64_t)env_int("PVMRCP_LIVE_MS", 200) * 1000000;
 	S.order_ns = (uint64_t)env_int("PVMRCP_ORDER_MS", 2000) * 1000000;
 	S.copy_max = (size_t)env_int("PVMRCP_COPY_MAX", 16384);
+	S.copy_bytes = (size_t)env_int("PVMRCP_COPY_BYTES", 4 << 20);
 	{
 		const char *st = getenv("PVMRCP_STATS");
 		S.stats = st && *st && strcmp(st, "0") ? st : NULL;

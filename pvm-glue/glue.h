@@ -168,6 +168,7 @@ struct pr_state {
 	uint64_t live_ns;  /* liveness check period while blocked */
 	uint64_t order_ns; /* longest wait for stock messages an RCP one follows */
 	size_t copy_max;   /* psend copies messages up to this size and returns */
+	size_t copy_bytes; /* PVMRCP_COPY_BYTES: copied sends in flight before a send waits */
 	/* buffers made for pvm_recv of RCP messages: bufid -> info */
 	struct pr_syn *syn;
 	int nsyn, capsyn;

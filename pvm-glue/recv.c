@@ -531,13 +531,18 @@ static int rx_done(void *arg)
 	return try_once(&x->w, &x->c, &x->since, 0);
 }
 
-/* Blocks for a message; 1 (x->c), 0 (deadline), or a PVM code. */
+/* Blocks for a message; 1 (x->c), 0 (deadline), or a PVM code.  After
+ * PVMRCP_STASH_US it takes the messages it does not want out of RCP into
+ * the held queue, as a waiting send does: the one it waits for may be
+ * behind them on a channel whose credits they use up, and its sender
+ * may be waiting for them to be taken (stock PVM queues them all in the
+ * receiver; packed-bounded). */
 static int rx_wait(struct rx *x, int live, uint64_t deadline)
 {
 	int rc = try_once(&x->w, &x->c, &x->since, 1);
 	if (rc)
 		return rc;
-	return pvmrcpi_block(rx_done, x, &live, live > 0 ? 1 : 0, deadline, 0);
+	return pvmrcpi_block(rx_done, x, &live, live > 0 ? 1 : 0, deadline, 1);
 }
 
 /* ---- delivery ---- */

@@ -84,21 +84,55 @@ static void copy_put(void *buf, int pooled)
 		free(buf);
 }
 
+/* Copies in flight: bytes of sends that returned before RCP took them
+ * (psend's copies, packed messages, pmcast copies).  Unbounded, a task
+ * that sends in a loop and never receives would queue every message in
+ * its own memory, and, making no call that progresses, never see the
+ * acks that would let them go.  So past S.copy_bytes (PVMRCP_COPY_BYTES)
+ * a send first waits, progressing, for earlier ones to complete; the wait
+ * takes other peers' messages after PVMRCP_STASH_US, as psend's does, so
+ * two tasks that both send never wait for each other. */
+static size_t inflight;
+
+static int below_limit(void *arg)
+{
+	(void)arg;
+	return inflight <= S.copy_bytes;
+}
+
+/* Before a copied send of LEN bytes: 0, or a PVM code (PvmNoTask: a task
+ * of LIVE died meanwhile). */
+static int throttle(const int *live, int nlive, size_t len)
+{
+	int rc;
+	if (!inflight || inflight + len <= S.copy_bytes)
+		return 0;
+	rc = pvmrcpi_block(below_limit, NULL, live, nlive, 0, 1);
+	return rc < 0 ? rc : 0;
+}
+
+static void inflight_done(size_t len)
+{
+	inflight -= len < inflight ? len : inflight;
+}
+
 /* A copied send completed (rcp callback, from whichever call progressed
  * the endpoint; at the latest from rcp_ep_close at exit): its copy goes.
  * Nothing is kept per send and nothing walked: the status is the message
- * length, which tells a pooled copy from a malloc'd one. */
+ * length (a send's, failed or not), which tells a pooled copy from a
+ * malloc'd one. */
 static void copy_done(rcp_req *r, const struct rcp_status *st, void *copy)
 {
 	(void)r;
+	inflight_done(st->len);
 	copy_put(copy, st->len <= COPY_SMALL);
 }
 
-/* The same for pvm_pmcast's copy (malloc'd to size). */
+/* The same for pvm_pmcast's and packed sends' copies (malloc'd to size). */
 static void mcast_copy_done(rcp_req *r, const struct rcp_status *st, void *copy)
 {
 	(void)r;
-	(void)st;
+	inflight_done(st->len);
 	free(copy);
 }
 
@@ -106,15 +140,19 @@ static void mcast_copy_done(rcp_req *r, const struct rcp_status *st, void *copy)
 static int send_copy(struct pr_peer *p, uint64_t tag, const void *buf, size_t len)
 {
 	int pooled;
-	void *copy = copy_get(len, &pooled);
-	int rc;
+	void *copy;
+	int rc = throttle(&p->tid, 1, len);
 
-	if (!copy)
+	if (rc)
+		return rc == PvmNoTask ? RCP_EPEER : RCP_ESYS;
+	if (!(copy = copy_get(len, &pooled)))
 		return RCP_ENOMEM;
 	memcpy(copy, buf, len);
 	rc = rcp_isend_cb(p->ch, tag, copy, len, copy_done, copy, NULL);
 	if (rc)
 		copy_put(copy, pooled);
+	else
+		inflight += len;
 	return rc;
 }
 
@@ -230,6 +268,12 @@ static int mcast_one(rcp_chan **chans, int n, uint64_t tag, const void *buf, siz
 	const void *src = own ? own : buf;
 	rcp_req *r;
 	int rc;
+	if (copy || bytes <= S.copy_max) {
+		if ((rc = throttle(live, nlive, bytes)) != 0) {
+			free(own);
+			return rc;
+		}
+	}
 	if (!own && bytes <= S.copy_max) {
 		copy = malloc(bytes ? bytes : 1);
 		if (!copy)
@@ -243,6 +287,7 @@ static int mcast_one(rcp_chan **chans, int n, uint64_t tag, const void *buf, siz
 	else if (copy) {
 		rcp_req_set_cb(r, mcast_copy_done, copy); /* frees COPY when done */
 		copy = NULL;
+		inflight += bytes;
 	} else {
 		rc = pvmrcpi_wait_req(r, &st, live, nlive, 1);
 	}
@@ -523,11 +568,18 @@ static int packed_send(int tid, int tag)
 	rc = packed_bytes(sbuf, &bytes, &len);
 	if (rc < 0)
 		return rc;
+	rc = throttle(&p->tid, 1, len);
+	if (rc) {
+		free(bytes);
+		return rc;
+	}
 	rc = pvmrcpi_prepare(p, ctx);
 	p->rcp_dirty = 1;
 	if (!rc)
 		rc = rcp_isend_cb(p->ch, pr_rtag(ctx, tag) | PR_PACKED, bytes, len, mcast_copy_done,
 		                  bytes, NULL);
+	if (!rc)
+		inflight += len;
 	if (rc) {
 		free(bytes);
 		if (rc == RCP_EPEER || rc == RCP_ECLOSED) {

@@ -1198,6 +1198,8 @@ static const struct {
     {"packed-mcast", t_packed_mcast},
     {"packed-inplace", t_packed_inplace},
     {"packed-bcast", t_packed_bcast},
+    {"packed-killed", t_packed_killed},
+    {"packed-bounded", t_packed_bounded},
 };
 
 /* pvmt run N PROG [ARGS...]: spawns N copies of PROG, prints their output
@@ -1243,6 +1245,8 @@ int main(int argc, char **argv)
 		             {"pinned", child_pinned_echo},
 		             {"pchk", child_pchk},
 		             {"gchk", child_gchk},
+		             {"pstream", child_pstream},
+		             {"pflood", child_pflood},
 		             {"pord", child_pord}};
 		int rc = 3;
 		for (unsigned i = 0; i < sizeof roles / sizeof roles[0]; i++)
