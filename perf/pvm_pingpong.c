@@ -6,10 +6,10 @@
  * relinked path (RCP, spinning and sleeping) in one VM and prints the
  * ratios.
  *
- *   rcp-pvm-pingpong LABEL rcp|stock default|direct spin|sleep [iters [psend|raw|xdr [maxsize]]]
+ *   rcp-pvm-pingpong LABEL rcp|stock default|direct spin|sleep [iters [psend|raw|xdr|inplace [maxsize]]]
  *
  * maxsize: only the sizes up to it (e.g. 8 for perf/callgrind_pvm.sh).
- * raw/xdr: packed messages instead (pvm_initsend(PvmDataRaw or
+ * raw/xdr/inplace: packed messages instead (pvm_initsend(PvmDataRaw or
  * PvmDataDefault), pvm_pkint of the size, pvm_pkbyte of the data,
  * pvm_send; pvm_recv, pvm_upkint, pvm_upkbyte), both ways.
  *
@@ -26,7 +26,11 @@
 #include <string.h>
 #include <time.h>
 
+#ifdef PP_STOCK
+#include <pvm3.h> /* rcp-pvm-pingpong-stock: for LD_PRELOAD=libpvmrcp.so */
+#else
 #include <rcp/pvmrcp.h>
+#endif
 
 #define MAXSZ    (4 << 20)
 #define TAG_PING 1
@@ -52,7 +56,7 @@ static void configure(char **argv)
 	setenv("RCP_WAIT", argv[4], 1);
 }
 
-static int enc = -1; /* packed: PvmDataRaw or PvmDataDefault; -1: psend */
+static int enc = -1; /* packed: PvmDataRaw, PvmDataDefault, PvmDataInPlace; -1: psend */
 
 /* Packed: sends S bytes of BUF to TID with TAG; 0 or <0. */
 static int pk_send(int tid, int tag, const char *buf, int s)
@@ -107,18 +111,20 @@ int main(int argc, char **argv)
 	double *t;
 
 	if (argc < 5) {
-		fprintf(
-		    stderr,
-		    "usage: %s LABEL rcp|stock default|direct spin|sleep [iters [psend|raw|xdr "
-		    "[maxsize]]]\n",
-		    argv[0]);
+		fprintf(stderr,
+		        "usage: %s LABEL rcp|stock default|direct spin|sleep [iters "
+		        "[psend|raw|xdr|inplace "
+		        "[maxsize]]]\n",
+		        argv[0]);
 		return 2;
 	}
 	configure(argv);
 	iters = argc > 5 ? atoi(argv[5]) : 2000;
 	maxsz = argc > 7 ? atoi(argv[7]) : MAXSZ;
 	if (argc > 6 && strcmp(argv[6], "psend"))
-		enc = !strcmp(argv[6], "raw") ? PvmDataRaw : PvmDataDefault;
+		enc = !strcmp(argv[6], "raw")       ? PvmDataRaw
+		      : !strcmp(argv[6], "inplace") ? PvmDataInPlace
+		                                    : PvmDataDefault;
 	if (pvm_mytid() < 0)
 		return 1;
 	if (!strcmp(argv[3], "direct"))
@@ -131,7 +137,8 @@ int main(int argc, char **argv)
 	{
 		char *av[7] = {
 		    argv[1], argv[2], argv[3], argv[4], "0", argc > 6 ? argv[6] : "psend", NULL};
-		if (pvm_spawn("rcp-pvm-pingpong", av, PvmTaskDefault, "", 1, &ctid) != 1) {
+		const char *self = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
+		if (pvm_spawn((char *)self, av, PvmTaskDefault, "", 1, &ctid) != 1) {
 			fprintf(stderr, "spawn failed: %d\n", ctid);
 			pvm_exit();
 			return 1;
