@@ -1200,6 +1200,7 @@ static const struct {
     {"packed-bcast", t_packed_bcast},
     {"packed-killed", t_packed_killed},
     {"packed-bounded", t_packed_bounded},
+    {"packed-buffers", t_packed_buffers},
 };
 
 /* pvmt run N PROG [ARGS...]: spawns N copies of PROG, prints their output
@@ -1247,6 +1248,7 @@ int main(int argc, char **argv)
 		             {"gchk", child_gchk},
 		             {"pstream", child_pstream},
 		             {"pflood", child_pflood},
+		             {"pfwd", child_pfwd},
 		             {"pord", child_pord}};
 		int rc = 3;
 		for (unsigned i = 0; i < sizeof roles / sizeof roles[0]; i++)

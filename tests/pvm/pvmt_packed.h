@@ -8,8 +8,17 @@
 
 #define PK_N 4 /* message sizes: n = 0, 1, 100, 10000 */
 
-/* A message of N ints, N doubles, a string and N bytes, all from SEED. */
+static int pk_fill(int seed, int n);
+
+/* A message of N ints, N doubles, a string and N bytes, all from SEED,
+ * in a new send buffer of encoding ENC. */
 static int pk_layout(int enc, int seed, int n)
+{
+	return pvm_initsend(enc) < 0 ? -1 : pk_fill(seed, n);
+}
+
+/* The same, packed into the current send buffer. */
+static int pk_fill(int seed, int n)
 {
 	int *iv = malloc(((size_t)n + 1) * sizeof *iv);
 	double *dv = malloc(((size_t)n + 1) * sizeof *dv);
@@ -21,8 +30,8 @@ static int pk_layout(int enc, int seed, int n)
 	}
 	fill(bv, (size_t)n, (uint32_t)seed);
 	snprintf(str, sizeof str, "packed %d/%d", seed, n);
-	rc = pvm_initsend(enc) < 0 || pvm_pkint(&n, 1, 1) || pvm_pkint(iv, n, 1) ||
-	     pvm_pkdouble(dv, n, 1) || pvm_pkstr(str) || pvm_pkbyte(bv, n, 1);
+	rc = pvm_pkint(&n, 1, 1) || pvm_pkint(iv, n, 1) || pvm_pkdouble(dv, n, 1) ||
+	     pvm_pkstr(str) || pvm_pkbyte(bv, n, 1);
 	free(iv);
 	free(dv);
 	free(bv);
@@ -486,6 +495,107 @@ static int t_packed_bounded(void)
 	/* (ASan keeps freed memory in quarantine: no bound to see there) */
 	CHECK(pvm_rcp_route(tid), "the pair is not on RCP");
 	CHECK(grew >= 0 && grew < 10 * 1024, "the sender's peak memory grew by %d kB", (int)grew);
+#endif
+	quit(&tid, 1);
+	return 0;
+}
+
+/* Child of packed-buffers: forwards every message it gets from the
+ * parent back to it unchanged, by making the received buffer its send
+ * buffer (pvm_setsbuf(pvm_getrbuf())), with the tag + 1000; T_QUIT ends. */
+static int child_pfwd(void)
+{
+	int parent = pvm_parent(), nb, tag, src;
+	for (;;) {
+		int b = pvm_recv(parent, -1), old;
+		if (b < 0 || pvm_bufinfo(b, &nb, &tag, &src) < 0)
+			return 1;
+		if (tag == T_QUIT)
+			return 0;
+		old = pvm_setsbuf(b);
+		if (pvm_send(parent, tag + 1000) < 0)
+			return 1;
+		pvm_setsbuf(old);
+	}
+}
+
+/* Receives the forward of tag T from TID; its bufid, or -1. */
+static int pk_back(int tid, int t)
+{
+	int b = pvm_recv(tid, t + 1000), nb, tag, src;
+	if (b <= 0 || pvm_bufinfo(b, &nb, &tag, &src) || tag != t + 1000 || src != tid)
+		return -1;
+	return b;
+}
+
+/* The buffer API around packed messages, each case relinked and stock
+ * alike: a buffer made with pvm_mkbuf and made current with pvm_setsbuf;
+ * a received buffer forwarded as it is (the child); pvm_getminfo of what
+ * comes back; unpacking in another type than packed (stock decodes the
+ * bytes, then PvmNoData past the end); a message packed inside another
+ * with pvm_pkmesg and taken out with pvm_upkmesg. */
+static int t_packed_buffers(void)
+{
+	int tid, b, b1, old, iv[3] = {1, 2, 3}, enc_def, ae, r1, r2;
+	double d[2];
+	struct pvmminfo mi;
+#ifndef PVMT_STOCK
+	long sent0 = pvm_rcp_packed_sent(0);
+#endif
+	CHECK(spawn("pfwd", 1, &tid, NULL) == 0, "spawn");
+	/* a buffer of one's own, forwarded back */
+	CHECK((b1 = pvm_mkbuf(PvmDataDefault)) > 0, "mkbuf");
+	old = pvm_setsbuf(b1);
+	CHECK(pvm_getsbuf() == b1, "getsbuf %d, want %d", pvm_getsbuf(), b1);
+	CHECK(pk_fill(601, 100) == 0, "pack");
+	CHECK(pvm_send(tid, 601) == 0, "send");
+	CHECK((b = pk_back(tid, 601)) > 0, "the forward of 601");
+	if (pk_check(601, NULL))
+		return -1;
+	CHECK(pvm_getminfo(b, &mi) == 0 && mi.tag == 1601 && mi.src == tid && mi.len > 0,
+	      "getminfo: tag %d src t%x len %d", mi.tag, (unsigned)mi.src, mi.len);
+	enc_def = mi.enc;
+	/* a second buffer, made current while b1 waits */
+	{
+		int b2 = pvm_mkbuf(PvmDataDefault);
+		CHECK(b2 > 0 && pvm_setsbuf(b2) == b1 && pvm_pkint(iv, 3, 1) == 0, "pack into b2");
+		CHECK(pvm_send(tid, 602) == 0, "send b2");
+		CHECK(pvm_setsbuf(b1) == b2 && pvm_freebuf(b2) == 0, "back to b1");
+	}
+	CHECK((b = pk_back(tid, 602)) > 0, "the forward of 602");
+	CHECK(pvm_getminfo(b, &mi) == 0 && mi.enc == enc_def, "encoding %x, want %x", mi.enc,
+	      enc_def);
+	/* another type than packed: the bytes decode, then PvmNoData */
+	ae = pvm_setopt(PvmAutoErr, 0);
+	r1 = pvm_upkdouble(d, 1, 1);
+	r2 = pvm_upkdouble(d, 1, 1);
+	pvm_setopt(PvmAutoErr, ae);
+	CHECK(r1 == 0 && r2 == PvmNoData, "ints unpacked as doubles: %d then %d", r1, r2);
+	CHECK(pvm_freebuf(b1) == 0, "freebuf");
+	pvm_setsbuf(old);
+	/* a message inside a message */
+	{
+		int inner = pvm_mkbuf(PvmDataDefault), outer, in;
+		old = pvm_setsbuf(inner);
+		CHECK(pk_fill(700, 33) == 0, "pack inner");
+		outer = pvm_mkbuf(PvmDataRaw);
+		pvm_setsbuf(outer);
+		CHECK(pvm_pkmesg(inner) == 0, "pkmesg");
+		CHECK(pvm_send(tid, 603) == 0, "send outer");
+		CHECK((b = pk_back(tid, 603)) > 0, "the forward of 603");
+		CHECK((in = pvm_upkmesg()) > 0, "upkmesg: %d", in);
+		pvm_setrbuf(in);
+		if (pk_check(700, NULL))
+			return -1;
+		pvm_freebuf(inner);
+		pvm_freebuf(outer);
+		pvm_setsbuf(old);
+	}
+#ifndef PVMT_STOCK
+	CHECK(pvm_rcp_route(tid), "the pair is not on RCP");
+	/* ours and the child's forwards: 3 each way, all but the first ours */
+	CHECK(pvm_rcp_packed_sent(0) - sent0 >= 2, "%ld of 3 sends went over RCP",
+	      pvm_rcp_packed_sent(0) - sent0);
 #endif
 	quit(&tid, 1);
 	return 0;
