@@ -6,9 +6,10 @@
  * relinked path (RCP, spinning and sleeping) in one VM and prints the
  * ratios.
  *
- *   rcp-pvm-pingpong LABEL rcp|stock default|direct spin|sleep [iters [psend|raw|xdr]]
+ *   rcp-pvm-pingpong LABEL rcp|stock default|direct spin|sleep [iters [psend|raw|xdr|inplace [maxsize]]]
  *
- * raw/xdr: packed messages instead (pvm_initsend(PvmDataRaw or
+ * maxsize: only the sizes up to it (e.g. 8 for perf/callgrind_pvm.sh).
+ * raw/xdr/inplace: packed messages instead (pvm_initsend(PvmDataRaw or
  * PvmDataDefault), pvm_pkint of the size, pvm_pkbyte of the data,
  * pvm_send; pvm_recv, pvm_upkint, pvm_upkbyte), both ways.
  *
@@ -25,7 +26,11 @@
 #include <string.h>
 #include <time.h>
 
+#ifdef PP_STOCK
+#include <pvm3.h> /* rcp-pvm-pingpong-stock: for LD_PRELOAD=libpvmrcp.so */
+#else
 #include <rcp/pvmrcp.h>
+#endif
 
 #define MAXSZ    (4 << 20)
 #define TAG_PING 1
@@ -51,7 +56,7 @@ static void configure(char **argv)
 	setenv("RCP_WAIT", argv[4], 1);
 }
 
-static int enc = -1; /* packed: PvmDataRaw or PvmDataDefault; -1: psend */
+static int enc = -1; /* packed: PvmDataRaw, PvmDataDefault, PvmDataInPlace; -1: psend */
 
 /* Packed: sends S bytes of BUF to TID with TAG; 0 or <0. */
 static int pk_send(int tid, int tag, const char *buf, int s)
@@ -101,21 +106,25 @@ static int child(void)
 int main(int argc, char **argv)
 {
 	static const int sizes[] = {8, 64, 1024, 4096, 65536, 1 << 20, 4 << 20};
-	int iters, ctid, atid, atag, alen, rc = 0;
+	int iters, ctid, atid, atag, alen, rc = 0, maxsz;
 	char *buf, *rbuf;
 	double *t;
 
 	if (argc < 5) {
-		fprintf(
-		    stderr,
-		    "usage: %s LABEL rcp|stock default|direct spin|sleep [iters [psend|raw|xdr]]\n",
-		    argv[0]);
+		fprintf(stderr,
+		        "usage: %s LABEL rcp|stock default|direct spin|sleep [iters "
+		        "[psend|raw|xdr|inplace "
+		        "[maxsize]]]\n",
+		        argv[0]);
 		return 2;
 	}
 	configure(argv);
 	iters = argc > 5 ? atoi(argv[5]) : 2000;
+	maxsz = argc > 7 ? atoi(argv[7]) : MAXSZ;
 	if (argc > 6 && strcmp(argv[6], "psend"))
-		enc = !strcmp(argv[6], "raw") ? PvmDataRaw : PvmDataDefault;
+		enc = !strcmp(argv[6], "raw")       ? PvmDataRaw
+		      : !strcmp(argv[6], "inplace") ? PvmDataInPlace
+		                                    : PvmDataDefault;
 	if (pvm_mytid() < 0)
 		return 1;
 	if (!strcmp(argv[3], "direct"))
@@ -128,7 +137,8 @@ int main(int argc, char **argv)
 	{
 		char *av[7] = {
 		    argv[1], argv[2], argv[3], argv[4], "0", argc > 6 ? argv[6] : "psend", NULL};
-		if (pvm_spawn("rcp-pvm-pingpong", av, PvmTaskDefault, "", 1, &ctid) != 1) {
+		const char *self = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
+		if (pvm_spawn((char *)self, av, PvmTaskDefault, "", 1, &ctid) != 1) {
 			fprintf(stderr, "spawn failed: %d\n", ctid);
 			pvm_exit();
 			return 1;
@@ -141,6 +151,8 @@ int main(int argc, char **argv)
 	memset(rbuf, 0, MAXSZ);
 	for (unsigned k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
 		int s = sizes[k], n = s >= (1 << 20) ? iters / 20 : s >= 65536 ? iters / 4 : iters;
+		if (s > maxsz)
+			break;
 		if (n < 20)
 			n = 20;
 		for (int i = -n / 10 - 5; i < n; i++) {

@@ -546,6 +546,11 @@ static int do_init(void)
 	S.live_ns = (uint64_t)env_int("PVMRCP_LIVE_MS", 200) * 1000000;
 	S.order_ns = (uint64_t)env_int("PVMRCP_ORDER_MS", 2000) * 1000000;
 	S.copy_max = (size_t)env_int("PVMRCP_COPY_MAX", 16384);
+	S.copy_bytes = (size_t)env_int("PVMRCP_COPY_BYTES", 4 << 20);
+	{
+		const char *st = getenv("PVMRCP_STATS");
+		S.stats = st && *st && strcmp(st, "0") ? st : NULL;
+	}
 	/* Liveness comes from pvmd; RCP must not fail a channel because a peer
 	 * computes for a long time without calling the library. */
 	setenv("RCP_PEER_TIMEOUT", "86400000", 0);
@@ -649,6 +654,8 @@ int pvm_exit(void)
 	if (pvmrcpi_resolve())
 		return PvmSysErr;
 	if (S.state == PR_READY) {
+		if (S.stats)
+			pvmrcpi_stats_print();
 		pvm_delinfo(S.mbox, 0, PvmMboxDefault);
 		close_eps();
 		pvmrcpi_free_held();

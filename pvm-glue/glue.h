@@ -29,6 +29,13 @@ struct pvmrcpi_real {
 	int (*getminfo)(int, struct pvmminfo *);
 	int (*freebuf)(int);
 	int (*exit)(void);
+	/* Optional, libpvm3's own internals (exported by its shared
+	 * library, declared in no header): the descriptor of a buffer and
+	 * "compute its length", which pvm_send does before sending and
+	 * pvm_pkmesg does not; an in-place buffer's length is 0 until then
+	 * (send.c).  NULL where absent: in-place messages then go by pvmd. */
+	void *(*midtobuf)(int);
+	int (*pmsg_setlen)(void *);
 };
 PRI extern struct pvmrcpi_real pvmrcpi_real;
 /* Resolves pvmrcpi_real once; 0 or -1 (libpvm3 not found after us). */
@@ -146,6 +153,7 @@ struct pr_state {
 	int mytid;
 	rcp_ep *eps[PR_MAXEP]; /* by transport; NULL: not open */
 	int multihost;         /* the VM has (or pretends to have) several hosts */
+	const char *stats;     /* PVMRCP_STATS: counts at pvm_exit, to stderr or a file */
 	int all_remote;        /* PVMRCP_MULTIHOST=remote: every peer is "another host" */
 	int pvm_readable;      /* a sleep woke on a libpvm3 socket: drain soon */
 	char addr[2 * RCP_NIC_ADDRSTR_MAX + 2]; /* published: addresses, space-separated */
@@ -160,6 +168,7 @@ struct pr_state {
 	uint64_t live_ns;  /* liveness check period while blocked */
 	uint64_t order_ns; /* longest wait for stock messages an RCP one follows */
 	size_t copy_max;   /* psend copies messages up to this size and returns */
+	size_t copy_bytes; /* PVMRCP_COPY_BYTES: copied sends in flight before a send waits */
 	/* buffers made for pvm_recv of RCP messages: bufid -> info */
 	struct pr_syn *syn;
 	int nsyn, capsyn;
@@ -172,6 +181,13 @@ struct pr_syn {
 
 /* glue.c */
 PRI int pvmrcpi_ready(void); /* 1 if RCP is up (initialising on first use) */
+/* One line: messages this task sent over RCP (psend/pmcast copies,
+ * packed) and by pvmd; to stderr, or appended to the file PVMRCP_STATS
+ * names (a path: with a '/') in one write, so that the lines of many
+ * tasks never mix (PVMRCP_STATS, at pvm_exit). */
+PRI void pvmrcpi_stats_print(void);
+/* Packed messages from the wire that were not well formed (recv.c). */
+PRI extern long pvmrcpi_bad_packed;
 PRI struct pr_peer *pvmrcpi_peer_find(int tid, int create);
 PRI struct pr_ctxstate *pvmrcpi_cs_find(struct pr_peer *p, int ctx);
 /* The peer of TID (made if CREATE; NULL if not, or out of memory).  A

@@ -6,7 +6,7 @@ EXTRA_DIST += pvmrcp.pc.in docs/pvm.md tests/pvm/run.sh tests/pvm/examples.sh \
 if HAVE_PVM
 lib_LTLIBRARIES += libpvmrcp.la
 libpvmrcp_la_SOURCES = pvm-glue/glue.h pvm-glue/glue.c pvm-glue/real.c pvm-glue/send.c \
-	pvm-glue/recv.c pvm-glue/wait.c
+	pvm-glue/recv.c pvm-glue/wait.c pvm-glue/packed.h pvm-glue/packed.c
 libpvmrcp_la_LIBADD = librcp.la $(PVM_LIBS)
 libpvmrcp_la_LDFLAGS = -version-info 0:0:0 -export-symbols-regex '^pvm_'
 rcpinclude_HEADERS += include/rcp/pvmrcp.h
@@ -16,12 +16,21 @@ pkgconfig_DATA += pvmrcp.pc
 # binaries, not libtool wrappers, since pvmd execs them from the ep= path.
 check_PROGRAMS += tests/pvm/pvmt tests/pvm/pvmt-stock
 tests_pvm_pvmt_SOURCES = tests/pvm/pvmt.c tests/pvm/pvmt_packed.h
-tests_pvm_pvmt_LDADD = libpvmrcp.la $(PVM_LIBS)
+tests_pvm_pvmt_LDADD = libpvmrcp.la -lgpvm3 $(PVM_LIBS)
 tests_pvm_pvmt_LDFLAGS = -no-install
 tests_pvm_pvmt_stock_SOURCES = tests/pvm/pvmt.c tests/pvm/pvmt_packed.h
 tests_pvm_pvmt_stock_CPPFLAGS = $(AM_CPPFLAGS) -DPVMT_STOCK
-tests_pvm_pvmt_stock_LDADD = $(PVM_LIBS)
+tests_pvm_pvmt_stock_LDADD = -lgpvm3 $(PVM_LIBS)
 tests_pvm_pvmt_stock_LDFLAGS = -no-install
+if HAVE_CMOCKA
+# The packed message's wire layout: byte order and hostile lengths (no
+# libpvm3 call: packed.c is compiled in).
+check_PROGRAMS += tests/test_pvm_packed
+TESTS += tests/test_pvm_packed
+tests_test_pvm_packed_SOURCES = tests/test_pvm_packed.c tests/testutil.h pvm-glue/packed.c
+tests_test_pvm_packed_CFLAGS = $(TEST_CFLAGS)
+tests_test_pvm_packed_LDADD = $(TEST_LDADD)
+endif
 check_DATA = tests/pvm/env.sh
 tests/pvm/env.sh: Makefile
 	$(AM_V_GEN)mkdir -p tests/pvm && { \
@@ -35,4 +44,11 @@ perf_rcp_pvm_pingpong_SOURCES = perf/pvm_pingpong.c
 perf_rcp_pvm_pingpong_LDADD = libpvmrcp.la $(PVM_LIBS)
 # a real binary in the build tree: pvmd execs it from the ep= path
 perf_rcp_pvm_pingpong_LDFLAGS = -no-install
+# the same program built stock (libpvm3 only): pvm_bench.sh runs it
+# unchanged with LD_PRELOAD=libpvmrcp.so (row rcp-preload)
+noinst_PROGRAMS += perf/rcp-pvm-pingpong-stock
+perf_rcp_pvm_pingpong_stock_SOURCES = perf/pvm_pingpong.c
+perf_rcp_pvm_pingpong_stock_CPPFLAGS = $(AM_CPPFLAGS) -DPP_STOCK
+perf_rcp_pvm_pingpong_stock_LDADD = $(PVM_LIBS)
+perf_rcp_pvm_pingpong_stock_LDFLAGS = -no-install
 endif

@@ -38,6 +38,8 @@ static int resolve_all(void)
 	GET(getminfo, "pvm_getminfo");
 	GET(freebuf, "pvm_freebuf");
 	GET(exit, "pvm_exit");
+	*(void **)&pvmrcpi_real.midtobuf = dlsym(RTLD_NEXT, "midtobuf");
+	*(void **)&pvmrcpi_real.pmsg_setlen = dlsym(RTLD_NEXT, "pmsg_setlen");
 	return 0;
 }
 

@@ -11,6 +11,7 @@
 #include <rcp/pvmrcp.h>
 
 #include "pvm-glue/glue.h"
+#include "pvm-glue/packed.h"
 
 #define S             pvmrcpi_st
 #define DRAIN_GAP_NS  10000ull   /* spinning receivers look at libpvm3 this often */
@@ -68,7 +69,8 @@ static int syn_add(int bufid, const struct pr_msg *m)
 }
 
 /* A packed message (PR_PACKED): its bytes are what pvm_pkmesg wrote in
- * the sender's PvmDataRaw buffer (send.c, packed_bytes); pvm_upkmesg
+ * the sender's PvmDataRaw buffer (send.c, packed_bytes), checked and in
+ * this host's byte order again (take_msg, packed.c); pvm_upkmesg
  * rebuilds the message from them, encoding included, so pvm_upk* decode
  * it (and fail past its end or on another type) exactly as stock.  The
  * header's ctx, tag, src and dst are set to what this message is, so
@@ -277,6 +279,13 @@ static int take_msg(rcp_ep *ep, const struct rcp_status *st, struct pr_msg **out
 	m->ctx = pr_rtag_ctx(st->tag);
 	m->packed = !!(st->tag & PR_PACKED);
 	m->len = st->len;
+	if (m->packed && pvmrcpi_pk_from_wire(m->data, m->len)) {
+		/* hostile or broken: counted and dropped (packed.c) */
+		pvmrcpi_bad_packed++;
+		free(m->data);
+		free(m);
+		return PvmBadMsg;
+	}
 	cs = pvmrcpi_cs(p, m->ctx);
 	m->key = cs ? cs->cur_req : 0;
 	held_add(m);
@@ -522,13 +531,18 @@ static int rx_done(void *arg)
 	return try_once(&x->w, &x->c, &x->since, 0);
 }
 
-/* Blocks for a message; 1 (x->c), 0 (deadline), or a PVM code. */
+/* Blocks for a message; 1 (x->c), 0 (deadline), or a PVM code.  After
+ * PVMRCP_STASH_US it takes the messages it does not want out of RCP into
+ * the held queue, as a waiting send does: the one it waits for may be
+ * behind them on a channel whose credits they use up, and its sender
+ * may be waiting for them to be taken (stock PVM queues them all in the
+ * receiver; packed-bounded). */
 static int rx_wait(struct rx *x, int live, uint64_t deadline)
 {
 	int rc = try_once(&x->w, &x->c, &x->since, 1);
 	if (rc)
 		return rc;
-	return pvmrcpi_block(rx_done, x, &live, live > 0 ? 1 : 0, deadline, 0);
+	return pvmrcpi_block(rx_done, x, &live, live > 0 ? 1 : 0, deadline, 1);
 }
 
 /* ---- delivery ---- */

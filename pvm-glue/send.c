@@ -3,12 +3,16 @@
  * counting wrappers (pvm_send, pvm_mcast) that keep order between the two
  * paths (see glue.c, "ORDER BETWEEN THE TWO PATHS").
  */
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <rcp/pvmrcp.h>
 
 #include "pvm-glue/glue.h"
+#include "pvm-glue/packed.h"
 
 #define S pvmrcpi_st
 
@@ -34,12 +38,19 @@ static void fence(struct pr_peer *p)
 	p->rcp_dirty = 0;
 }
 
+/* Messages sent, for PVMRCP_STATS: over RCP by psend and pmcast (one per
+ * destination), by pvmd (counted by pvmrcpi_count_stock); packed ones
+ * over RCP are packed_sent, below. */
+static long rcp_sent, stock_sent;
+long pvmrcpi_bad_packed;
+
 void pvmrcpi_count_stock(int tid, int ctx)
 {
 	struct pr_peer *p;
 	struct pr_ctxstate *cs;
 	if (S.state != PR_READY)
 		return;
+	stock_sent++;
 	p = pvmrcpi_peer(tid, 1);
 	if (p && p->rcp_dirty && p->ch)
 		fence(p);
@@ -73,21 +84,55 @@ static void copy_put(void *buf, int pooled)
 		free(buf);
 }
 
+/* Copies in flight: bytes of sends that returned before RCP took them
+ * (psend's copies, packed messages, pmcast copies).  Unbounded, a task
+ * that sends in a loop and never receives would queue every message in
+ * its own memory, and, making no call that progresses, never see the
+ * acks that would let them go.  So past S.copy_bytes (PVMRCP_COPY_BYTES)
+ * a send first waits, progressing, for earlier ones to complete; the wait
+ * takes other peers' messages after PVMRCP_STASH_US, as psend's does, so
+ * two tasks that both send never wait for each other. */
+static size_t inflight;
+
+static int below_limit(void *arg)
+{
+	(void)arg;
+	return inflight <= S.copy_bytes;
+}
+
+/* Before a copied send of LEN bytes: 0, or a PVM code (PvmNoTask: a task
+ * of LIVE died meanwhile). */
+static int throttle(const int *live, int nlive, size_t len)
+{
+	int rc;
+	if (!inflight || inflight + len <= S.copy_bytes)
+		return 0;
+	rc = pvmrcpi_block(below_limit, NULL, live, nlive, 0, 1);
+	return rc < 0 ? rc : 0;
+}
+
+static void inflight_done(size_t len)
+{
+	inflight -= len < inflight ? len : inflight;
+}
+
 /* A copied send completed (rcp callback, from whichever call progressed
  * the endpoint; at the latest from rcp_ep_close at exit): its copy goes.
  * Nothing is kept per send and nothing walked: the status is the message
- * length, which tells a pooled copy from a malloc'd one. */
+ * length (a send's, failed or not), which tells a pooled copy from a
+ * malloc'd one. */
 static void copy_done(rcp_req *r, const struct rcp_status *st, void *copy)
 {
 	(void)r;
+	inflight_done(st->len);
 	copy_put(copy, st->len <= COPY_SMALL);
 }
 
-/* The same for pvm_pmcast's copy (malloc'd to size). */
+/* The same for pvm_pmcast's and packed sends' copies (malloc'd to size). */
 static void mcast_copy_done(rcp_req *r, const struct rcp_status *st, void *copy)
 {
 	(void)r;
-	(void)st;
+	inflight_done(st->len);
 	free(copy);
 }
 
@@ -95,15 +140,19 @@ static void mcast_copy_done(rcp_req *r, const struct rcp_status *st, void *copy)
 static int send_copy(struct pr_peer *p, uint64_t tag, const void *buf, size_t len)
 {
 	int pooled;
-	void *copy = copy_get(len, &pooled);
-	int rc;
+	void *copy;
+	int rc = throttle(&p->tid, 1, len);
 
-	if (!copy)
+	if (rc)
+		return rc == PvmNoTask ? RCP_EPEER : RCP_ESYS;
+	if (!(copy = copy_get(len, &pooled)))
 		return RCP_ENOMEM;
 	memcpy(copy, buf, len);
 	rc = rcp_isend_cb(p->ch, tag, copy, len, copy_done, copy, NULL);
 	if (rc)
 		copy_put(copy, pooled);
+	else
+		inflight += len;
 	return rc;
 }
 
@@ -181,6 +230,7 @@ int pvm_psend(int tid, int tag, void *buf, int len, int dt)
 	bytes = (size_t)len * (size_t)sz;
 	rc = pvmrcpi_prepare(p, ctx);
 	p->rcp_dirty = 1;
+	rcp_sent++;
 	if (!rc && bytes <= S.copy_max) {
 		/* Up to a frame: RCP copies only what it cannot send at once. */
 		rc = rcp_isend_detached(p->ch, pr_rtag(ctx, tag), buf, bytes, &r);
@@ -218,6 +268,12 @@ static int mcast_one(rcp_chan **chans, int n, uint64_t tag, const void *buf, siz
 	const void *src = own ? own : buf;
 	rcp_req *r;
 	int rc;
+	if (copy || bytes <= S.copy_max) {
+		if ((rc = throttle(live, nlive, bytes)) != 0) {
+			free(own);
+			return rc;
+		}
+	}
 	if (!own && bytes <= S.copy_max) {
 		copy = malloc(bytes ? bytes : 1);
 		if (!copy)
@@ -231,6 +287,7 @@ static int mcast_one(rcp_chan **chans, int n, uint64_t tag, const void *buf, siz
 	else if (copy) {
 		rcp_req_set_cb(r, mcast_copy_done, copy); /* frees COPY when done */
 		copy = NULL;
+		inflight += bytes;
 	} else {
 		rc = pvmrcpi_wait_req(r, &st, live, nlive, 1);
 	}
@@ -339,6 +396,8 @@ int pvm_pmcast(int *tids, int ntask, int tag, void *buf, int len, int dt)
 	}
 	if (nch) {
 		int rc2 = mcast_by_ep(chans, nch, pr_rtag(ctx, tag), buf, bytes, live, nlive, NULL);
+		if (!rc2)
+			rcp_sent += nch;
 		if (rc2 && !rc)
 			rc = rc2;
 	}
@@ -351,6 +410,23 @@ out:
 
 static long packed_sent;
 
+void pvmrcpi_stats_print(void)
+{
+	char line[160];
+	int n =
+	    snprintf(line, sizeof line, "pvmrcp t%x: sent over RCP %ld (packed %ld), by pvmd %ld\n",
+	             (unsigned)S.mytid, rcp_sent + packed_sent, packed_sent, stock_sent);
+	int fd = strchr(S.stats, '/')
+	             ? open(S.stats, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644)
+	             : 2;
+	if (fd >= 0 && n > 0) {
+		ssize_t w = write(fd, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+		(void)w;
+	}
+	if (fd > 2)
+		close(fd);
+}
+
 long pvm_rcp_packed_sent(int reset)
 {
 	long n = packed_sent;
@@ -359,41 +435,60 @@ long pvm_rcp_packed_sent(int reset)
 	return n;
 }
 
-/* The encodings whose buffers go over RCP: PvmDataRaw and PvmDataDefault
- * (XDR), as libpvm3 tells them in pvm_getminfo's enc (learnt once from
- * buffers of each kind).  PvmDataInPlace (data left in the user's memory)
- * and user encodings go by pvmd for now. */
+/* The encodings whose buffers go over RCP: PvmDataRaw, PvmDataDefault
+ * (XDR) and PvmDataInPlace, as libpvm3 tells them in pvm_getminfo's enc
+ * (learnt once from buffers of each kind, in this order).  An in-place
+ * buffer's fragments point into the user's memory; packed_bytes gathers
+ * them from there and labels the message raw, as stock libpvm3 does when
+ * it sends one (a receiver has no in-place decoders: pvm_upk* would fail).
+ * User encodings go by pvmd. */
+static int enc_known, enc_sig[3];
+
 static int enc_ok(int enc)
 {
-	static int known, enc_raw, enc_xdr;
-	if (!known) {
-		struct pvmminfo mi;
-		int b = pvm_mkbuf(PvmDataRaw);
-		if (b > 0 && pvmrcpi_real.getminfo(b, &mi) >= 0)
-			enc_raw = mi.enc;
-		pvmrcpi_real.freebuf(b);
-		b = pvm_mkbuf(PvmDataDefault);
-		if (b > 0 && pvmrcpi_real.getminfo(b, &mi) >= 0)
-			enc_xdr = mi.enc;
-		pvmrcpi_real.freebuf(b);
-		known = enc_raw != enc_xdr ? 1 : -1;
+	if (!enc_known) {
+		static const int kinds[3] = {PvmDataRaw, PvmDataDefault, PvmDataInPlace};
+		enc_known = 1;
+		for (int i = 0; i < 3; i++) {
+			struct pvmminfo mi;
+			int b = pvm_mkbuf(kinds[i]);
+			enc_sig[i] = -1 - i;
+			if (b > 0 && pvmrcpi_real.getminfo(b, &mi) >= 0)
+				enc_sig[i] = mi.enc;
+			pvmrcpi_real.freebuf(b);
+		}
+		/* three different signatures, or we cannot tell them apart */
+		if (enc_sig[0] == enc_sig[1] || enc_sig[0] == enc_sig[2] ||
+		    enc_sig[1] == enc_sig[2])
+			enc_known = -1;
+		if (!pvmrcpi_real.midtobuf || !pvmrcpi_real.pmsg_setlen)
+			enc_sig[2] = enc_sig[0]; /* no in-place over RCP */
 	}
-	return known > 0 && (enc == enc_raw || enc == enc_xdr);
+	return enc_known > 0 && (enc == enc_sig[0] || enc == enc_sig[1] || enc == enc_sig[2]);
 }
 
 /* The bytes pvm_pkmesg writes for buffer SBUF in a PvmDataRaw buffer:
  * 8 native ints {len, ctx, tag, wid, enc, crc, src, dst}, then each
  * fragment as {int length, bytes}; the receiver's pvm_upkmesg rebuilds
  * the buffer from them, encoding included, so pvm_upk* there decode them
- * as stock.  malloc'd into *OUT (*LEN bytes); 0 or a PVM code. */
+ * as stock; an in-place message is labelled raw (enc_ok).  malloc'd
+ * into *OUT (*LEN bytes); 0 or a PVM code. */
 static int packed_bytes(int sbuf, char **out, size_t *len)
 {
 	int tmp = pvm_mkbuf(PvmDataRaw), old, save, hdr[8], rc;
+	struct pvmminfo mi;
 	size_t cap, n;
 	char *b = NULL;
 
 	if (tmp < 0)
 		return tmp;
+	if (pvmrcpi_real.getminfo(sbuf, &mi) >= 0 && mi.enc == enc_sig[2] &&
+	    enc_sig[2] != enc_sig[0]) {
+		/* in place: its length is counted at send (glue.h, real) */
+		void *mp = pvmrcpi_real.midtobuf(sbuf);
+		if (mp)
+			pvmrcpi_real.pmsg_setlen(mp);
+	}
 	old = pvm_setsbuf(tmp);
 	rc = pvm_pkmesg(sbuf);
 	pvm_setsbuf(old);
@@ -402,6 +497,8 @@ static int packed_bytes(int sbuf, char **out, size_t *len)
 		rc = pvm_upkint(hdr, 8, 1);
 	if (rc >= 0 && hdr[0] < 0)
 		rc = PvmBadMsg;
+	if (rc >= 0 && hdr[4] == enc_sig[2])
+		hdr[4] = enc_sig[0];
 	cap = sizeof hdr + (rc >= 0 ? (size_t)hdr[0] : 0) + 64;
 	if (rc >= 0 && !(b = malloc(cap)))
 		rc = PvmNoMem;
@@ -436,6 +533,8 @@ static int packed_bytes(int sbuf, char **out, size_t *len)
 	}
 	pvm_setrbuf(save);
 	pvmrcpi_real.freebuf(tmp);
+	if (rc >= 0)
+		rc = pvmrcpi_pk_to_wire((unsigned char *)b, n); /* big-endian ints */
 	if (rc < 0) {
 		free(b);
 		return rc;
@@ -469,11 +568,18 @@ static int packed_send(int tid, int tag)
 	rc = packed_bytes(sbuf, &bytes, &len);
 	if (rc < 0)
 		return rc;
+	rc = throttle(&p->tid, 1, len);
+	if (rc) {
+		free(bytes);
+		return rc;
+	}
 	rc = pvmrcpi_prepare(p, ctx);
 	p->rcp_dirty = 1;
 	if (!rc)
 		rc = rcp_isend_cb(p->ch, pr_rtag(ctx, tag) | PR_PACKED, bytes, len, mcast_copy_done,
 		                  bytes, NULL);
+	if (!rc)
+		inflight += len;
 	if (rc) {
 		free(bytes);
 		if (rc == RCP_EPEER || rc == RCP_ECLOSED) {

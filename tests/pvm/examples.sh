@@ -87,12 +87,47 @@ example() {
 	fi
 }
 
+# preload NAME PATTERN N PROG ARGS: the stock binaries, unchanged, in the
+# stock VM with LD_PRELOAD=libpvmrcp.so exported to every task they
+# spawn: same output as stock, and their messages over RCP (each task
+# appends its PVMRCP_STATS line to one file; one must have sent over RCP).
+preload() {
+	name=$1
+	pat=$2
+	shift 2
+	if [ -n "$SAN_CFLAGS" ]; then
+		echo "SKIP: example $name by LD_PRELOAD: a sanitizer build's library cannot be preloaded into a plain binary"
+		return
+	fi
+	run stock "$@"
+	cp "$tmp/norm.stock" "$tmp/norm.plain"
+	rm -f "$tmp/stats"
+	LD_PRELOAD="$lib/libpvmrcp.so" PVMRCP_STATS="$tmp/stats" PVM_EXPORT=LD_PRELOAD:PVMRCP_STATS \
+		run stock "$@"
+	cp "$tmp/norm.stock" "$tmp/norm.pre"
+	why=""
+	grep -q "exit 0" "$tmp/out.stock" || why="preloaded run failed"
+	grep -q "$pat" "$tmp/out.stock" || why="$why output lacks '$pat'"
+	grep -q 'sent over RCP [1-9]' "$tmp/stats" 2>/dev/null || why="$why no task sent over RCP"
+	cmp -s "$tmp/norm.pre" "$tmp/norm.plain" || why="$why outputs differ"
+	if [ -n "$why" ]; then
+		echo "not ok example $name by LD_PRELOAD:$why"
+		diff "$tmp/norm.plain" "$tmp/norm.pre" | head -20
+		sed -n 1,30p "$tmp/out.stock"
+		rc=1
+	else
+		echo "ok example $name by LD_PRELOAD (unchanged binary; $(awk '{ n += $6 } END { print n }' "$tmp/stats") messages over RCP)"
+	fi
+}
+
 example timing "RTT Avg uSec" 1 timing
+preload timing "RTT Avg uSec" 1 timing
 example master1/slave1 "I got" 1 master1
 # master1: every result must be the expected one
 awk '/I got/ { split($0, a, /I got | from |; \(expecting |\)/); if (a[2] + 0 != a[4] + 0) bad++ }
 	END { exit bad > 0 }' "$tmp/out.rcp" || { echo "not ok master1 results differ from expected"; rc=1; }
 example spmd "token ring done" 4 spmd
 example bwtest "doubles received correctly" 2 bwtest
+preload bwtest "doubles received correctly" 2 bwtest
 example ptest "Data validated from all tasks" 4 ptest 4
 exit $rc

@@ -554,7 +554,8 @@ static int t_transport(void)
 	const char *mh = getenv("PVMRCP_MULTIHOST"), *tr = getenv("RCP_TRANSPORT");
 	struct pvmhostinfo *hi;
 	int nhost = 1, narch;
-	int multi = (mh && *mh && strcmp(mh, "0")) || (pvm_config(&nhost, &narch, &hi) == 0 && nhost > 1);
+	int multi =
+	    (mh && *mh && strcmp(mh, "0")) || (pvm_config(&nhost, &narch, &hi) == 0 && nhost > 1);
 	int forced_udp = tr && !strcmp(tr, "udp");
 	const char *want = udp_pairs() ? "udp" : "shm";
 	int tid, atid, atag, alen, b;
@@ -1195,6 +1196,11 @@ static const struct {
     {"packed-raw-xdr", t_packed},
     {"packed-order", t_packed_order},
     {"packed-mcast", t_packed_mcast},
+    {"packed-inplace", t_packed_inplace},
+    {"packed-bcast", t_packed_bcast},
+    {"packed-killed", t_packed_killed},
+    {"packed-bounded", t_packed_bounded},
+    {"packed-buffers", t_packed_buffers},
 };
 
 /* pvmt run N PROG [ARGS...]: spawns N copies of PROG, prints their output
@@ -1239,6 +1245,10 @@ int main(int argc, char **argv)
 		             {"src", child_src},
 		             {"pinned", child_pinned_echo},
 		             {"pchk", child_pchk},
+		             {"gchk", child_gchk},
+		             {"pstream", child_pstream},
+		             {"pflood", child_pflood},
+		             {"pfwd", child_pfwd},
 		             {"pord", child_pord}};
 		int rc = 3;
 		for (unsigned i = 0; i < sizeof roles / sizeof roles[0]; i++)

@@ -8,8 +8,17 @@
 
 #define PK_N 4 /* message sizes: n = 0, 1, 100, 10000 */
 
-/* A message of N ints, N doubles, a string and N bytes, all from SEED. */
+static int pk_fill(int seed, int n);
+
+/* A message of N ints, N doubles, a string and N bytes, all from SEED,
+ * in a new send buffer of encoding ENC. */
 static int pk_layout(int enc, int seed, int n)
+{
+	return pvm_initsend(enc) < 0 ? -1 : pk_fill(seed, n);
+}
+
+/* The same, packed into the current send buffer. */
+static int pk_fill(int seed, int n)
 {
 	int *iv = malloc(((size_t)n + 1) * sizeof *iv);
 	double *dv = malloc(((size_t)n + 1) * sizeof *dv);
@@ -21,8 +30,8 @@ static int pk_layout(int enc, int seed, int n)
 	}
 	fill(bv, (size_t)n, (uint32_t)seed);
 	snprintf(str, sizeof str, "packed %d/%d", seed, n);
-	rc = pvm_initsend(enc) < 0 || pvm_pkint(&n, 1, 1) || pvm_pkint(iv, n, 1) ||
-	     pvm_pkdouble(dv, n, 1) || pvm_pkstr(str) || pvm_pkbyte(bv, n, 1);
+	rc = pvm_pkint(&n, 1, 1) || pvm_pkint(iv, n, 1) || pvm_pkdouble(dv, n, 1) ||
+	     pvm_pkstr(str) || pvm_pkbyte(bv, n, 1);
 	free(iv);
 	free(dv);
 	free(bv);
@@ -235,5 +244,359 @@ static int t_packed_mcast(void)
 	      pvm_rcp_packed_sent(0) - sent0);
 #endif
 	quit(tids, 3);
+	return 0;
+}
+
+/* PvmDataInPlace: the buffer keeps pointers into the caller's arrays,
+ * which must stay valid until pvm_send returns; they are freed (and the
+ * memory poisoned) right after, so a copy taken later would show.  The
+ * child checks the values as for Raw and answers in Raw. */
+static int pk_inplace_send(int tid, int t, int n)
+{
+	int *iv = malloc(((size_t)n + 1) * sizeof *iv);
+	double *dv = malloc(((size_t)n + 1) * sizeof *dv);
+	char *bv = malloc((size_t)n + 1), str[64];
+	int rc, slen;
+	for (int i = 0; i < n; i++) {
+		iv[i] = t * 7 + i - n / 2;
+		dv[i] = t + i * 0.25;
+	}
+	fill(bv, (size_t)n, (uint32_t)t);
+	slen = snprintf(str, sizeof str, "packed %d/%d", t, n) + 1;
+	/* pvm_pkstr is PvmNotImpl in place; a string is its length (with
+	 * the NUL) and its bytes, which pvm_upkstr takes as raw data */
+	rc = pvm_initsend(PvmDataInPlace) < 0 || pvm_pkint(&n, 1, 1) || pvm_pkint(iv, n, 1) ||
+	     pvm_pkdouble(dv, n, 1) || pvm_pkint(&slen, 1, 1) || pvm_pkbyte(str, slen, 1) ||
+	     pvm_pkbyte(bv, n, 1) || pvm_send(tid, t) < 0;
+	memset(iv, 0x5a, ((size_t)n + 1) * sizeof *iv);
+	memset(dv, 0x5a, ((size_t)n + 1) * sizeof *dv);
+	memset(bv, 0x5a, (size_t)n + 1);
+	n = slen = 0x5a5a; /* pvm_pkint kept pointers to them too */
+	memset(str, 0x5a, sizeof str);
+	free(iv);
+	free(dv);
+	free(bv);
+	return rc ? -1 : 0;
+}
+
+/* Round trips of in-place messages, n = 0 .. 100000 (1.3 MB: RMA). */
+static int t_packed_inplace(void)
+{
+	static const int ns[] = {0, 1, 100, 10000, 100000};
+	int tid, nb, tag, src, k = 0;
+#ifndef PVMT_STOCK
+	long sent0 = pvm_rcp_packed_sent(0);
+#endif
+	CHECK(spawn("pchk", 1, &tid, NULL) == 0, "spawn");
+	for (int rep = 0; rep < 2; rep++)
+		for (int i = 0; i < (int)(sizeof ns / sizeof ns[0]); i++) {
+			int t = 401 + 2 * k++, b; /* odd: the child answers Raw */
+			CHECK(pk_inplace_send(tid, t, ns[i]) == 0, "pack+send in place");
+			b = pvm_recv(tid, -1);
+			CHECK(b > 0 && pvm_bufinfo(b, &nb, &tag, &src) == 0, "recv %d", b);
+			CHECK(tag == t + 1000, "tag %d, want %d (998: the child's check failed)", tag,
+			      t + 1000);
+			if (pk_check(t + 1000, NULL))
+				return -1;
+		}
+#ifndef PVMT_STOCK
+	CHECK(pvm_rcp_route(tid), "the pair is not on RCP");
+	CHECK(pvm_rcp_packed_sent(0) - sent0 >= k - 1, "%ld of %d in-place sends went over RCP",
+	      pvm_rcp_packed_sent(0) - sent0, k);
+#endif
+	quit(&tid, 1);
+	return 0;
+}
+
+/* Child of packed-bcast: joins group "pvmt-bc", tells the parent, then
+ * answers each broadcast as pchk does (T_QUIT ends; leaves the group). */
+static int child_gchk(void)
+{
+	int parent = pvm_parent(), rc, inst = pvm_joingroup("pvmt-bc");
+	if (inst < 0)
+		return 1;
+	pvm_initsend(PvmDataDefault);
+	pvm_pkint(&inst, 1, 1);
+	if (pvm_send(parent, 9) < 0)
+		return 1;
+	rc = child_pchk();
+	pvm_lvgroup("pvmt-bc");
+	return rc;
+}
+
+/* pvm_bcast (libgpvm3: the group's tids from the group server, then
+ * pvm_mcast, which the relinked task's own pvm_mcast takes) of packed
+ * buffers to three group members; the caller, also a member, gets none. */
+static int t_packed_bcast(void)
+{
+	int tids[3], nb, tag, src, got[3], me;
+#ifndef PVMT_STOCK
+	long sent0 = pvm_rcp_packed_sent(0);
+#endif
+	CHECK((me = pvm_joingroup("pvmt-bc")) >= 0, "joingroup: %d", me);
+	CHECK(spawn("gchk", 3, tids, NULL) == 0, "spawn");
+	for (int i = 0; i < 3; i++)
+		CHECK(pvm_recv(-1, 9) > 0, "a child did not join");
+	CHECK(pvm_gsize("pvmt-bc") == 4, "group size %d, want 4", pvm_gsize("pvmt-bc"));
+	for (int k = 0; k < 4; k++) {
+		int t = 500 + k; /* odd: Raw */
+		CHECK(pk_layout(t & 1 ? PvmDataRaw : PvmDataDefault, t, k * 333) == 0, "pack");
+		CHECK(pvm_bcast("pvmt-bc", t) >= 0, "bcast");
+		memset(got, 0, sizeof got);
+		for (int i = 0; i < 3; i++) {
+			int b = pvm_recv(-1, -1);
+			CHECK(b > 0 && pvm_bufinfo(b, &nb, &tag, &src) == 0, "recv %d", b);
+			CHECK(tag == t + 1000, "tag %d, want %d (998: a child's check failed)", tag,
+			      t + 1000);
+			for (int j = 0; j < 3; j++)
+				if (src == tids[j])
+					got[j]++;
+			if (pk_check(t + 1000, NULL))
+				return -1;
+		}
+		CHECK(got[0] == 1 && got[1] == 1 && got[2] == 1, "answers %d %d %d", got[0],
+		      got[1], got[2]);
+		CHECK(pvm_nrecv(-1, -1) == 0, "a copy too many (to the caller?)");
+	}
+#ifndef PVMT_STOCK
+	/* the first bcast may find the children not yet known as relinked */
+	CHECK(pvm_rcp_packed_sent(0) - sent0 >= 9, "%ld of 12 broadcast copies went over RCP",
+	      pvm_rcp_packed_sent(0) - sent0);
+#endif
+	quit(tids, 3);
+	pvm_lvgroup("pvmt-bc");
+	return 0;
+}
+
+/* Child of packed-killed: answers the parent's go (tag 9) and then sends
+ * packed messages 1000, 1001, ... (layout of pk_layout, seed = tag,
+ * n = 1000, Raw and Default by turns) until it is killed. */
+static int child_pstream(void)
+{
+	int parent = pvm_parent();
+	if (pvm_recv(parent, 9) < 0)
+		return 1;
+	for (int k = 0;; k++) {
+		int t = 1000 + k;
+		if (pk_layout(k & 1 ? PvmDataRaw : PvmDataDefault, t, 1000) || pvm_send(parent, t) < 0)
+			return 1;
+	}
+}
+
+/* A task killed in mid-stream of packed messages: the receiver gets
+ * whole, checked messages in order, then none (never a partial one or a
+ * hang), learns of the death from pvmd, and its RCP path still works with
+ * a new task. */
+static int t_packed_killed(void)
+{
+	int victim, killer, b, nb, tag, src, got = 0, next = 1000, dead = 0;
+	CHECK(spawn("killer", 1, &killer, NULL) == 0, "spawn");
+	CHECK(spawn("pstream", 1, &victim, NULL) == 0, "spawn");
+	CHECK(pvm_notify(PvmTaskExit, 98, 1, &victim) >= 0, "notify");
+	pvm_initsend(PvmDataDefault);
+	CHECK(pvm_send(victim, 9) == 0, "go");
+	while (!dead) {
+		b = pvm_recv(-1, -1);
+		CHECK(b > 0 && pvm_bufinfo(b, &nb, &tag, &src) == 0, "recv %d", b);
+		if (tag == 98) {
+			dead = 1;
+			break;
+		}
+		CHECK(src == victim && tag == next, "message %d from t%x, want %d", tag,
+		      (unsigned)src, next);
+		if (pk_check(tag, NULL))
+			return -1;
+		next++;
+		if (++got != 50)
+			continue;
+#ifndef PVMT_STOCK
+		CHECK(pvm_rcp_route(victim), "the stream is not on RCP");
+#endif
+		CHECK(pvm_psend(killer, 1, &victim, 1, PVM_INT) == 0, "order the kill");
+	}
+	/* what it sent before it died and is here: whole, in order */
+	while ((b = pvm_nrecv(victim, -1)) > 0) {
+		CHECK(pvm_bufinfo(b, &nb, &tag, &src) == 0 && tag == next, "late message %d, want %d",
+		      tag, next);
+		if (pk_check(tag, NULL))
+			return -1;
+		next++;
+		got++;
+	}
+	CHECK(b == 0, "nrecv after the death: %d", b);
+	CHECK(got >= 50, "%d messages", got);
+#ifndef PVMT_STOCK
+	/* a new task: the endpoint still works */
+	quit(&killer, 1);
+	return t_packed();
+#else
+	quit(&killer, 1);
+	return 0;
+#endif
+}
+
+/* Peak resident memory of this process, kB (VmHWM). */
+static long hwm_kb(void)
+{
+	char line[128];
+	long kb = -1;
+	FILE *f = fopen("/proc/self/status", "r");
+	while (f && fgets(line, sizeof line, f))
+		if (!strncmp(line, "VmHWM:", 6))
+			kb = atol(line + 6);
+	if (f)
+		fclose(f);
+	return kb;
+}
+
+#define FLOOD_N  4000
+#define FLOOD_SZ 4096
+/* Child of packed-bounded: sends FLOOD_N Raw messages of FLOOD_SZ bytes
+ * (16 MB) to the parent without receiving anything, then psends how much
+ * its peak memory grew meanwhile (kB, tag 11). */
+static int child_pflood(void)
+{
+	int parent = pvm_parent();
+	static char buf[FLOOD_SZ];
+	int32_t grew;
+	long h0 = hwm_kb();
+	for (int k = 0; k < FLOOD_N; k++) {
+		memset(buf, (char)k, sizeof buf);
+		memcpy(buf, &k, sizeof k);
+		if (pvm_initsend(PvmDataRaw) < 0 || pvm_pkbyte(buf, FLOOD_SZ, 1) ||
+		    pvm_send(parent, 10) < 0)
+			return 1;
+	}
+	grew = (int32_t)(hwm_kb() - h0);
+	return pvm_psend(parent, 11, &grew, 1, PVM_INT) < 0;
+}
+
+/* A task that sends packed messages in a loop and never receives keeps
+ * a bounded amount of them in its own memory (PVMRCP_COPY_BYTES, 4 MiB),
+ * where stock PVM keeps them in pvmd's: all 16 MB arrive, in order, and
+ * the sender's peak memory grew by less than 10 MB. */
+static int t_packed_bounded(void)
+{
+	int tid, atid, atag, alen;
+	int32_t grew = -1;
+	static char buf[FLOOD_SZ];
+	CHECK(spawn("pflood", 1, &tid, NULL) == 0, "spawn");
+	CHECK(pvm_precv(tid, 11, &grew, 1, PVM_INT, &atid, &atag, &alen) == 0, "done");
+	for (int k = 0; k < FLOOD_N; k++) {
+		int b = pvm_recv(tid, 10), nb, tag, src, got;
+		CHECK(b > 0 && pvm_bufinfo(b, &nb, &tag, &src) == 0, "recv %d", b);
+		CHECK(pvm_upkbyte(buf, FLOOD_SZ, 1) == 0, "unpack");
+		memcpy(&got, buf, sizeof got);
+		CHECK(got == k && buf[FLOOD_SZ - 1] == (char)k, "message %d where %d was due", got, k);
+	}
+	printf("packed-bounded: the sender's peak memory grew by %d kB for %d kB sent\n", (int)grew,
+	       FLOOD_N * FLOOD_SZ / 1024);
+#if !defined(PVMT_STOCK) && !defined(__SANITIZE_ADDRESS__)
+	/* (ASan keeps freed memory in quarantine: no bound to see there) */
+	CHECK(pvm_rcp_route(tid), "the pair is not on RCP");
+	CHECK(grew >= 0 && grew < 10 * 1024, "the sender's peak memory grew by %d kB", (int)grew);
+#endif
+	quit(&tid, 1);
+	return 0;
+}
+
+/* Child of packed-buffers: forwards every message it gets from the
+ * parent back to it unchanged, by making the received buffer its send
+ * buffer (pvm_setsbuf(pvm_getrbuf())), with the tag + 1000; T_QUIT ends. */
+static int child_pfwd(void)
+{
+	int parent = pvm_parent(), nb, tag, src;
+	for (;;) {
+		int b = pvm_recv(parent, -1), old;
+		if (b < 0 || pvm_bufinfo(b, &nb, &tag, &src) < 0)
+			return 1;
+		if (tag == T_QUIT)
+			return 0;
+		old = pvm_setsbuf(b);
+		if (pvm_send(parent, tag + 1000) < 0)
+			return 1;
+		pvm_setsbuf(old);
+	}
+}
+
+/* Receives the forward of tag T from TID; its bufid, or -1. */
+static int pk_back(int tid, int t)
+{
+	int b = pvm_recv(tid, t + 1000), nb, tag, src;
+	if (b <= 0 || pvm_bufinfo(b, &nb, &tag, &src) || tag != t + 1000 || src != tid)
+		return -1;
+	return b;
+}
+
+/* The buffer API around packed messages, each case relinked and stock
+ * alike: a buffer made with pvm_mkbuf and made current with pvm_setsbuf;
+ * a received buffer forwarded as it is (the child); pvm_getminfo of what
+ * comes back; unpacking in another type than packed (stock decodes the
+ * bytes, then PvmNoData past the end); a message packed inside another
+ * with pvm_pkmesg and taken out with pvm_upkmesg. */
+static int t_packed_buffers(void)
+{
+	int tid, b, b1, old, iv[3] = {1, 2, 3}, enc_def, ae, r1, r2;
+	double d[2];
+	struct pvmminfo mi;
+#ifndef PVMT_STOCK
+	long sent0 = pvm_rcp_packed_sent(0);
+#endif
+	CHECK(spawn("pfwd", 1, &tid, NULL) == 0, "spawn");
+	/* a buffer of one's own, forwarded back */
+	CHECK((b1 = pvm_mkbuf(PvmDataDefault)) > 0, "mkbuf");
+	old = pvm_setsbuf(b1);
+	CHECK(pvm_getsbuf() == b1, "getsbuf %d, want %d", pvm_getsbuf(), b1);
+	CHECK(pk_fill(601, 100) == 0, "pack");
+	CHECK(pvm_send(tid, 601) == 0, "send");
+	CHECK((b = pk_back(tid, 601)) > 0, "the forward of 601");
+	if (pk_check(601, NULL))
+		return -1;
+	CHECK(pvm_getminfo(b, &mi) == 0 && mi.tag == 1601 && mi.src == tid && mi.len > 0,
+	      "getminfo: tag %d src t%x len %d", mi.tag, (unsigned)mi.src, mi.len);
+	enc_def = mi.enc;
+	/* a second buffer, made current while b1 waits */
+	{
+		int b2 = pvm_mkbuf(PvmDataDefault);
+		CHECK(b2 > 0 && pvm_setsbuf(b2) == b1 && pvm_pkint(iv, 3, 1) == 0, "pack into b2");
+		CHECK(pvm_send(tid, 602) == 0, "send b2");
+		CHECK(pvm_setsbuf(b1) == b2 && pvm_freebuf(b2) == 0, "back to b1");
+	}
+	CHECK((b = pk_back(tid, 602)) > 0, "the forward of 602");
+	CHECK(pvm_getminfo(b, &mi) == 0 && mi.enc == enc_def, "encoding %x, want %x", mi.enc,
+	      enc_def);
+	/* another type than packed: the bytes decode, then PvmNoData */
+	ae = pvm_setopt(PvmAutoErr, 0);
+	r1 = pvm_upkdouble(d, 1, 1);
+	r2 = pvm_upkdouble(d, 1, 1);
+	pvm_setopt(PvmAutoErr, ae);
+	CHECK(r1 == 0 && r2 == PvmNoData, "ints unpacked as doubles: %d then %d", r1, r2);
+	CHECK(pvm_freebuf(b1) == 0, "freebuf");
+	pvm_setsbuf(old);
+	/* a message inside a message */
+	{
+		int inner = pvm_mkbuf(PvmDataDefault), outer, in;
+		old = pvm_setsbuf(inner);
+		CHECK(pk_fill(700, 33) == 0, "pack inner");
+		outer = pvm_mkbuf(PvmDataRaw);
+		pvm_setsbuf(outer);
+		CHECK(pvm_pkmesg(inner) == 0, "pkmesg");
+		CHECK(pvm_send(tid, 603) == 0, "send outer");
+		CHECK((b = pk_back(tid, 603)) > 0, "the forward of 603");
+		CHECK((in = pvm_upkmesg()) > 0, "upkmesg: %d", in);
+		pvm_setrbuf(in);
+		if (pk_check(700, NULL))
+			return -1;
+		pvm_freebuf(inner);
+		pvm_freebuf(outer);
+		pvm_setsbuf(old);
+	}
+#ifndef PVMT_STOCK
+	CHECK(pvm_rcp_route(tid), "the pair is not on RCP");
+	/* ours and the child's forwards: 3 each way, all but the first ours */
+	CHECK(pvm_rcp_packed_sent(0) - sent0 >= 2, "%ld of 3 sends went over RCP",
+	      pvm_rcp_packed_sent(0) - sent0);
+#endif
+	quit(&tid, 1);
 	return 0;
 }
