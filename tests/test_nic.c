@@ -145,10 +145,10 @@ static void t_strerror(void **state)
 {
 	(void)state;
 	assert_string_equal(rcp_strerror(0), "success");
-	for (int c = -1; c >= RCP_ERANGE; c--) {
+	for (int c = -1; c >= RCP_ENODEV; c--) {
 		assert_non_null(rcp_strerror(c));
 		assert_string_not_equal(rcp_strerror(c), "unknown error");
-		for (int d = c - 1; d >= RCP_ERANGE; d--)
+		for (int d = c - 1; d >= RCP_ENODEV; d--)
 			assert_string_not_equal(rcp_strerror(c), rcp_strerror(d));
 	}
 	assert_string_equal(rcp_strerror(-9999), "unknown error");
