@@ -413,6 +413,10 @@ int rcpi_vb_recv(rcp_nic *nic, struct rcp_nic_frame *fr, int max)
 	for (int i = v->released; i < v->nheld; i++)
 		give_back(v, v->held[i]);
 	v->nheld = v->released = 0;
+	/* A signalled send may have completed: an error there is seen now,
+	 * not when the send queue next fills (frames would flush meanwhile). */
+	if (v->sq_next - v->sq_done >= VB_SIGNAL)
+		(void)scq_reap(v);
 	if (RCPI_UNLIKELY(v->broken) && rcpi_vb_restart(v))
 		return RCP_ESYS;
 	rq_maybe_post(v);
@@ -472,6 +476,12 @@ int rcpi_vb_recv(rcp_nic *nic, struct rcp_nic_frame *fr, int max)
 		got++;
 	}
 	v->nheld = got;
+	if (RCPI_UNLIKELY(v->broken)) {
+		/* At once: the frames in hand stay (rq_fill skips them). */
+		if (rcpi_vb_restart(v))
+			return got ? got : RCP_ESYS;
+		return got;
+	}
 	rq_maybe_post(v);
 	return got;
 }
