@@ -328,6 +328,18 @@ static void t_overrun_repost(void **state)
 	CHECK(st->dropped_norecv == 300 - 64);
 	/* Batched: 1200 receives reposted in far fewer calls. */
 	CHECK(st->post_recv_calls - recv_calls <= 1200 / 16 + 2);
+	/* Even when the frames come back one at a time. */
+	for (int i = 0; i < 30; i++)
+		CHECK(send_seq(p.a, p.pa, (uint64_t)(5000 + i), 100, 0) == 0);
+	recv_calls = st->post_recv_calls;
+	{
+		struct rcp_nic_frame fr[64];
+		int n = rcp_nic_recv(p.b, fr, 64);
+		CHECK(n == 30); /* the QP keeps more than half its receives */
+		for (int i = 1; i <= n; i++)
+			rcp_nic_release(p.b, fr, i);
+	}
+	CHECK(st->post_recv_calls - recv_calls <= 30 / 16);
 	pair_close(&p);
 }
 
@@ -470,6 +482,38 @@ static void t_unknown_source(void **state)
 	pair_close(&p);
 }
 
+/* QPNs are per HCA: two senders with the same QPN are told apart by
+ * their LIDs. */
+static void t_same_qpn(void **state)
+{
+	struct mock_config c = {.ndev = 3};
+	struct pair p;
+	rcp_nic *x;
+	uint8_t blob[RCP_NIC_ADDR_MAX];
+	size_t len = sizeof blob;
+	char s[RCP_NIC_ADDRSTR_MAX];
+	int px, pxa;
+	int64_t last = -1;
+
+	(void)state;
+	mock_install(&c);
+	pair_open(&p, NULL, NULL);
+	CHECK(rcp_nic_open("verbs:mock2:1", NULL, &x) == 0);
+	CHECK(rcp_nic_addr_blob(x, blob, &len) == 0);
+	CHECK(rcp_nic_peer_add(p.b, blob, len, &px) == 0);
+	CHECK(px != p.pb);
+	CHECK(rcp_nic_addr_str(p.b, s, sizeof s) == 0);
+	CHECK(rcp_nic_peer_add_str(x, s, &pxa) == 0);
+	for (int i = 0; i < 10; i++) {
+		CHECK(send_seq(p.a, p.pa, (uint64_t)(2 * i), 40, 0) == 0);
+		CHECK(drain(p.b, p.pb, 40, &last) == 1);
+		CHECK(send_seq(x, pxa, (uint64_t)(2 * i + 1), 40, 0) == 0);
+		CHECK(drain(p.b, px, 40, &last) == 1);
+	}
+	rcp_nic_close(x);
+	pair_close(&p);
+}
+
 /* RoCE: no LIDs, GIDs in the addresses, AHs with a GRH, the sender known
  * by the source address in the RoCE v2 (IPv4) header. */
 static void t_roce(void **state)
@@ -603,6 +647,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(t_lost, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_wait_fd, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_unknown_source, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_same_qpn, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_roce, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_faults_wrapper, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_device, setup, teardown),

@@ -49,6 +49,7 @@
 struct mock_dev {
 	struct ibv_device dev;
 	int index;
+	uint32_t next_qpn; /* QPNs are per HCA, as on hardware */
 };
 
 struct mock_ctx {
@@ -97,7 +98,6 @@ static struct mock_dev devs[MOCK_MAXDEV];
 static struct ibv_device *devlist[MOCK_MAXDEV + 1];
 static struct mock_qp *qps[MOCK_MAXQP];
 static struct ibv_mr *mrs[64];
-static uint32_t next_qpn = 0x100;
 static int live;
 static uint64_t rng;
 
@@ -212,9 +212,9 @@ static struct mock_qp *find_dest(const struct mock_ah *ah, uint32_t qpn)
 		if (cfg.roce) {
 			dev_gid(q->dev, 1, &g);
 			if (!ah->attr.is_global || memcmp(g.raw, ah->attr.grh.dgid.raw, 16))
-				return NULL;
+				continue;
 		} else if (ah->attr.dlid != dev_lid(q->dev)) {
-			return NULL;
+			continue; /* QPNs are per HCA: the same number elsewhere */
 		}
 		return q;
 	}
@@ -616,7 +616,7 @@ static struct ibv_qp *m_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *a)
 	q->qp.recv_cq = a->recv_cq;
 	q->qp.qp_type = IBV_QPT_UD;
 	q->qp.state = IBV_QPS_RESET;
-	q->qp.qp_num = next_qpn++;
+	q->qp.qp_num = q->dev->next_qpn++;
 	q->sig_all = a->sq_sig_all;
 	q->scq = (struct mock_cq *)a->send_cq;
 	q->rcq = (struct mock_cq *)a->recv_cq;
@@ -771,6 +771,7 @@ void mock_install(const struct mock_config *c)
 	live = 0;
 	for (int i = 0; i < cfg.ndev; i++) {
 		devs[i].index = i;
+		devs[i].next_qpn = 0x100;
 		snprintf(devs[i].dev.name, sizeof devs[i].dev.name, "mock%d", i);
 		devs[i].dev.node_type = IBV_NODE_CA;
 		devs[i].dev.transport_type = IBV_TRANSPORT_IB;

@@ -413,10 +413,6 @@ int rcpi_vb_recv(rcp_nic *nic, struct rcp_nic_frame *fr, int max)
 	for (int i = v->released; i < v->nheld; i++)
 		give_back(v, v->held[i]);
 	v->nheld = v->released = 0;
-	/* A signalled send may have completed: an error there is seen now,
-	 * not when the send queue next fills (frames would flush meanwhile). */
-	if (v->sq_next - v->sq_done >= VB_SIGNAL)
-		(void)scq_reap(v);
 	if (RCPI_UNLIKELY(v->broken) && rcpi_vb_restart(v))
 		return RCP_ESYS;
 	rq_maybe_post(v);
