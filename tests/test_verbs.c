@@ -582,6 +582,77 @@ static void t_faults_wrapper(void **state)
 	pair_close(&p);
 }
 
+/* RCP channels over the backend: messages of every protocol path (eager,
+ * multi-frame, rendezvous) both ways, with and without the faults
+ * wrapper under them, bytes checked; the two endpoints are progressed in
+ * turn in this process. */
+static void rcp_exchange(const struct rcp_nic_config *nc)
+{
+	static const size_t sizes[] = {0, 8, 1000, 2048, 5000, 65536, 1 << 20};
+	struct rcp_ep_config ec = {.nic = nc};
+	rcp_ep *a, *b;
+	rcp_chan *ab, *ba;
+	char an[RCP_NIC_ADDRSTR_MAX], bn[RCP_NIC_ADDRSTR_MAX];
+	uint8_t *sb = malloc(1 << 20), *rb = malloc(1 << 20);
+
+	CHECK(sb && rb);
+	CHECK(rcp_ep_open("verbs:mock0:1", &ec, &a) == 0);
+	CHECK(rcp_ep_open("verbs:mock1:1", &ec, &b) == 0);
+	CHECK(rcp_ep_addr(a, an, sizeof an) == 0);
+	CHECK(rcp_ep_addr(b, bn, sizeof bn) == 0);
+	CHECK(rcp_connect(a, bn, &ab) == 0);
+	CHECK(rcp_connect(b, an, &ba) == 0);
+	for (size_t k = 0; k < 2 * sizeof sizes / sizeof *sizes; k++) {
+		size_t len = sizes[k / 2];
+		int back = k & 1; /* b to a */
+		rcp_req *sr = NULL, *rr = NULL;
+		struct rcp_status st;
+		int sdone = 0, rdone = 0;
+		long spins = 0;
+
+		test_fill(sb, len, k);
+		memset(rb, 0, len);
+		CHECK(rcp_irecv(back ? a : b, back ? ab : ba, k, rb, len, &rr) == 0);
+		CHECK(rcp_isend(back ? ba : ab, k, sb, len, &sr) == 0);
+		while (!(sdone && rdone)) {
+			int rc;
+			CHECK(++spins < 50000000);
+			rcp_progress(a);
+			rcp_progress(b);
+			if (!sdone && (rc = rcp_test(sr, &st)) != RCP_EAGAIN) {
+				CHECK(rc == 0);
+				sdone = 1;
+			}
+			if (!rdone && (rc = rcp_test(rr, &st)) != RCP_EAGAIN) {
+				CHECK(rc == 0 && st.len == len);
+				rdone = 1;
+			}
+		}
+		CHECK(test_check(rb, len, k) < 0);
+	}
+	rcp_chan_close(ab);
+	rcp_chan_close(ba);
+	rcp_ep_close(b);
+	rcp_ep_close(a);
+	free(sb);
+	free(rb);
+	CHECK(mock_live() == 0);
+}
+
+static void t_rcp_channels(void **state)
+{
+	char spec[128];
+	struct rcp_nic_config fc = {.faults = spec};
+
+	(void)state;
+	rcp_exchange(NULL);
+	CHECK(mock_stats()->cq_overflow == 0 && mock_stats()->sq_full == 0);
+	snprintf(spec, sizeof spec, "drop=0.05,dup=0.02,reorder=0.05,corrupt=0.01,seed=%llu",
+	         (unsigned long long)g_seed);
+	rcp_exchange(&fc);
+	CHECK(mock_stats()->cq_overflow == 0 && mock_stats()->sq_full == 0);
+}
+
 /* ---- a real device, when there is one -------------------------------------- */
 
 static void t_device(void **state)
@@ -650,6 +721,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(t_same_qpn, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_roce, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_faults_wrapper, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_rcp_channels, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_device, setup, teardown),
 	};
 	g_seed = test_seed(0x5eed23);
