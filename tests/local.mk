@@ -255,3 +255,14 @@ tests_test_verbs_LDFLAGS = -static
 tests_test_verbs_LDADD = $(TEST_LDADD)
 endif
 endif
+if HAVE_CMOCKA
+if HAVE_VERBS
+# nic/verbs/umad.c against ibsim + opensm (SKIP without them).
+check_PROGRAMS += tests/test_verbs_umad
+TESTS += tests/test_verbs_umad
+tests_test_verbs_umad_SOURCES = tests/test_verbs_umad.c tests/testutil.h
+tests_test_verbs_umad_CFLAGS = $(TEST_CFLAGS)
+tests_test_verbs_umad_LDFLAGS = -static
+tests_test_verbs_umad_LDADD = $(TEST_LDADD)
+endif
+endif

@@ -94,7 +94,7 @@ int rcpi_umad_port_query(const char *ca, int port, struct rcpi_umad_port *out)
 	memcpy(out->gid, &pre, 8);
 	memcpy(out->gid + 8, &guid, 8);
 	out->pkey = p.pkeys_size && p.pkeys ? p.pkeys[0] : 0xffff;
-	out->is_ib = !strcmp(p.link_layer, "InfiniBand") || !p.link_layer[0];
+	out->is_ib = strcmp(p.link_layer, "Ethernet") != 0; /* "InfiniBand", "IB" (umad2sim) */
 	umad_release_port(&p);
 	return 0;
 }
@@ -188,7 +188,7 @@ static uint8_t *mad_start(struct rcpi_umad_sa *sa, uint8_t method, uint16_t attr
 	mad[1] = SA_CLASS;
 	mad[2] = SA_VERSION;
 	mad[3] = method;
-	put64(mad + 8, ++sa->tid);
+	put32(mad + 12, ++sa->tid); /* the upper 32 bits: the agent's, see mad_call */
 	put16(mad + 16, attr);
 	put64(mad + 48, mask);
 	return mad;
@@ -215,7 +215,9 @@ static int mad_call(struct rcpi_umad_sa *sa, uint8_t want_method, int timeout_ms
 			return RCP_ETIMEDOUT;
 		if (umad_status(sa->buf))
 			return RCP_ESYS;
-		if (!memcmp(mad + 8, &tid, 8))
+		/* The upper 32 bits of the TID are the agent's (ib_umad and
+		 * umad2sim put its id there): match the lower 32. */
+		if (!memcmp(mad + 12, (const uint8_t *)&tid + 4, 4))
 			break;
 		/* An answer to an earlier request we gave up on: skip it. */
 	}
