@@ -73,7 +73,7 @@ static struct rcpi_umad_port me;
  * of a umad fd frees an invalid pointer and aborts (a bug of the
  * simulator's fd bookkeeping, ibsim umad2sim.c close_fd; the kernel's
  * ib_umad has no such problem). */
-static struct rcpi_umad_sa *sa;
+static struct rcpi_umad_sa *sa, *decoy;
 
 static int wait_active(void **state)
 {
@@ -84,6 +84,10 @@ static int wait_active(void **state)
 		fprintf(stderr, "the port is not ACTIVE (state %u)\n", me.state);
 		return -1;
 	}
+	/* A first agent first, so that ours is not agent 0: the kernel (and
+	 * umad2sim) put the agent's id in the upper half of every TID. */
+	if (rcpi_umad_sa_open(NULL, 0, &decoy))
+		return -1;
 	return rcpi_umad_sa_open(NULL, 0, &sa);
 }
 
@@ -120,7 +124,7 @@ static void peer_facts(uint8_t gid[16], uint16_t *lid)
 	if (pid == 0) {
 		dup2(p[1], 1);
 		setenv("SIM_HOST", "H-2", 1);
-		setenv("RCP_UMAD_SIM_CHILD", "peer", 1);
+		setenv("RCPTEST_UMAD_CHILD", "peer", 1);
 		execl(self, self, (char *)NULL);
 		_exit(127);
 	}
@@ -258,7 +262,7 @@ static void stop(pid_t pid)
 
 int main(int argc, char **argv)
 {
-	const char *child = getenv("RCP_UMAD_SIM_CHILD");
+	const char *child = getenv("RCPTEST_UMAD_CHILD");
 	char ibsim[512], opensm[512], dir[] = "/tmp/rcp-ibsim-XXXXXX", sock[64], self[512];
 	const char *simlib = NULL;
 	pid_t sim = -1, sm = -1, t;
@@ -332,7 +336,7 @@ int main(int argc, char **argv)
 			dup2(p[1], 1);
 			setenv("LD_PRELOAD", simlib, 1);
 			setenv("SIM_HOST", "H-1", 1);
-			setenv("RCP_UMAD_SIM_CHILD", "peer", 1);
+			setenv("RCPTEST_UMAD_CHILD", "peer", 1);
 			execl(self, self, (char *)NULL);
 			_exit(127);
 		}
@@ -356,7 +360,7 @@ int main(int argc, char **argv)
 	if (t == 0) {
 		setenv("LD_PRELOAD", simlib, 1);
 		setenv("SIM_HOST", "H-1", 1);
-		setenv("RCP_UMAD_SIM_CHILD", "tests", 1);
+		setenv("RCPTEST_UMAD_CHILD", "tests", 1);
 		execl(self, self, (char *)NULL);
 		_exit(127);
 	}
