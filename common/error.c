@@ -28,6 +28,7 @@ const char *rcp_strerror(int code)
 	case RCP_ECLOSED: return "endpoint or channel closed";
 	case RCP_EACCES: return "access not permitted by key or handle";
 	case RCP_ERANGE: return "value out of range";
+	case RCP_ENODEV: return "no such device";
 	default: return "unknown error";
 	}
 }

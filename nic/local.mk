@@ -6,3 +6,7 @@ endif
 if HAVE_XDP
 librcp_la_SOURCES += nic/xdp.c nic/xdp_link.c nic/xdp_int.h
 endif
+if HAVE_VERBS
+librcp_la_SOURCES += nic/verbs/verbs.c nic/verbs/ud.c nic/verbs/addr.c nic/verbs/api.c \
+	nic/verbs/api.h nic/verbs/verbs_int.h nic/verbs/umad.c nic/verbs/umad.h
+endif

@@ -32,12 +32,18 @@ static const struct rcpi_nic_ops *const backends[] = {
 #if HAVE_XDP
     &rcpi_nic_xdp_ops,
 #endif
+#if HAVE_VERBS
+    &rcpi_nic_verbs_ops,
+#endif
     NULL,
 };
 
 static const char *const backend_names[] = {"shm", "udp",
 #if HAVE_XDP
                                             "xdp",
+#endif
+#if HAVE_VERBS
+                                            "verbs",
 #endif
                                             NULL};
 

@@ -22,7 +22,7 @@ enum rcpi_nic_id {
 	RCPI_NIC_SHM = 1,
 	RCPI_NIC_UDP = 2,
 	RCPI_NIC_XDP = 3,   /* AF_XDP backend (nic/xdp.c) */
-	RCPI_NIC_VERBS = 4, /* reserved: rdma-core backend (later issue) */
+	RCPI_NIC_VERBS = 4, /* rdma-core backend (nic/verbs/) */
 };
 
 struct rcpi_nic_ops {
@@ -87,7 +87,8 @@ int rcpi_nic_has_send_to(const rcp_nic *nic);
 
 extern const struct rcpi_nic_ops rcpi_nic_shm_ops;
 extern const struct rcpi_nic_ops rcpi_nic_udp_ops;
-extern const struct rcpi_nic_ops rcpi_nic_xdp_ops; /* HAVE_XDP only */
+extern const struct rcpi_nic_ops rcpi_nic_xdp_ops;   /* HAVE_XDP only */
+extern const struct rcpi_nic_ops rcpi_nic_verbs_ops; /* HAVE_VERBS only */
 
 /* A wrapper endpoint (faults, auth) starts with this; nic/wrap.c's ops
  * forward what the wrapper leaves as it is to INNER. */

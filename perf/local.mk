@@ -41,3 +41,5 @@ noinst_PROGRAMS += perf/rcp-xdp-pingpong
 perf_rcp_xdp_pingpong_SOURCES = perf/xdp_pingpong.c common/sh.h
 perf_rcp_xdp_pingpong_LDADD = librcp.la
 endif
+# The verbs backend on a machine with an HCA (docs/nic.md, verbs).
+EXTRA_DIST += perf/verbs_check.sh

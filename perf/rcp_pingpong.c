@@ -1341,7 +1341,8 @@ int main(int argc, char **argv)
 		const char *t = !strncmp(a, "shm:", 4)   ? "shm"
 		                : !strncmp(a, "udp:", 4) ? "udp"
 		                : !strncmp(a, "xdp:", 4) ? "xdp" /* --listen/--connect only */
-		                                         : NULL;
+		                : !strncmp(a, "verbs:", 6) ? "verbs" /* likewise */
+		                                           : NULL;
 		if (!t || (transport && strcmp(transport, t))) {
 			fprintf(stderr, PROG ": %s is not a %s address\n", a,
 			        transport ? transport : "shm: or udp:");

@@ -242,3 +242,27 @@ tests_test_rcp_crowded_SOURCES = tests/test_rcp_crowded.c tests/sim.c tests/sim.
 tests_test_rcp_crowded_CFLAGS = $(TEST_CFLAGS)
 tests_test_rcp_crowded_LDFLAGS = -static
 tests_test_rcp_crowded_LDADD = $(TEST_LDADD)
+
+if HAVE_CMOCKA
+if HAVE_VERBS
+# The verbs backend (nic/verbs/) on a model of an HCA (tests/verbs_mock.c);
+# internal API (the api table): static link.
+check_PROGRAMS += tests/test_verbs
+TESTS += tests/test_verbs
+tests_test_verbs_SOURCES = tests/test_verbs.c tests/verbs_mock.c tests/verbs_mock.h tests/testutil.h
+tests_test_verbs_CFLAGS = $(TEST_CFLAGS)
+tests_test_verbs_LDFLAGS = -static
+tests_test_verbs_LDADD = $(TEST_LDADD)
+endif
+endif
+if HAVE_CMOCKA
+if HAVE_VERBS
+# nic/verbs/umad.c against ibsim + opensm (SKIP without them).
+check_PROGRAMS += tests/test_verbs_umad
+TESTS += tests/test_verbs_umad
+tests_test_verbs_umad_SOURCES = tests/test_verbs_umad.c tests/testutil.h
+tests_test_verbs_umad_CFLAGS = $(TEST_CFLAGS)
+tests_test_verbs_umad_LDFLAGS = -static
+tests_test_verbs_umad_LDADD = $(TEST_LDADD)
+endif
+endif

@@ -145,10 +145,10 @@ static void t_strerror(void **state)
 {
 	(void)state;
 	assert_string_equal(rcp_strerror(0), "success");
-	for (int c = -1; c >= RCP_ERANGE; c--) {
+	for (int c = -1; c >= RCP_ENODEV; c--) {
 		assert_non_null(rcp_strerror(c));
 		assert_string_not_equal(rcp_strerror(c), "unknown error");
-		for (int d = c - 1; d >= RCP_ERANGE; d--)
+		for (int d = c - 1; d >= RCP_ENODEV; d--)
 			assert_string_not_equal(rcp_strerror(c), rcp_strerror(d));
 	}
 	assert_string_equal(rcp_strerror(-9999), "unknown error");
@@ -166,8 +166,9 @@ static void t_bad_open(void **state)
 	assert_int_equal(rcp_nic_open("", NULL, &nic), RCP_EADDR);
 	assert_int_equal(rcp_nic_open("nosuch:thing", NULL, &nic), RCP_ENOENT);
 	assert_int_equal(rcp_nic_open(":", NULL, &nic), RCP_ENOENT);
-	/* Backends not built are absent, not faked. */
-	assert_int_equal(rcp_nic_open("verbs:mlx5_0", NULL, &nic), RCP_ENOENT);
+	/* Backends not built are absent, not faked (verbs is built where
+	 * rdma-core is; libfabric never is). */
+	assert_int_equal(rcp_nic_open("ofi:psm3", NULL, &nic), RCP_ENOENT);
 	assert_null(nic);
 	rcp_nic_close(NULL);
 }
@@ -651,6 +652,10 @@ int main(int argc, char **argv)
 		/* xdp needs a link and privileges of its own: tests/test_xdp.c
 		 * builds them and runs its conformance checks there. */
 		if (!strcmp(names[i], "xdp"))
+			continue;
+		/* verbs needs an HCA: tests/test_verbs.c runs its conformance
+		 * checks on a model of one (and on a device, where there is). */
+		if (!strcmp(names[i], "verbs"))
 			continue;
 		const struct CMUnitTest tests[] = {
 		    cmocka_unit_test_prestate_setup_teardown(t_strerror, setup_backend, NULL,

@@ -33,6 +33,7 @@ enum rcp_error {
 	RCP_ECLOSED = -17,    /* endpoint or channel closed */
 	RCP_EACCES = -18,     /* access outside what a key/handle grants */
 	RCP_ERANGE = -19,     /* value out of range */
+	RCP_ENODEV = -20,     /* no such device (verbs: no RDMA device or port) */
 };
 
 /* Returns a static, human-readable name for an RCP_E* code (or for 0).

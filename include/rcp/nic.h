@@ -13,6 +13,9 @@
  *                    on 127.0.0.1, "udp:HOST:" a free port on HOST
  *   xdp:IFNAME[/Q]   AF_XDP on an Ethernet link (root; built with libxdp):
  *                    peers xdp:IFNAME@MAC or @IPv4 on the same link
+ *   verbs:DEV:PORT[:GIDX]  InfiniBand/RoCE UD queue pairs (built with
+ *                    rdma-core): peers verbs:DEV:PORT@QPN/LID or @QPN/GID;
+ *                    RCP_ENODEV when there is no such device or port
  *   faults           not an address: a wrapper over any backend, enabled by
  *                    rcp_nic_config.faults or RCP_FAULTS (see docs/nic.md)
  *
@@ -141,7 +144,8 @@ struct rcp_nic_frame {
 /* Opens an endpoint at ADDR ("shm:NAME", "udp:HOST:PORT", "udp:").
  * CFG may be NULL for defaults.
  * Returns 0, RCP_EINVAL, RCP_EADDR (malformed), RCP_ENOENT (no such backend
- * built), RCP_EADDRINUSE, RCP_EPERM, RCP_ENOMEM, RCP_ESYS. */
+ * built), RCP_ENODEV (verbs: no such device, or its port not ACTIVE),
+ * RCP_EADDRINUSE, RCP_EPERM, RCP_ENOMEM, RCP_ESYS. */
 int rcp_nic_open(const char *addr, const struct rcp_nic_config *cfg, rcp_nic **out);
 
 /* Closes the endpoint, releasing all peers and registrations.  NULL is
