@@ -3,8 +3,9 @@
  * RCP_TRANSPORT's backend, between two hosts (tests/cluster_xdp.sh runs
  * it on two rcp-cluster hosts with RCP_TRANSPORT=xdp).
  *
- *   cluster_xdp_rpc serve IFNAME         prints "ready ADDR", serves
- *                                        until a "quit" call
+ *   cluster_xdp_rpc serve IFNAME [N]     prints "ready ADDR", serves
+ *                                        until N "quit" calls (default 1),
+ *                                        from N clients on one socket
  *   cluster_xdp_rpc call IFNAME PEER     calls "echo" with 8 B .. 256 KiB
  *                                        of a seeded pattern, checks every
  *                                        answer byte for byte, then "quit"
@@ -28,7 +29,7 @@ static int bytes_proc(rcp_proc *p, void *data)
 	return rcp_proc_bytes(p, data);
 }
 
-static int quit;
+static int quit, quits = 1;
 
 static void on_echo(rcp_rpc_handle *h, void *arg)
 {
@@ -40,11 +41,18 @@ static void on_echo(rcp_rpc_handle *h, void *arg)
 		rcp_rpc_respond(h, &in, 0);
 }
 
+/* The quit calls are answered together, once all QUITS have come: every
+ * client's channel is live on the one socket at that moment, so an
+ * answer sent to the wrong peer leaves a client without one. */
+static rcp_rpc_handle *held[64];
+
 static void on_quit(rcp_rpc_handle *h, void *arg)
 {
 	(void)arg;
-	rcp_rpc_respond(h, NULL, 0);
-	quit = 1;
+	held[quit++] = h;
+	if (quit == quits)
+		for (int i = 0; i < quit; i++)
+			rcp_rpc_respond(held[i], NULL, 0);
 }
 
 static int setup(const char *ifname, int accept, rcp_ep **ep, rcp_rpc **rpc, uint64_t ids[2])
@@ -82,7 +90,7 @@ static int serve(const char *ifname)
 		return 1;
 	printf("ready %s\n", addr);
 	fflush(stdout);
-	while (!quit) {
+	while (quit < quits) {
 		int rc = rcp_rpc_loop(rpc, 60000000000ll);
 		if (rc < 0) {
 			fprintf(stderr, "cluster_xdp_rpc: serve: %s\n", rcp_strerror(rc));
@@ -163,10 +171,12 @@ static int call(const char *ifname, const char *peer)
 
 int main(int argc, char **argv)
 {
-	if (argc == 3 && !strcmp(argv[1], "serve"))
-		return serve(argv[2]);
+	if ((argc == 3 || argc == 4) && !strcmp(argv[1], "serve")) {
+		quits = argc == 4 ? atoi(argv[3]) : 1;
+		return quits < 1 || quits > 64 ? 2 : serve(argv[2]);
+	}
 	if (argc == 4 && !strcmp(argv[1], "call"))
 		return call(argv[2], argv[3]);
-	fprintf(stderr, "usage: cluster_xdp_rpc serve IFNAME | call IFNAME PEER\n");
+	fprintf(stderr, "usage: cluster_xdp_rpc serve IFNAME [N] | call IFNAME PEER\n");
 	return 2;
 }
