@@ -538,6 +538,28 @@ static uint32_t prog_ids(const char *ns, const char *ifname)
 	return q.prog_id | q.drv_prog_id | q.skb_prog_id;
 }
 
+/* On veth, auto (RCP_XDP_MODE unset) attaches in generic mode: veth's
+ * native mode copies every frame once more (nic/xdp_link.c, top). */
+static void t_veth_generic(void **state)
+{
+	LIBBPF_OPTS(bpf_xdp_query_opts, q);
+	const char *m = getenv("RCP_XDP_MODE");
+	rcp_nic *a, *b;
+	(void)state;
+
+	if (m && strcmp(m, "auto")) {
+		printf("# t_veth_generic: skipped, RCP_XDP_MODE=%s\n", m);
+		return;
+	}
+	open_pair(&a, &b);
+	enter(ns_a);
+	assert_int_equal(bpf_xdp_query((int)if_nametoindex(if_a), 0, &q), 0);
+	leave();
+	assert_int_not_equal(q.skb_prog_id, 0);
+	assert_int_equal(q.drv_prog_id, 0);
+	close_pair(a, b);
+}
+
 /* A UDP datagram from A to B through the kernel (ARP first): traffic
  * that is not ours passes our program. */
 static void kernel_udp_crosses(void)
@@ -755,6 +777,7 @@ int main(void)
 	    cmocka_unit_test_teardown(t_wait_fd, close_all),
 	    cmocka_unit_test_teardown(t_other_mac, close_all),
 	    cmocka_unit_test_teardown(t_attach_lifecycle, close_all),
+	    cmocka_unit_test_teardown(t_veth_generic, close_all),
 	    cmocka_unit_test_teardown(t_unprivileged, close_all),
 	    cmocka_unit_test_teardown(t_small_rings, close_all),
 	    cmocka_unit_test_prestate_setup_teardown(t_rcp_channels, NULL, close_all, ""),
