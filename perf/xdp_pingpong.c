@@ -260,8 +260,8 @@ static int ktcp_side(int side, size_t size, long iters, long warm, uint64_t *rtt
 	return 0;
 }
 
-static int side_run(const char *t, int side, int rfd, int wfd, size_t size, long iters,
-                    long warm, uint64_t *rtt)
+static int side_run(const char *t, int side, int rfd, int wfd, size_t size, long iters, long warm,
+                    uint64_t *rtt)
 {
 	if (!strcmp(t, "kernel-udp"))
 		return kudp_side(side, size, iters, warm, rtt);
@@ -313,7 +313,8 @@ static int run(const char *t, size_t size, long iters, int csv)
 		if (csv)
 			printf("%s,%zu,%ld,%.3f,%.3f,%.1f\n", t, size, iters, med, p99, mbps);
 		else
-			printf("%-11s %8zu B  median %9.3f us  p99 %9.3f us  %8.1f MB/s  (%ld iters)\n",
+			printf("%-11s %8zu B  median %9.3f us  p99 %9.3f us  %8.1f MB/s  (%ld "
+			       "iters)\n",
 			       t, size, med, p99, mbps, iters);
 	} else {
 		fprintf(stderr, PROG ": %s failed\n", t);
@@ -353,7 +354,8 @@ int main(int argc, char **argv)
 		case 'p': pin = 0; break;
 		case 'C': cluster = optarg; break;
 		case 'h':
-			printf("usage: " PROG " [--transport xdp,udp,kernel-udp,kernel-tcp] [--size N] "
+			printf("usage: " PROG
+			       " [--transport xdp,udp,kernel-udp,kernel-tcp] [--size N] "
 			       "[--iters N] [--csv] [--no-pin] [--cluster NAME]\n"
 			       "Bare frame round trip (spinning) on a veth pair between two\n"
 			       "namespaces it makes itself, or hosts h1 and h2 of rcp-cluster\n"
@@ -363,7 +365,8 @@ int main(int argc, char **argv)
 		}
 	}
 	if (size < 1 || size > (strcmp(list, "kernel-tcp") ? 1400u : 64u << 20) || iters < 10) {
-		fprintf(stderr, PROG ": --size 1..1400 (kernel-tcp alone: 64 MiB), --iters >= 10\n");
+		fprintf(stderr,
+		        PROG ": --size 1..1400 (kernel-tcp alone: 64 MiB), --iters >= 10\n");
 		return 2;
 	}
 	if (geteuid() != 0) {

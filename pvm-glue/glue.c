@@ -500,7 +500,8 @@ static int ip_ifname(const char *ip, char *name, size_t len)
 		return -1;
 	for (i = ifa; i && rc; i = i->ifa_next)
 		if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET &&
-		    inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, a, sizeof a) &&
+		    inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, a,
+		              sizeof a) &&
 		    !strcmp(a, ip) && strlen(i->ifa_name) < len) {
 			snprintf(name, len, "%s", i->ifa_name);
 			rc = 0;
@@ -608,7 +609,8 @@ static int do_init(void)
 		if (rc && k == PR_XDP) {
 			/* udp stays: our peers on other hosts reach us by it */
 			fprintf(stderr, "libpvmrcp: t%x: rcp_ep_open(%s): %s; udp to other hosts\n",
-			        (unsigned)tid, addr[0] ? addr : "xdp: no interface", rcp_strerror(rc));
+			        (unsigned)tid, addr[0] ? addr : "xdp: no interface",
+			        rcp_strerror(rc));
 			S.eps[k] = NULL;
 			continue;
 		}

@@ -131,14 +131,16 @@ static int call(const char *ifname, const char *peer)
 			rcp_rpc_req *rq;
 			for (size_t j = 0; j < sizes[i]; j++)
 				buf[j] = (unsigned char)rand();
-			rc = rcp_rpc_forward(rpc, ch, ids[0], &in, &out, 20000000000ll, NULL, NULL, &rq);
+			rc = rcp_rpc_forward(rpc, ch, ids[0], &in, &out, 20000000000ll, NULL, NULL,
+			                     &rq);
 			if (!rc)
 				rc = rcp_rpc_wait(rq, -1);
 			if (rc || out.len != sizes[i] || memcmp(out.data, buf, sizes[i])) {
 				fprintf(stderr,
-				        "cluster_xdp_rpc: echo of %zu B (round %d, seed %u): %s, %zu B back\n",
-				        sizes[i], round, seed, rc ? rcp_strerror(rc) : "wrong bytes",
-				        out.len);
+				        "cluster_xdp_rpc: echo of %zu B (round %d, seed %u): %s, "
+				        "%zu B back\n",
+				        sizes[i], round, seed,
+				        rc ? rcp_strerror(rc) : "wrong bytes", out.len);
 				return 1;
 			}
 			rcp_rpc_req_free(rq);

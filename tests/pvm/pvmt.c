@@ -634,9 +634,11 @@ static int t_hosts(void)
 				for (int j = 0; j < MB; j++)
 					o[j] = (unsigned char)(j * 7 + k + i);
 				CHECK(pvm_psend(tids[i], 3, o, MB, PVM_BYTE) == 0 &&
-				          pvm_precv(tids[i], 3, e, MB, PVM_BYTE, &atid, &atag, &alen) == 0 &&
+				          pvm_precv(tids[i], 3, e, MB, PVM_BYTE, &atid, &atag,
+				                    &alen) == 0 &&
 				          alen == MB && !memcmp(o, e, MB),
-				      "1 MiB round trip %d with t%x on %s", k, (unsigned)tids[i], t);
+				      "1 MiB round trip %d with t%x on %s", k, (unsigned)tids[i],
+				      t);
 			}
 			free(o);
 			free(e);
