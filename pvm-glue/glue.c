@@ -543,8 +543,9 @@ static void ep_addr(int k, char *buf, size_t len, int mytid)
 
 /* Which endpoints to open: shm always, udp too when the VM has more than
  * one host (or PVMRCP_MULTIHOST says to pretend so); RCP_TRANSPORT=shm|udp
- * opens that one only, for every peer; RCP_TRANSPORT=xdp opens shm, udp
- * and xdp (the last may fail: another task owns the interface).  *WANT[k]
+ * opens that one only, for every peer; RCP_TRANSPORT=xdp opens shm, and
+ * in a VM of several hosts udp and xdp (the last may fail: another task
+ * owns the interface).  *WANT[k]
  * set for each. */
 static int pick_transports(int want[PR_MAXEP])
 {
@@ -571,7 +572,11 @@ static int pick_transports(int want[PR_MAXEP])
 		return 0;
 	}
 	if (!strcmp(t, "xdp")) {
-		want[PR_SHM] = want[PR_UDP] = want[PR_XDP] = 1;
+		/* as by default, plus xdp where there is another host to reach
+		 * (never an XDP program on the interface of a one-host VM) */
+		want[PR_SHM] = 1;
+		want[PR_UDP] = S.multihost;
+		want[PR_XDP] = S.multihost && !S.all_remote;
 		return 0;
 	}
 	fprintf(stderr, "libpvmrcp: RCP_TRANSPORT=%s not supported here (shm|udp|xdp)\n", t);
