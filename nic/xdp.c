@@ -19,7 +19,10 @@
  * frames are plain Ethernet frames on one link (a veth pair, a bridge, a
  * switch), not routed.  The length word is there because a link pads
  * short frames to 60 bytes: without it an 8-byte payload would arrive as
- * 44.  The link's FCS (or, on veth, memory) checks the bytes, hence
+ * 44.  A received frame is refused (counted in rx_dropped, its buffer
+ * back to the fill ring at once) unless every field holds: our EtherType,
+ * our MAC as destination, a unicast source, and a length word that fits
+ * the frame and, for frames over 60 bytes, that matches it exactly.  The link's FCS (or, on veth, memory) checks the bytes, hence
  * RCP_NIC_CAP_CHECKED; frames are not ordered across RX queues or
  * retried, so neither ORDERED nor RELIABLE.
  *
@@ -123,6 +126,7 @@
 #define XDP_PEERS    1024
 #define XDP_BLOB     7u /* id + MAC */
 #define XDP_KICKS    64 /* kicks per flush before RCP_EAGAIN */
+#define XDP_MINFRAME 60 /* what a link pads a short frame to (no FCS) */
 
 struct xdp_peer {
 	uint8_t mac[6];
@@ -722,10 +726,14 @@ static int xdp_recv(rcp_nic *nic, struct rcp_nic_frame *fr, int max)
 		uint64_t base = xsk_umem__extract_addr(d->addr);
 		uint32_t plen;
 
+		/* Every field: our EtherType, our MAC, a unicast sender, a
+		 * length word within the frame and, past the 60 bytes a link
+		 * may pad to, exactly the frame. */
 		plen = d->len >= XDP_HDR ? (uint32_t)p[14] << 8 | p[15] : 0;
 		if (d->len < XDP_HDR || p[12] != XDP_ETHERTYPE >> 8 ||
-		    p[13] != (XDP_ETHERTYPE & 0xff) || memcmp(p, x->mac, 6) ||
-		    XDP_HDR + plen > d->len) {
+		    p[13] != (XDP_ETHERTYPE & 0xff) || memcmp(p, x->mac, 6) || (p[6] & 1) ||
+		    XDP_HDR + plen > d->len ||
+		    (d->len > XDP_MINFRAME && XDP_HDR + plen != d->len)) {
 			x->base.stats.rx_dropped++;
 			bad[nbad++] = base;
 			continue;

@@ -8,9 +8,15 @@
  * XDP_PASS as the miss action, so a queue without a socket passes it on);
  * everything else, ARP, IP, ssh, goes to the kernel untouched.  It runs in
  * native (driver) mode where the driver has it and in generic (skb) mode
- * otherwise (RCP_XDP_MODE=native|generic|auto: on veth both measure
- * alike); the socket binds in copy mode unless the driver offers zero
- * copy.  One endpoint owns an interface (one program per interface).
+ * otherwise (RCP_XDP_MODE=native|generic|auto); the socket binds in copy
+ * mode unless the driver offers zero copy.  Except on veth, where auto
+ * means generic: veth's native mode first copies every skb into a page of
+ * its own to make an xdp_buff (the skb a peer sends is not laid out for
+ * XDP), then the socket copies it again into the UMEM; generic runs the
+ * program on the skb itself, one copy.  Between two rcp-cluster hosts
+ * (shared machine, spinning, 4 MiB RCP messages) generic moved 10-38%
+ * more in each of 5 interleaved pairs and 8 B round trips were no slower
+ * (docs/nic.md).  One endpoint owns an interface (one program per interface).
  *
  * Ownership and crashes.  A program outlives its process if nobody
  * detaches it, and a stale one would keep stealing our EtherType.  So an
@@ -27,8 +33,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/bpf.h>
+#include <linux/ethtool.h>
 #include <linux/if_link.h>
+#include <linux/sockios.h>
+#include <net/if.h>
 #include <sched.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -167,6 +178,23 @@ static int stale_clean(struct rcpi_xdp_link *l)
 	return 0;
 }
 
+/* 1 if IFNAME's driver is veth (ETHTOOL_GDRVINFO), else 0. */
+static int is_veth(const char *ifname)
+{
+	struct ethtool_drvinfo di = {.cmd = ETHTOOL_GDRVINFO};
+	struct ifreq ifr;
+	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), veth;
+
+	if (s < 0)
+		return 0;
+	memset(&ifr, 0, sizeof ifr);
+	snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "%s", ifname);
+	ifr.ifr_data = (void *)&di;
+	veth = !ioctl(s, SIOCETHTOOL, &ifr) && !strcmp(di.driver, "veth");
+	close(s);
+	return veth;
+}
+
 int rcpi_xdp_link_attach(struct rcpi_xdp_link *l, struct xsk_socket *xsk)
 {
 	const char *mode = rcpi_env_str("RCP_XDP_MODE");
@@ -183,12 +211,15 @@ int rcpi_xdp_link_attach(struct rcpi_xdp_link *l, struct xsk_socket *xsk)
 		l->prog_fd = -1;
 		return rcpi_xdp_err("loading the XDP program", errno);
 	}
-	/* Native where the driver has it, generic otherwise (RCP_XDP_MODE). */
+	/* Native where the driver has it, generic otherwise and on veth
+	 * (RCP_XDP_MODE; the top of this file says why). */
 	l->attach_flags = XDP_FLAGS_DRV_MODE;
+	if (mode && strcmp(mode, "native") && strcmp(mode, "auto") && strcmp(mode, "generic"))
+		rcpi_warn("xdp: RCP_XDP_MODE=%s is not native, generic or auto: auto", mode);
 	if (mode && !strcmp(mode, "generic"))
 		l->attach_flags = XDP_FLAGS_SKB_MODE;
-	else if (mode && strcmp(mode, "native") && strcmp(mode, "auto"))
-		rcpi_warn("xdp: RCP_XDP_MODE=%s is not native, generic or auto: auto", mode);
+	else if (!(mode && !strcmp(mode, "native")) && is_veth(l->ifname))
+		l->attach_flags = XDP_FLAGS_SKB_MODE;
 	rc = bpf_xdp_attach(l->ifindex, l->prog_fd, XDP_FLAGS_UPDATE_IF_NOEXIST | l->attach_flags,
 	                    NULL);
 	if (rc && rc != -EBUSY && rc != -EEXIST && rc != -EPERM &&

@@ -17,6 +17,7 @@
  * (before their first PVM call), which makes libpvmrcp a pass-through, so
  * stock and relinked figures come from the same binary.  The parent spawns
  * one copy of itself (found on pvmd's ep= path) with the same arguments.
+ * PVMPP_HOST=NAME spawns the child on host NAME (PvmTaskHost).
  * Each size is warmed up; buffers are allocated and touched once; every
  * echo's length and first/last bytes are checked.  Output: CSV lines
  *   label,bytes,iters,rtt_median_us,rtt_p5_us,rtt_p99_us,MBps
@@ -137,8 +138,11 @@ int main(int argc, char **argv)
 	{
 		char *av[7] = {
 		    argv[1], argv[2], argv[3], argv[4], "0", argc > 6 ? argv[6] : "psend", NULL};
+		/* PVMPP_HOST: the child on that host (perf/xdp_bench.sh: across hosts) */
+		char *where = getenv("PVMPP_HOST");
 		const char *self = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
-		if (pvm_spawn((char *)self, av, PvmTaskDefault, "", 1, &ctid) != 1) {
+		if (pvm_spawn((char *)self, av, where ? PvmTaskHost : PvmTaskDefault,
+		              where ? where : "", 1, &ctid) != 1) {
 			fprintf(stderr, "spawn failed: %d\n", ctid);
 			pvm_exit();
 			return 1;

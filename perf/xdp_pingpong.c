@@ -8,10 +8,18 @@
  * unmeasured ones and prints the median and 99th percentile.  Every
  * transport runs on the same pair in the same run, so the three figures
  * compare.  Needs root.  CSV (--csv): transport,size,iters,rtt_median_us,
- * rtt_p99_us.
+ * rtt_p99_us,bandwidth_MBps (SIZE / half the median round trip).
  *
- *   rcp-xdp-pingpong [--transport xdp,udp,kernel-udp] [--size N]
- *                    [--iters N] [--csv] [--no-pin]
+ * --cluster NAME runs between hosts h1 and h2 of an rcp-cluster instead
+ * (namespaces rcpc-NAME-h1/-h2, interface eth0, 198.18.0.1 and .2).
+ * kernel-tcp is a TCP_NODELAY connection, both ends spinning on
+ * non-blocking sockets, a message of SIZE bytes (up to 64 MiB) each way
+ * per round trip, the echo answering once the whole message is in: the
+ * baseline for RCP's own round trip and bandwidth across the same link
+ * (perf/xdp_bench.sh).
+ *
+ *   rcp-xdp-pingpong [--transport xdp,udp,kernel-udp,kernel-tcp] [--size N]
+ *                    [--iters N] [--csv] [--no-pin] [--cluster NAME]
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -24,6 +32,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -72,6 +82,15 @@ static int net_up(void)
 	          "ip -n %s link set %s up && ip -n %s link set %s up",
 	          ns[0], ns[1], ifn[0], ns[0], ifn[1], ns[1], ns[0], ip_of[0], ifn[0], ns[1],
 	          ip_of[1], ifn[1], ns[0], ifn[0], ns[1], ifn[1]);
+}
+
+/* --cluster NAME: two hosts of an rcp-cluster (tools/rcp-cluster). */
+static void use_cluster(const char *name)
+{
+	for (int i = 0; i < 2; i++) {
+		snprintf(ns[i], sizeof ns[i], "rcpc-%.8s-h%d", name, i + 1);
+		snprintf(ifn[i], sizeof ifn[i], "eth0");
+	}
 }
 
 static int enter(int side)
@@ -182,6 +201,75 @@ static int kudp_side(int side, size_t size, long iters, long warm, uint64_t *rtt
 	return 0;
 }
 
+/* Spins until LEN bytes of BUF went out (or in, RX) on non-blocking S. */
+static int tcp_all(int s, char *buf, size_t len, int rx)
+{
+	for (size_t done = 0; done < len;) {
+		ssize_t n = rx ? recv(s, buf + done, len - done, MSG_DONTWAIT)
+		               : send(s, buf + done, len - done, MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (n > 0)
+			done += (size_t)n;
+		else if (n == 0 || (errno != EAGAIN && errno != EINTR))
+			return 1;
+	}
+	return 0;
+}
+
+/* Kernel TCP: side 1 listens, side 0 connects (retrying until side 1
+ * listens), then SIZE bytes each way per round trip. */
+static int ktcp_side(int side, size_t size, long iters, long warm, uint64_t *rtt)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(7300)};
+	char *buf = calloc(1, size);
+	int one = 1, s = -1, l;
+
+	inet_pton(AF_INET, ip_of[1], &a.sin_addr);
+	if (!buf)
+		return 1;
+	if (side == 1) {
+		l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+		if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof a) || listen(l, 1))
+			return 1;
+		s = accept(l, NULL, NULL);
+		close(l);
+	} else {
+		for (int k = 0; k < 5000 && s < 0; k++) {
+			s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+			if (s >= 0 && connect(s, (struct sockaddr *)&a, sizeof a)) {
+				close(s);
+				s = -1;
+				usleep(1000); /* the listener has no event we can wait on here */
+			}
+		}
+	}
+	if (s < 0)
+		return 1;
+	setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+	fcntl(s, F_SETFL, fcntl(s, F_GETFL) | O_NONBLOCK);
+	for (long i = 0; i < warm + iters; i++) {
+		uint64_t t0 = now_ns();
+		if ((side == 0 && tcp_all(s, buf, size, 0)) || tcp_all(s, buf, size, 1) ||
+		    (side == 1 && tcp_all(s, buf, size, 0)))
+			return 1;
+		if (side == 0 && i >= warm)
+			rtt[i - warm] = now_ns() - t0;
+	}
+	close(s);
+	free(buf);
+	return 0;
+}
+
+static int side_run(const char *t, int side, int rfd, int wfd, size_t size, long iters, long warm,
+                    uint64_t *rtt)
+{
+	if (!strcmp(t, "kernel-udp"))
+		return kudp_side(side, size, iters, warm, rtt);
+	if (!strcmp(t, "kernel-tcp"))
+		return ktcp_side(side, size, iters, warm, rtt);
+	return nic_side(t, side, rfd, wfd, size, iters, warm, rtt);
+}
+
 static void pin_to(int cpu)
 {
 	cpu_set_t set;
@@ -207,15 +295,12 @@ static int run(const char *t, size_t size, long iters, int csv)
 		pin_to(1);
 		if (enter(1))
 			_exit(1);
-		_exit(strcmp(t, "kernel-udp")
-		          ? nic_side(t, 1, p2c[0], c2p[1], size, iters, warm, NULL)
-		          : kudp_side(1, size, iters, warm, NULL));
+		_exit(side_run(t, 1, p2c[0], c2p[1], size, iters, warm, NULL));
 	}
 	pin_to(0);
 	if (child < 0 || enter(0))
 		return 1;
-	rc = strcmp(t, "kernel-udp") ? nic_side(t, 0, c2p[0], p2c[1], size, iters, warm, rtt)
-	                             : kudp_side(0, size, iters, warm, rtt);
+	rc = side_run(t, 0, c2p[0], p2c[1], size, iters, warm, rtt);
 	if (rc)
 		kill(child, SIGKILL);
 	waitpid(child, &st, 0);
@@ -224,12 +309,13 @@ static int run(const char *t, size_t size, long iters, int csv)
 	if (!rc) {
 		qsort(rtt, (size_t)iters, sizeof *rtt, cmp_u64);
 		double med = (double)rtt[iters / 2] / 1e3,
-		       p99 = (double)rtt[iters * 99 / 100] / 1e3;
+		       p99 = (double)rtt[iters * 99 / 100] / 1e3, mbps = (double)size / (med / 2);
 		if (csv)
-			printf("%s,%zu,%ld,%.3f,%.3f\n", t, size, iters, med, p99);
+			printf("%s,%zu,%ld,%.3f,%.3f,%.1f\n", t, size, iters, med, p99, mbps);
 		else
-			printf("%-11s %6zu B  median %8.3f us  p99 %8.3f us  (%ld iters)\n", t,
-			       size, med, p99, iters);
+			printf("%-11s %8zu B  median %9.3f us  p99 %9.3f us  %8.1f MB/s  (%ld "
+			       "iters)\n",
+			       t, size, med, p99, mbps, iters);
 	} else {
 		fprintf(stderr, PROG ": %s failed\n", t);
 	}
@@ -246,6 +332,7 @@ int main(int argc, char **argv)
 	    {"iters", required_argument, 0, 'n'},
 	    {"csv", no_argument, 0, 'c'},
 	    {"no-pin", no_argument, 0, 'p'},
+	    {"cluster", required_argument, 0, 'C'},
 	    {"help", no_argument, 0, 'h'},
 	    {0, 0, 0, 0},
 	};
@@ -253,6 +340,7 @@ int main(int argc, char **argv)
 	size_t size = 8;
 	long iters = 20000;
 	int csv = 0, c, fail = 0;
+	const char *cluster = NULL;
 
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		switch (c) {
@@ -264,29 +352,35 @@ int main(int argc, char **argv)
 		case 'n': iters = strtol(optarg, NULL, 0); break;
 		case 'c': csv = 1; break;
 		case 'p': pin = 0; break;
+		case 'C': cluster = optarg; break;
 		case 'h':
-			printf("usage: " PROG " [--transport xdp,udp,kernel-udp] [--size N] "
-			       "[--iters N] [--csv] [--no-pin]\n"
+			printf("usage: " PROG
+			       " [--transport xdp,udp,kernel-udp,kernel-tcp] [--size N] "
+			       "[--iters N] [--csv] [--no-pin] [--cluster NAME]\n"
 			       "Bare frame round trip (spinning) on a veth pair between two\n"
-			       "namespaces it makes itself (root).\n");
+			       "namespaces it makes itself, or hosts h1 and h2 of rcp-cluster\n"
+			       "NAME (root).  kernel-tcp: SIZE up to 64 MiB.\n");
 			return 0;
 		default: return 2;
 		}
 	}
-	if (size < 1 || size > 1400 || iters < 10) {
-		fprintf(stderr, PROG ": --size 1..1400, --iters >= 10\n");
+	if (size < 1 || size > (strcmp(list, "kernel-tcp") ? 1400u : 64u << 20) || iters < 10) {
+		fprintf(stderr,
+		        PROG ": --size 1..1400 (kernel-tcp alone: 64 MiB), --iters >= 10\n");
 		return 2;
 	}
 	if (geteuid() != 0) {
 		fprintf(stderr, PROG ": needs root (namespaces, XDP)\n");
 		return 77;
 	}
-	if (net_up()) {
+	if (cluster)
+		use_cluster(cluster);
+	else if (net_up()) {
 		fprintf(stderr, PROG ": cannot make the namespaces and veth pair\n");
 		return 1;
 	}
 	if (csv)
-		printf("transport,size,iters,rtt_median_us,rtt_p99_us\n");
+		printf("transport,size,iters,rtt_median_us,rtt_p99_us,bandwidth_MBps\n");
 	for (char *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save))
 		fail |= run(t, size, iters, csv);
 	free(list);

@@ -23,7 +23,12 @@
  * udp; both ends decide alike, so a pair uses one transport both ways.
  * The udp endpoint is bound to the address this host reaches the others
  * from (host_ip), so a VM spread over real hosts (or rcp-cluster's
- * namespaces, docs/cluster.md) needs nothing set.  A host added after a
+ * namespaces, docs/cluster.md) needs nothing set.  RCP_TRANSPORT=xdp
+ * adds an xdp endpoint on the interface holding that address (AF_XDP,
+ * nic/xdp.c; PVMRCP_XDP_ADDR names another): one endpoint owns an
+ * interface, so the first task of a host to start gets it and the others
+ * keep udp; a pair across hosts uses xdp when both ends published it,
+ * udp otherwise (both ends see both lists and decide alike).  A host added after a
  * task started is not seen by that task: it has no udp endpoint and
  * reaches the new host's tasks by stock PVM.  PVMRCP_MULTIHOST=1 acts as if the VM had several hosts (both endpoints),
  * =remote also treats every peer as on another host (tests: a one-host VM
@@ -135,6 +140,7 @@
 #include <arpa/inet.h>
 #include <dlfcn.h>
 #include <netdb.h>
+#include <ifaddrs.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <stdio.h>
@@ -301,16 +307,22 @@ static int remote_tid(int tid)
  * decide alike, so a pair uses one transport both ways.  NULL: none. */
 static rcp_ep *pick_peer_addr(int tid, char *addrs, const char **out)
 {
-	static const char *pfx[PR_MAXEP] = {"shm:", "udp:"};
+	static const char *pfx[PR_MAXEP] = {"shm:", "udp:", "xdp:"};
+	/* preference order: same host shm, udp; another host xdp, udp */
+	static const int order[2][3] = {{PR_SHM, PR_UDP, -1}, {PR_XDP, PR_UDP, -1}};
 	int remote = remote_tid(tid);
-	for (int k = remote ? PR_UDP : PR_SHM; k < PR_MAXEP; k++) {
-		char *a;
-		if (!S.eps[k])
+	char *list[16];
+	int n = 0;
+
+	for (char *a = strtok(addrs, " "); a && n < 16; a = strtok(NULL, " "))
+		list[n++] = a;
+	for (const int *k = order[remote]; *k >= 0; k++) {
+		if (!S.eps[*k])
 			continue;
-		for (a = strtok(addrs, " "); a; a = strtok(NULL, " "))
-			if (!strncmp(a, pfx[k], 4)) {
-				*out = a;
-				return S.eps[k];
+		for (int i = 0; i < n; i++)
+			if (!strncmp(list[i], pfx[*k], 4)) {
+				*out = list[i];
+				return S.eps[*k];
 			}
 	}
 	return NULL;
@@ -477,10 +489,39 @@ static int host_ip(char *ip, size_t len)
 	return -1;
 }
 
-/* Our address for transport K. */
+/* The interface holding IPv4 address IP into NAME; 0 or -1. */
+static int ip_ifname(const char *ip, char *name, size_t len)
+{
+	struct ifaddrs *ifa, *i;
+	char a[64];
+	int rc = -1;
+
+	if (getifaddrs(&ifa))
+		return -1;
+	for (i = ifa; i && rc; i = i->ifa_next)
+		if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET &&
+		    inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, a,
+		              sizeof a) &&
+		    !strcmp(a, ip) && strlen(i->ifa_name) < len) {
+			snprintf(name, len, "%s", i->ifa_name);
+			rc = 0;
+		}
+	freeifaddrs(ifa);
+	return rc;
+}
+
+/* Our address for transport K; "" if there is none. */
 static void ep_addr(int k, char *buf, size_t len, int mytid)
 {
-	if (k == PR_SHM) {
+	if (k == PR_XDP) {
+		const char *want = getenv("PVMRCP_XDP_ADDR");
+		char ip[64], ifn[64];
+		buf[0] = 0;
+		if (want && !strncmp(want, "xdp:", 4))
+			snprintf(buf, len, "%s", want);
+		else if (host_ip(ip, sizeof ip) == 0 && ip_ifname(ip, ifn, sizeof ifn) == 0)
+			snprintf(buf, len, "xdp:%s", ifn);
+	} else if (k == PR_SHM) {
 		/* PVM_VMID in the name lets a harness clean up after killed tasks */
 		const char *vm = getenv("PVM_VMID");
 		snprintf(buf, len, "shm:pvmrcp-%.12s-%x-%d", vm && *vm ? vm : "0", (unsigned)mytid,
@@ -502,7 +543,10 @@ static void ep_addr(int k, char *buf, size_t len, int mytid)
 
 /* Which endpoints to open: shm always, udp too when the VM has more than
  * one host (or PVMRCP_MULTIHOST says to pretend so); RCP_TRANSPORT=shm|udp
- * opens that one only, for every peer.  *WANT[k] set for each. */
+ * opens that one only, for every peer; RCP_TRANSPORT=xdp opens shm, and
+ * in a VM of several hosts udp and xdp (the last may fail: another task
+ * owns the interface).  *WANT[k]
+ * set for each. */
 static int pick_transports(int want[PR_MAXEP])
 {
 	const char *t = getenv("RCP_TRANSPORT"), *mh = getenv("PVMRCP_MULTIHOST");
@@ -517,7 +561,7 @@ static int pick_transports(int want[PR_MAXEP])
 			nhost = 1;
 		S.multihost = nhost > 1;
 	}
-	want[PR_SHM] = want[PR_UDP] = 0;
+	want[PR_SHM] = want[PR_UDP] = want[PR_XDP] = 0;
 	if (!t || !*t) {
 		want[PR_SHM] = 1;
 		want[PR_UDP] = S.multihost;
@@ -527,7 +571,15 @@ static int pick_transports(int want[PR_MAXEP])
 		want[!strcmp(t, "shm") ? PR_SHM : PR_UDP] = 1;
 		return 0;
 	}
-	fprintf(stderr, "libpvmrcp: RCP_TRANSPORT=%s not supported here (shm|udp)\n", t);
+	if (!strcmp(t, "xdp")) {
+		/* as by default, plus xdp where there is another host to reach
+		 * (never an XDP program on the interface of a one-host VM) */
+		want[PR_SHM] = 1;
+		want[PR_UDP] = S.multihost;
+		want[PR_XDP] = S.multihost && !S.all_remote;
+		return 0;
+	}
+	fprintf(stderr, "libpvmrcp: RCP_TRANSPORT=%s not supported here (shm|udp|xdp)\n", t);
 	return -1;
 }
 
@@ -563,7 +615,15 @@ static int do_init(void)
 		if (!want[k])
 			continue;
 		ep_addr(k, addr, sizeof addr, tid);
-		rc = rcp_ep_open(addr, &ec, &S.eps[k]);
+		rc = k == PR_XDP && !addr[0] ? RCP_EADDR : rcp_ep_open(addr, &ec, &S.eps[k]);
+		if (rc && k == PR_XDP) {
+			/* udp stays: our peers on other hosts reach us by it */
+			fprintf(stderr, "libpvmrcp: t%x: rcp_ep_open(%s): %s; udp to other hosts\n",
+			        (unsigned)tid, addr[0] ? addr : "xdp: no interface",
+			        rcp_strerror(rc));
+			S.eps[k] = NULL;
+			continue;
+		}
 		if (rc) {
 			fprintf(stderr, "libpvmrcp: t%x: rcp_ep_open(%s): %s; using stock PVM\n",
 			        (unsigned)tid, addr, rcp_strerror(rc));
@@ -646,7 +706,7 @@ const char *pvm_rcp_transport(int tid)
 	struct pr_peer *p = S.state == PR_READY ? pvmrcpi_peer(tid, 0) : NULL;
 	if (!p || !p->ch || p->route != PR_RCP)
 		return "stock";
-	return p->ep == S.eps[PR_SHM] ? "shm" : "udp";
+	return p->ep == S.eps[PR_SHM] ? "shm" : p->ep == S.eps[PR_XDP] ? "xdp" : "udp";
 }
 
 int pvm_exit(void)

@@ -144,9 +144,10 @@ static inline int pr_quiet(const struct pr_peer *p)
 /* ---- global state ---- */
 enum { PR_OFF, PR_UNINIT, PR_INITING, PR_READY, PR_CLOSED };
 
-/* Endpoints: one per transport, shm first (same host), udp (other hosts). */
-#define PR_MAXEP 2
-enum { PR_SHM, PR_UDP };
+/* Endpoints: one per transport, shm first (same host), udp (other hosts),
+ * xdp (other hosts, RCP_TRANSPORT=xdp, where this task owns the link). */
+#define PR_MAXEP 3
+enum { PR_SHM, PR_UDP, PR_XDP };
 
 struct pr_state {
 	int state;

@@ -44,6 +44,13 @@ TESTS += tests/test_xdp
 tests_test_xdp_SOURCES = tests/test_xdp.c tests/testutil.h common/sh.h
 tests_test_xdp_CFLAGS = $(TEST_CFLAGS)
 tests_test_xdp_LDADD = $(TEST_LDADD)
+# RCP_TRANSPORT=xdp between two rcp-cluster hosts: relinked PVM (pvmt
+# transport-hosts) and RPC calls (cluster-xdp-rpc).  Root only; else SKIP.
+check_PROGRAMS += tests/cluster-xdp-rpc
+tests_cluster_xdp_rpc_SOURCES = tests/cluster_xdp_rpc.c
+tests_cluster_xdp_rpc_LDADD = librcp.la
+TESTS += tests/cluster_xdp.sh
+EXTRA_DIST += tests/cluster_xdp.sh
 endif
 endif
 

@@ -591,7 +591,9 @@ static int t_transport(void)
 /* A VM of several real hosts (rcp-cluster, tests/cluster_pvm.sh): an echo
  * task on every host, ours included; after a round trip each pair must be
  * on shm when both tasks share a host and on udp across hosts, with
- * nothing set in the environment.  Skips in a one-host VM. */
+ * nothing set in the environment; on xdp across hosts with
+ * RCP_TRANSPORT=xdp (tests/cluster_xdp.sh: we start first, so each
+ * interface belongs to one task of the test).  Skips in a one-host VM. */
 static int t_hosts(void)
 {
 #ifdef PVMT_STOCK
@@ -599,11 +601,13 @@ static int t_hosts(void)
 #else
 	struct pvmhostinfo *hi;
 	int nhost = 0, narch, tids[64], n = 0, nudp = 0, nshm = 0, me = pvm_mytid();
+	const char *tr = getenv("RCP_TRANSPORT"), *far = tr && !strcmp(tr, "xdp") ? "xdp" : "udp";
 	CHECK(pvm_config(&nhost, &narch, &hi) == 0, "pvm_config");
-	if (nhost < 2 || getenv("PVMRCP_MULTIHOST") || getenv("RCP_TRANSPORT")) {
+	if (nhost < 2 || getenv("PVMRCP_MULTIHOST") || (tr && strcmp(tr, "xdp"))) {
 		snprintf(why, sizeof why, "a one-host VM (or a transport forced)");
 		return 1;
 	}
+	CHECK(pvm_rcp_init() == 0, "pvm_rcp_init"); /* our endpoints before the children's */
 	for (int i = 0; i < nhost && n < 64; i++) {
 		char *av[] = {"child", "echo", NULL};
 		CHECK(pvm_spawn(SELF, av, PvmTaskHost, hi[i].hi_name, 1, &tids[n]) == 1,
@@ -619,10 +623,27 @@ static int t_hosts(void)
 			          pvm_precv(tids[i], 2, &c, 1, PVM_BYTE, &atid, &atag, &alen) == 0,
 			      "round trip with t%x", (unsigned)tids[i]);
 		t = pvm_rcp_transport(tids[i]);
-		CHECK(!strcmp(t, remote ? "udp" : "shm"), "t%x on %s host: %s", (unsigned)tids[i],
+		CHECK(!strcmp(t, remote ? far : "shm"), "t%x on %s host: %s", (unsigned)tids[i],
 		      remote ? "another" : "our", t);
 		nudp += remote;
 		nshm += !remote;
+		if (remote) { /* then a ping-pong of 1 MiB, checked byte for byte */
+			enum { MB = 1 << 20 };
+			unsigned char *o = malloc(MB), *e = malloc(MB);
+			CHECK(o && e, "malloc");
+			for (int k = 0; k < 4; k++) {
+				for (int j = 0; j < MB; j++)
+					o[j] = (unsigned char)(j * 7 + k + i);
+				CHECK(pvm_psend(tids[i], 3, o, MB, PVM_BYTE) == 0 &&
+				          pvm_precv(tids[i], 3, e, MB, PVM_BYTE, &atid, &atag,
+				                    &alen) == 0 &&
+				          alen == MB && !memcmp(o, e, MB),
+				      "1 MiB round trip %d with t%x on %s", k, (unsigned)tids[i],
+				      t);
+			}
+			free(o);
+			free(e);
+		}
 	}
 	quit(tids, n);
 	CHECK(nudp == nhost - 1 && nshm == 1, "%d udp, %d shm pairs over %d hosts", nudp, nshm,
