@@ -336,7 +336,7 @@ void rcpi_chan_pump(rcp_chan *ch, uint64_t now)
 	}
 }
 
-static rcp_req *first_match(struct list *l, uint64_t tag)
+static RCPI_HOT_INLINE rcp_req *first_match(struct list *l, uint64_t tag)
 {
 	struct list *p;
 	for (p = l->next; p != l; p = p->next) {
@@ -349,7 +349,7 @@ static rcp_req *first_match(struct list *l, uint64_t tag)
 
 /* The first posted receive for (CH, TAG): the earlier of CH's own and the
  * any-channel ones (each list in posting order). */
-static rcp_req *match_posted(rcpc_core *c, rcp_chan *ch, uint64_t tag)
+static RCPI_HOT_INLINE rcp_req *match_posted(rcpc_core *c, rcp_chan *ch, uint64_t tag)
 {
 	rcp_req *r = first_match(&ch->posted, tag), *w = first_match(&c->posted_any, tag);
 	return !r || (w && w->pseq < r->pseq) ? w : r;
@@ -377,7 +377,7 @@ static void recv_check_done(rcp_chan *ch, rcp_req *r)
 	}
 }
 
-static void place(rcp_req *r, uint64_t off, const unsigned char *p, uint32_t n)
+static RCPI_HOT_INLINE void place(rcp_req *r, uint64_t off, const unsigned char *p, uint32_t n)
 {
 	if (off < r->len) {
 		size_t m = r->len - off < n ? r->len - off : n;
@@ -387,7 +387,7 @@ static void place(rcp_req *r, uint64_t off, const unsigned char *p, uint32_t n)
 }
 
 /* The message starting now on CH matched receive R (R_POSTED or R_READY). */
-static void recv_matched(rcp_chan *ch, rcp_req *r, uint32_t msg, uint64_t tag, size_t total)
+static RCPI_HOT_INLINE void recv_matched(rcp_chan *ch, rcp_req *r, uint32_t msg, uint64_t tag, size_t total)
 {
 	/* A receive promised to this very message may already hold bytes:
 	 * data placed before the message's start frame was processed (the

@@ -319,7 +319,7 @@ void rcpi_send_ping(rcp_chan *ch, uint64_t now)
 }
 
 /* One of our frames is acknowledged (cumulatively or selectively). */
-static void slot_acked(rcp_chan *ch, struct slot *s, uint64_t now)
+static RCPI_HOT_INLINE void slot_acked(rcp_chan *ch, struct slot *s, uint64_t now)
 {
 	rcp_req *r = s->req;
 

@@ -65,8 +65,9 @@ static uint64_t chan_deadline(const rcp_chan *ch)
 {
 	const rcpc_core *c = ch->core;
 	uint64_t d = UINT64_MAX;
+	int work = chan_has_work(ch); /* chan_idle, with the walk of its lists once */
 
-	if (ch->failed || chan_idle(ch))
+	if (ch->failed || (!work && !ch->ack_now && !ch->ack_pending && !ch->ack_due))
 		return UINT64_MAX;
 	if (ch->tx_una != ch->tx_next) {
 		const struct slot *s = &ch->slots[ch->tx_una & (ch->nslots - 1)];
@@ -87,7 +88,7 @@ static uint64_t chan_deadline(const rcp_chan *ch)
 	 * frame in), which only rcpc_flush or rcpc_timers would send. */
 	if (ch->ack_now || (ch->ack_pending && !ch->ack_due))
 		d = 0;
-	if (chan_has_work(ch)) {
+	if (work) {
 		uint64_t ping = ch->last_heard + c->p.peer_timeout / 4;
 		if (ch->last_ping + c->p.peer_timeout / 8 > ping)
 			ping = ch->last_ping + c->p.peer_timeout / 8;
