@@ -286,6 +286,11 @@ struct rcpc_core {
 	int nchans;
 	uint64_t chan_ord; /* channels opened: rcp_chan.ord */
 	uint64_t now;      /* of the entry point running (for deep callees) */
+	/* The next slot_send rings the nic at once (no RCP_NIC_MORE): set by
+	 * isend around the start of a one-frame message, whose frame is
+	 * the only one it sends; the flush after it then has nothing to do
+	 * (a lone small send skips the nic's batch bookkeeping). */
+	uint8_t xmit_now;
 	int naccepted;     /* channels with ch->accepted set */
 	uint64_t sweep_at; /* next look for half-open channels to reclaim */
 	uint32_t convs;    /* conversations begun: conv_epoch's counter */

@@ -321,7 +321,11 @@ static int isend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, int sy
 		/* A message streamed on a READY has only its first frame out:
 		 * the pump sends the rest now, as far as the window allows,
 		 * not when the first ack comes back. */
-		if (!rcpi_send_start(ch, r, now) && r->state == S_STREAM)
+		int rc;
+		c->xmit_now = len <= c->payload_max; /* eager: its one frame */
+		rc = rcpi_send_start(ch, r, now);
+		c->xmit_now = 0;
+		if (!rc && r->state == S_STREAM)
 			rcpi_chan_pump(ch, now);
 	} else {
 		list_add_tail(&ch->startq, &r->link);

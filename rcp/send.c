@@ -159,7 +159,7 @@ int rcpi_slot_send(rcp_chan *ch, struct slot *s, uint64_t now)
 
 	if (RCPI_UNLIKELY(!s->hdr.dst_epoch))
 		slot_unblind(ch, s);
-	rc = rcpi_xmit(ch, &s->hdr, s->hlen, s->payload, s->plen, 1);
+	rc = rcpi_xmit(ch, &s->hdr, s->hlen, s->payload, s->plen, !ch->core->xmit_now);
 	if (rc == RCP_EAGAIN) {
 		/* sent_at == 0 marks "the nic refused it": first in line
 		 * for the next pump. */
