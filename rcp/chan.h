@@ -46,6 +46,13 @@
  * heuristics left a call (perf/callgrind.sh: the call, its saves and
  * restores cost more than the body). */
 #define RCPI_HOT_INLINE inline __attribute__((always_inline))
+/* The rcpi_ functions on that path (slot_new, slot_send, xmit, complete,
+ * req_alloc, process_reliable, chan_flush, admit, rcpw_parse, ...) are
+ * defined `inline`: still external definitions (this header declares them
+ * without it, C11 6.7.4), but gcc -O2 then inlines them across files
+ * under LTO up to its limit for functions declared inline, not only up
+ * to the ~15 instructions it allows others: -100 instructions per 8 B
+ * round trip for 2.4 KB of code. */
 
 /* ---- lists ---- */
 

@@ -159,7 +159,7 @@ static int ready_fits(const rcp_chan *ch, const rcp_req *r)
 
 /* Send R may start now: a promise takes it, or a credit is left (CREDITS).
  * Else it stays queued until the peer returns credits. */
-int rcpi_send_can_start(rcp_chan *ch, const rcp_req *r)
+inline int rcpi_send_can_start(rcp_chan *ch, const rcp_req *r)
 {
 	if (ch->credits_used != ch->credits_granted || ready_fits(ch, r)) {
 		ch->credit_stalled = 0;
@@ -355,7 +355,7 @@ static RCPI_HOT_INLINE rcp_req *match_posted(rcpc_core *c, rcp_chan *ch, uint64_
 	return !r || (w && w->pseq < r->pseq) ? w : r;
 }
 
-void rcpi_recv_unpost(rcp_req *r)
+inline void rcpi_recv_unpost(rcp_req *r)
 {
 	list_del(&r->link);
 	list_del(&r->clink);
@@ -402,7 +402,7 @@ static RCPI_HOT_INLINE void recv_matched(rcp_chan *ch, rcp_req *r, uint32_t msg,
 }
 
 /* Grants the peer one more unexpected message (one was consumed). */
-void rcpi_credit_return(rcp_chan *ch)
+inline void rcpi_credit_return(rcp_chan *ch)
 {
 	chan_dirty(ch);
 	ch->credits_given++;

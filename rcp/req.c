@@ -24,7 +24,7 @@ __attribute__((noinline)) void rcpi_copy_large(void *d, const void *s, size_t n)
 	memcpy(d, s, n);
 }
 
-void rcpi_complete(rcp_req *r, int error)
+inline void rcpi_complete(rcp_req *r, int error)
 {
 	rcpc_core *c = r->core;
 
@@ -63,7 +63,7 @@ void rcpi_complete(rcp_req *r, int error)
 	}
 }
 
-rcp_req *rcpi_req_alloc(rcpc_core *c)
+inline rcp_req *rcpi_req_alloc(rcpc_core *c)
 {
 	rcp_req *r = c->free_reqs;
 	if (!r) {
@@ -104,7 +104,7 @@ rcp_req *rcpi_req_alloc(rcpc_core *c)
 	return r;
 }
 
-void rcpi_req_free(rcp_req *r)
+inline void rcpi_req_free(rcp_req *r)
 {
 	rcpc_core *c = r->core;
 	if (r->own_buf) {
@@ -222,7 +222,7 @@ static void req_status(const rcp_req *r, struct rcp_status *st)
 	st->len = r->total;
 }
 
-int rcpc_req_done(rcp_req *r, struct rcp_status *st)
+inline int rcpc_req_done(rcp_req *r, struct rcp_status *st)
 {
 	if (r->state != Q_DONE || r->cb)
 		return 0; /* with a callback: the library's, released after it */

@@ -33,7 +33,7 @@
 #include "common/rcp_common.h"
 #include "rcp/chan.h"
 
-void rcpi_hdr_fill(rcp_chan *ch, struct rcpw_hdr *h, uint8_t type, uint16_t flags, uint32_t seq,
+inline void rcpi_hdr_fill(rcp_chan *ch, struct rcpw_hdr *h, uint8_t type, uint16_t flags, uint32_t seq,
                    uint32_t msg, uint64_t tag, uint64_t arg, uint32_t len)
 {
 	rcpc_core *c = ch->core;
@@ -71,7 +71,7 @@ void rcpi_hdr_fill(rcp_chan *ch, struct rcpw_hdr *h, uint8_t type, uint16_t flag
 
 /* Converts to wire order (the compact layout if h->hlen says so) and fills
  * the CRC over header and payload. */
-void rcpi_hdr_seal(const rcpc_core *c, struct rcpw_hdr *h, const void *payload, uint32_t len)
+inline void rcpi_hdr_seal(const rcpc_core *c, struct rcpw_hdr *h, const void *payload, uint32_t len)
 {
 	uint32_t hl = h->hlen;
 	rcpw_hdr_swap(h);
@@ -87,7 +87,7 @@ void rcpi_hdr_seal(const rcpc_core *c, struct rcpw_hdr *h, const void *payload, 
 	}
 }
 
-int rcpi_xmit(rcp_chan *ch, const void *hdr, uint32_t hlen, const void *payload, uint32_t plen,
+inline int rcpi_xmit(rcp_chan *ch, const void *hdr, uint32_t hlen, const void *payload, uint32_t plen,
               unsigned more)
 {
 	rcpc_core *c = ch->core;
@@ -153,7 +153,7 @@ static void slot_unblind(rcp_chan *ch, struct slot *s)
 }
 
 /* Transmits slot S (first time or again).  Returns 0 or RCP_EAGAIN. */
-int rcpi_slot_send(rcp_chan *ch, struct slot *s, uint64_t now)
+inline int rcpi_slot_send(rcp_chan *ch, struct slot *s, uint64_t now)
 {
 	int rc;
 
@@ -202,7 +202,7 @@ int rcpi_slot_send(rcp_chan *ch, struct slot *s, uint64_t now)
 }
 
 /* Takes the next sequence number and a slot for a reliable frame. */
-struct slot *rcpi_slot_new(rcp_chan *ch, rcp_req *req, uint8_t type, uint16_t flags, uint32_t msg,
+inline struct slot *rcpi_slot_new(rcp_chan *ch, rcp_req *req, uint8_t type, uint16_t flags, uint32_t msg,
                            uint64_t tag, uint64_t arg, const void *payload, uint32_t plen, int copy)
 {
 	uint32_t seq = ch->tx_next++;
@@ -270,7 +270,7 @@ static uint64_t rack_wait(const rcp_chan *ch)
 
 /* Frames to resend may be waiting: refused by the nic, or below the
  * highest selectively acked one (a hole). */
-int rcpi_chan_resend_due(const rcp_chan *ch)
+inline int rcpi_chan_resend_due(const rcp_chan *ch)
 {
 	return ch->unsent || (ch->have_sack && rcpw_seq_lt(ch->tx_una, ch->highest_sacked));
 }
@@ -349,7 +349,7 @@ static RCPI_HOT_INLINE void slot_acked(rcp_chan *ch, struct slot *s, uint64_t no
 	}
 }
 
-void rcpi_update_rto(rcp_chan *ch)
+inline void rcpi_update_rto(rcp_chan *ch)
 {
 	const struct rcpc_params *p = &ch->core->p;
 	uint64_t rto = ch->srtt ? ch->srtt + 4 * ch->rttvar : p->rto_init;
@@ -369,7 +369,7 @@ void rcpi_update_rto(rcp_chan *ch)
  * 2^31 slots (~8.6 s of CPU from one datagram) and left tx_una past
  * tx_next.  An ack at or behind tx_una (an old frame, reordered) is
  * normal; one past tx_next cannot come from a correct peer. */
-int rcpi_process_ack_fields(rcp_chan *ch, const struct rcpw_hdr *h, uint64_t now)
+inline int rcpi_process_ack_fields(rcp_chan *ch, const struct rcpw_hdr *h, uint64_t now)
 {
 	uint32_t inflight = ch->tx_next - ch->tx_una;
 	uint32_t ahead = h->ack - ch->tx_una;

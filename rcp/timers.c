@@ -61,7 +61,7 @@ static int ack_owed(const rcp_chan *ch)
 }
 
 /* The earliest time a timer of CH is due (0: at once), or UINT64_MAX. */
-static uint64_t chan_deadline(const rcp_chan *ch)
+static inline uint64_t chan_deadline(const rcp_chan *ch)
 {
 	const rcpc_core *c = ch->core;
 	uint64_t d = UINT64_MAX;
@@ -102,7 +102,7 @@ static uint64_t chan_deadline(const rcp_chan *ch)
 
 /* Sends what CH's window allows and its ack if one is due now, or arms
  * the delayed ack.  The callers took CH off the dirty list. */
-void rcpi_chan_flush(rcp_chan *ch, uint64_t now)
+inline void rcpi_chan_flush(rcp_chan *ch, uint64_t now)
 {
 	chan_retime(ch);
 	rcpi_chan_pump(ch, now);
@@ -143,7 +143,7 @@ static void chan_serve(rcp_chan *ch, uint64_t now)
 }
 
 /* Marked channels get their keys anew (TIMERS). */
-static void settle(rcpc_core *c)
+static inline void settle(rcpc_core *c)
 {
 	while (!list_empty(&c->retime)) {
 		rcp_chan *ch = container_of(c->retime.next, rcp_chan, tlink);
