@@ -434,6 +434,12 @@ static inline int chan_has_work(const rcp_chan *ch)
 	       ch->ctl_count;
 }
 
+/* No control frame, message start or stream data waits to go out. */
+static inline int chan_nothing_queued(const rcp_chan *ch)
+{
+	return !ch->ctl_count && list_empty(&ch->startq) && list_empty(&ch->streamq);
+}
+
 /* Nothing out, queued or owed: no timer can be armed, a flush does
  * nothing.  Such a channel is not in the timer heap (a master with many
  * peers mostly has idle ones: TIMERS). */

@@ -291,8 +291,7 @@ void rcpi_chan_pump(rcp_chan *ch, uint64_t now)
 	/* Nothing queued and nothing to resend (every flush of a frame
 	 * taken in asks; in a ping-pong nothing is): what chan_retransmit
 	 * would do then is clear the reordering timer. */
-	if (!ch->ctl_count && list_empty(&ch->startq) && list_empty(&ch->streamq) &&
-	    !rcpi_chan_resend_due(ch)) {
+	if (chan_nothing_queued(ch) && !rcpi_chan_resend_due(ch)) {
 		ch->rack_at = 0;
 		return;
 	}

@@ -105,7 +105,12 @@ static inline uint64_t chan_deadline(const rcp_chan *ch)
 inline void rcpi_chan_flush(rcp_chan *ch, uint64_t now)
 {
 	chan_retime(ch);
-	rcpi_chan_pump(ch, now);
+	/* The pump's own first look, without the call (most flushes follow
+	 * a frame in and have nothing to send). */
+	if (!chan_nothing_queued(ch) || rcpi_chan_resend_due(ch))
+		rcpi_chan_pump(ch, now);
+	else
+		ch->rack_at = 0;
 	if (ch->failed)
 		return;
 	if (ch->ack_now) {
