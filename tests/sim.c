@@ -139,7 +139,6 @@ static int io_send(void *ctx, int peer, const struct iovec *iov, int iovcnt, uns
 	unsigned char buf[1 << 17];
 	size_t len = 0;
 	uint64_t fate_extra = 0;
-	(void)flags;
 
 	if (peer < 0 || peer >= s->o.n)
 		return RCP_EINVAL;
@@ -152,6 +151,8 @@ static int io_send(void *ctx, int peer, const struct iovec *iov, int iovcnt, uns
 	if (len > s->o.params.mtu)
 		return RCP_EMSGSIZE;
 	s->st.sent++;
+	if (flags & RCP_NIC_MORE)
+		s->st.more++;
 	if (n->dead)
 		return 0;
 	if (s->fate) {

@@ -102,6 +102,7 @@ static inline int sim_two_done(void *arg)
 /* Counters. */
 struct sim_stats {
 	uint64_t sent, delivered, dropped, duplicated, reordered, corrupted;
+	uint64_t more; /* of those sent, flagged RCP_NIC_MORE (batched) */
 };
 void sim_stats(const struct sim *s, struct sim_stats *st);
 
