@@ -334,12 +334,15 @@ static RCPI_HOT_INLINE void slot_acked(rcp_chan *ch, struct slot *s, uint64_t no
 			ch->srtt = (7 * ch->srtt + sample) / 8;
 		}
 	}
-	if (ch->cwnd < ch->ssthresh)
-		ch->cwnd += CWND_ONE;
-	else
-		ch->cwnd += CWND_ONE * CWND_ONE / (ch->cwnd ? ch->cwnd : 1);
-	if (ch->cwnd > ch->nslots * CWND_ONE)
-		ch->cwnd = ch->nslots * CWND_ONE;
+	/* (At the ring's size, as a small exchange soon is, it stays.) */
+	if (ch->cwnd < ch->nslots * CWND_ONE) {
+		if (ch->cwnd < ch->ssthresh)
+			ch->cwnd += CWND_ONE;
+		else
+			ch->cwnd += CWND_ONE * CWND_ONE / (ch->cwnd ? ch->cwnd : 1);
+		if (ch->cwnd > ch->nslots * CWND_ONE)
+			ch->cwnd = ch->nslots * CWND_ONE;
+	}
 	if (s->hlen == RCPW_HLEN)
 		ch->wnd_told = 1;
 	s->req = NULL;
