@@ -298,6 +298,7 @@ struct rcpc_core {
 	 * the only one it sends; the flush after it then has nothing to do
 	 * (a lone small send skips the nic's batch bookkeeping). */
 	uint8_t xmit_now;
+	uint8_t batched; /* a frame went with RCP_NIC_MORE since the last core_push */
 	int naccepted;     /* channels with ch->accepted set */
 	uint64_t sweep_at; /* next look for half-open channels to reclaim */
 	uint32_t convs;    /* conversations begun: conv_epoch's counter */
@@ -484,6 +485,18 @@ static inline void chan_dirty(rcp_chan *ch)
 	chan_retime(ch);
 	if (list_empty(&ch->dlink))
 		list_add_tail(&ch->core->dirty, &ch->dlink);
+}
+
+/* Pushes the frames batched with RCP_NIC_MORE (io.flush), if any went:
+ * most entry points send nothing batched (a lone small send rings the
+ * nic itself: xmit_now), and the call down to the nic is then saved. */
+static inline void core_push(rcpc_core *c)
+{
+	if (c->batched) {
+		c->batched = 0;
+		if (c->io.flush)
+			c->io.flush(c->io.ctx);
+	}
 }
 
 static inline void bad(rcpc_core *c)

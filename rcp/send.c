@@ -95,6 +95,7 @@ inline int rcpi_xmit(rcp_chan *ch, const void *hdr, uint32_t hlen, const void *p
 	int rc = c->io.send(c->io.ctx, ch->peer, iov, plen ? 2 : 1, more ? RCP_NIC_MORE : 0);
 	if (!rc)
 		c->st.frames_sent++;
+	c->batched |= more != 0;
 	ch->nic_err = rc;
 	return rc;
 }

@@ -208,8 +208,7 @@ int rcpc_timers(rcpc_core *c, uint64_t now)
 		c->tdue[i]->tdue = 0;
 		chan_serve(c->tdue[i], now);
 	}
-	if (c->io.flush)
-		c->io.flush(c->io.ctx);
+	core_push(c);
 	return rcpi_take_completed(c);
 }
 
@@ -230,8 +229,8 @@ int rcpc_ack_owed(rcpc_core *c, uint64_t now)
 			sent = 1;
 		}
 	}
-	if (sent && c->io.flush)
-		c->io.flush(c->io.ctx);
+	if (sent)
+		core_push(c);
 	return cleared;
 }
 

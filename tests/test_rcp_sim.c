@@ -235,6 +235,14 @@ static void run_workload(uint64_t seed, const struct sim_link *link, int rma, in
 			fail_msg("window %u > receiver's %u (seed %#llx)", maxin,
 			         o.params.rx_frames, (unsigned long long)seed);
 	}
+	{
+		/* Streams went batched (RCP_NIC_MORE), and every entry point
+		 * that batched frames pushed them (core_push). */
+		struct sim_stats ss;
+		sim_stats(w.s, &ss);
+		assert_true(ss.more > 0);
+		assert_int_equal(ss.unpushed, 0);
+	}
 	check_resends(w.s, seed);
 	flow_free(&w.f[0]);
 	flow_free(&w.f[1]);
