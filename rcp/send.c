@@ -154,7 +154,7 @@ static void slot_unblind(rcp_chan *ch, struct slot *s)
 }
 
 /* Transmits slot S (first time or again).  Returns 0 or RCP_EAGAIN. */
-inline int rcpi_slot_send(rcp_chan *ch, struct slot *s, uint64_t now)
+RCPI_HOT_INLINE int rcpi_slot_send(rcp_chan *ch, struct slot *s, uint64_t now)
 {
 	int rc;
 
@@ -203,7 +203,7 @@ inline int rcpi_slot_send(rcp_chan *ch, struct slot *s, uint64_t now)
 }
 
 /* Takes the next sequence number and a slot for a reliable frame. */
-inline struct slot *rcpi_slot_new(rcp_chan *ch, rcp_req *req, uint8_t type, uint16_t flags, uint32_t msg,
+RCPI_HOT_INLINE struct slot *rcpi_slot_new(rcp_chan *ch, rcp_req *req, uint8_t type, uint16_t flags, uint32_t msg,
                            uint64_t tag, uint64_t arg, const void *payload, uint32_t plen, int copy)
 {
 	uint32_t seq = ch->tx_next++;
