@@ -385,6 +385,9 @@ void rcpi_chan_flush(rcp_chan *ch, uint64_t now);
 
 /* ---- helpers ---- */
 
+/* Copies N bytes (no overlap).  Up to 64 inline: words, the last one
+ * overlapping the one before it rather than a byte loop for the tail
+ * (an 8 B message: one load and one store, not a loop). */
 static inline void copy_bytes(void *dst, const void *src, size_t n)
 {
 	unsigned char *d = dst;
@@ -393,10 +396,23 @@ static inline void copy_bytes(void *dst, const void *src, size_t n)
 		rcpi_copy_large(d, s, n);
 		return;
 	}
-	for (; n >= 8; n -= 8, d += 8, s += 8) {
+	if (n >= 8) {
 		uint64_t v;
-		memcpy(&v, s, 8);
-		memcpy(d, &v, 8);
+		for (size_t i = 0; i + 8 < n; i += 8) {
+			memcpy(&v, s + i, 8);
+			memcpy(d + i, &v, 8);
+		}
+		memcpy(&v, s + n - 8, 8);
+		memcpy(d + n - 8, &v, 8);
+		return;
+	}
+	if (n >= 4) {
+		uint32_t x, y;
+		memcpy(&x, s, 4);
+		memcpy(&y, s + n - 4, 4);
+		memcpy(d, &x, 4);
+		memcpy(d + n - 4, &y, 4);
+		return;
 	}
 	while (n--)
 		*d++ = *s++;
