@@ -135,8 +135,7 @@ int rcpc_flush(rcpc_core *c, uint64_t now)
 		list_del(&ch->dlink);
 		rcpi_chan_flush(ch, now);
 	}
-	if (c->io.flush)
-		c->io.flush(c->io.ctx);
+	core_push(c);
 	return rcpi_take_completed(c);
 }
 
@@ -321,15 +320,18 @@ static int isend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, int sy
 		/* A message streamed on a READY has only its first frame out:
 		 * the pump sends the rest now, as far as the window allows,
 		 * not when the first ack comes back. */
-		if (!rcpi_send_start(ch, r, now) && r->state == S_STREAM)
+		int rc;
+		c->xmit_now = len <= c->payload_max; /* eager: its one frame */
+		rc = rcpi_send_start(ch, r, now);
+		c->xmit_now = 0;
+		if (!rc && r->state == S_STREAM)
 			rcpi_chan_pump(ch, now);
 	} else {
 		list_add_tail(&ch->startq, &r->link);
 		chan_dirty(ch);
 		rcpi_chan_pump(ch, now);
 	}
-	if (c->io.flush)
-		c->io.flush(c->io.ctx);
+	core_push(c);
 	return 0;
 }
 
@@ -453,8 +455,7 @@ int rcpc_irecv(rcpc_core *c, rcp_chan *ch, uint64_t tag, void *buf, size_t len, 
 			rcpi_rts_matched(src, r, msg, t, total, rma, rkey, rkl);
 			r->chan = ch;
 			rcpi_chan_pump(src, now);
-			if (c->io.flush)
-				c->io.flush(c->io.ctx);
+			core_push(c);
 		}
 		return 0;
 	}
@@ -475,8 +476,7 @@ int rcpc_irecv(rcpc_core *c, rcp_chan *ch, uint64_t tag, void *buf, size_t len, 
 			rcpi_credit_demand(ch);
 		if (ch->ctl_count) {
 			rcpi_chan_pump(ch, now);
-			if (c->io.flush)
-				c->io.flush(c->io.ctx);
+			core_push(c);
 		}
 	} else if (c->st.unexp_count) {
 		/* Any channel may hold what keeps the awaited message back. */

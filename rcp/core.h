@@ -29,7 +29,9 @@ struct rcpc_io {
 	/* Sends one frame to PEER (nic semantics: RCP_NIC_MORE may batch;
 	 * returns 0, RCP_EAGAIN (retry later), RCP_EPEER, other codes). */
 	int (*send)(void *ctx, int peer, const struct iovec *iov, int iovcnt, unsigned flags);
-	/* Pushes batched frames.  May be NULL. */
+	/* Pushes batched frames: called before an entry point returns if
+	 * it sent any with RCP_NIC_MORE (and where an RMA transfer must
+	 * start the peer at once).  May be NULL. */
 	int (*flush)(void *ctx);
 	/* Optional one-sided RMA (NULL if the nic has none): register a
 	 * buffer, pack its key, move bytes.  Synchronous. */

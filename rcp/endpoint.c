@@ -147,10 +147,16 @@ static uint64_t ep_now(rcp_ep *ep)
 
 /* ---- the core's view of the world below ---- */
 
+/* The core's frames go straight to the backend's ops: rcp_nic_send's
+ * checks are for callers that may pass anything, and the core passes one
+ * header (and one payload) it built itself, a peer index the nic gave it
+ * and flags it knows (~50 instructions a frame, a tenth of an 8 B round
+ * trip's core work, measured with perf/callgrind.sh). */
 static int io_send(void *ctx, int peer, const struct iovec *iov, int iovcnt, unsigned flags)
 {
 	rcp_ep *ep = ctx;
-	return rcp_nic_send(ep->nic, peer, iov, iovcnt, flags);
+	size_t total = iov[0].iov_len + (iovcnt > 1 ? iov[1].iov_len : 0);
+	return ep->nic->ops->send(ep->nic, peer, iov, iovcnt, total, flags);
 }
 
 static int io_send_to(void *ctx, const void *src, size_t srclen, const void *frame, size_t len)
@@ -162,7 +168,7 @@ static int io_send_to(void *ctx, const void *src, size_t srclen, const void *fra
 static int io_flush(void *ctx)
 {
 	rcp_ep *ep = ctx;
-	return rcp_nic_flush(ep->nic);
+	return ep->nic->ops->flush(ep->nic);
 }
 
 static int io_mr_reg(void *ctx, void *addr, size_t len, unsigned access, void **mr, void *rkey,
@@ -456,7 +462,7 @@ static int progress(rcp_ep *ep)
 
 	/* Idle polls ask for one frame (udp: recvfrom, not a 32-slot
 	 * recvmmsg, ~0.5 us cheaper per poll); once frames flow, bursts. */
-	n = rcp_nic_recv(ep->nic, ep->frames, ep->burst);
+	n = ep->nic->ops->recv(ep->nic, ep->frames, ep->burst); /* as rcp_nic_recv, unchecked */
 	if (n < 0)
 		return n;
 	/* An idle poll reads the clock only now and then: timers are tens of
@@ -492,7 +498,7 @@ static int took(rcp_ep *ep, int n)
 		rcpc_input(ep->core, f->peer, f->src, f->srclen, f->data, f->len, now);
 	}
 	if (n) {
-		rcp_nic_release(ep->nic, ep->frames, n);
+		ep->nic->ops->release(ep->nic, ep->frames, n);
 		done += rcpc_flush(ep->core, now);
 	}
 	/* The deadline is the top of the core's timer heap: no walk. */

@@ -134,7 +134,7 @@ static int chans_evict(rcpc_core *c, uint64_t now)
  * cookie echo), a stale epoch, a restart claim (challenged), a blind
  * straggler, a failed channel.  A proven restart resets the channel here
  * (HANDSHAKE).  PEER, SRC, SRCLEN as rcpc_input's. */
-rcp_chan *rcpi_admit(rcpc_core *c, int peer, const void *src, size_t srclen,
+inline rcp_chan *rcpi_admit(rcpc_core *c, int peer, const void *src, size_t srclen,
                      const struct rcpw_hdr *h, uint64_t now)
 {
 	rcp_chan *ch;

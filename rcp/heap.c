@@ -98,7 +98,9 @@ void rcpi_heap_set(struct rcpi_heap *h, struct rcpi_tnode *t, uint64_t at)
 		sift_up(h, t->idx);
 	} else if (at < was) {
 		sift_up(h, t->idx);
-	} else if (at > was) {
+	} else if (at > was && 2 * t->idx + 1 < h->n) {
+		/* (A leaf stays: a channel alone in its heap, the common
+		 * case of a small endpoint, moves its key every frame.) */
 		sift_down(h, t->idx);
 	}
 }

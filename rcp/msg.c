@@ -159,7 +159,7 @@ static int ready_fits(const rcp_chan *ch, const rcp_req *r)
 
 /* Send R may start now: a promise takes it, or a credit is left (CREDITS).
  * Else it stays queued until the peer returns credits. */
-int rcpi_send_can_start(rcp_chan *ch, const rcp_req *r)
+inline int rcpi_send_can_start(rcp_chan *ch, const rcp_req *r)
 {
 	if (ch->credits_used != ch->credits_granted || ready_fits(ch, r)) {
 		ch->credit_stalled = 0;
@@ -288,6 +288,13 @@ void rcpi_chan_pump(rcp_chan *ch, uint64_t now)
 
 	if (ch->failed)
 		return;
+	/* Nothing queued and nothing to resend (every flush of a frame
+	 * taken in asks; in a ping-pong nothing is): what chan_retransmit
+	 * would do then is clear the reordering timer. */
+	if (chan_nothing_queued(ch) && !rcpi_chan_resend_due(ch)) {
+		ch->rack_at = 0;
+		return;
+	}
 	if (rcpi_chan_retransmit(ch, now))
 		return;
 	while (ch->tx_next - ch->tx_una < window(ch)) {
@@ -328,7 +335,7 @@ void rcpi_chan_pump(rcp_chan *ch, uint64_t now)
 	}
 }
 
-static rcp_req *first_match(struct list *l, uint64_t tag)
+static RCPI_HOT_INLINE rcp_req *first_match(struct list *l, uint64_t tag)
 {
 	struct list *p;
 	for (p = l->next; p != l; p = p->next) {
@@ -341,13 +348,13 @@ static rcp_req *first_match(struct list *l, uint64_t tag)
 
 /* The first posted receive for (CH, TAG): the earlier of CH's own and the
  * any-channel ones (each list in posting order). */
-static rcp_req *match_posted(rcpc_core *c, rcp_chan *ch, uint64_t tag)
+static RCPI_HOT_INLINE rcp_req *match_posted(rcpc_core *c, rcp_chan *ch, uint64_t tag)
 {
 	rcp_req *r = first_match(&ch->posted, tag), *w = first_match(&c->posted_any, tag);
 	return !r || (w && w->pseq < r->pseq) ? w : r;
 }
 
-void rcpi_recv_unpost(rcp_req *r)
+inline void rcpi_recv_unpost(rcp_req *r)
 {
 	list_del(&r->link);
 	list_del(&r->clink);
@@ -369,7 +376,7 @@ static void recv_check_done(rcp_chan *ch, rcp_req *r)
 	}
 }
 
-static void place(rcp_req *r, uint64_t off, const unsigned char *p, uint32_t n)
+static RCPI_HOT_INLINE void place(rcp_req *r, uint64_t off, const unsigned char *p, uint32_t n)
 {
 	if (off < r->len) {
 		size_t m = r->len - off < n ? r->len - off : n;
@@ -379,7 +386,7 @@ static void place(rcp_req *r, uint64_t off, const unsigned char *p, uint32_t n)
 }
 
 /* The message starting now on CH matched receive R (R_POSTED or R_READY). */
-static void recv_matched(rcp_chan *ch, rcp_req *r, uint32_t msg, uint64_t tag, size_t total)
+static RCPI_HOT_INLINE void recv_matched(rcp_chan *ch, rcp_req *r, uint32_t msg, uint64_t tag, size_t total)
 {
 	/* A receive promised to this very message may already hold bytes:
 	 * data placed before the message's start frame was processed (the
@@ -394,7 +401,7 @@ static void recv_matched(rcp_chan *ch, rcp_req *r, uint32_t msg, uint64_t tag, s
 }
 
 /* Grants the peer one more unexpected message (one was consumed). */
-void rcpi_credit_return(rcp_chan *ch)
+inline void rcpi_credit_return(rcp_chan *ch)
 {
 	chan_dirty(ch);
 	ch->credits_given++;

@@ -79,7 +79,7 @@ static int ooo_store(rcp_chan *ch, const struct rcpw_hdr *h, const unsigned char
 	return 0;
 }
 
-void rcpi_process_reliable(rcp_chan *ch, const struct rcpw_hdr *h, const unsigned char *pl)
+inline void rcpi_process_reliable(rcp_chan *ch, const struct rcpw_hdr *h, const unsigned char *pl)
 {
 	rcpc_core *c = ch->core;
 	uint32_t d = h->seq - ch->rx_next;

@@ -24,7 +24,26 @@ __attribute__((noinline)) void rcpi_copy_large(void *d, const void *s, size_t n)
 	memcpy(d, s, n);
 }
 
-void rcpi_complete(rcp_req *r, int error)
+/* A multicast child folds into its parent, which completes with the last
+ * child.  Out of line: the recursion kept rcpi_complete from being
+ * inlined into the small-message path (chan.h, RCPI_HOT_INLINE). */
+static __attribute__((noinline)) void complete_child(rcp_req *r, int error)
+{
+	rcpc_core *c = r->core;
+	rcp_req *pa = r->parent;
+	if (error && !pa->error)
+		pa->error = error;
+	r->state = Q_DONE;
+	r->pool_next = c->free_reqs;
+	c->free_reqs = r;
+	if (--pa->children == 0) {
+		int e = pa->error;
+		pa->error = 0;
+		rcpi_complete(pa, e);
+	}
+}
+
+inline void rcpi_complete(rcp_req *r, int error)
 {
 	rcpc_core *c = r->core;
 
@@ -48,22 +67,11 @@ void rcpi_complete(rcp_req *r, int error)
 		c->st.msgs_recv++;
 		c->st.bytes_recv += r->total < r->len ? r->total : r->len;
 	}
-	if (r->parent) {
-		rcp_req *pa = r->parent;
-		if (error && !pa->error)
-			pa->error = error;
-		r->state = Q_DONE;
-		r->pool_next = c->free_reqs;
-		c->free_reqs = r;
-		if (--pa->children == 0) {
-			int e = pa->error;
-			pa->error = 0;
-			rcpi_complete(pa, e);
-		}
-	}
+	if (RCPI_UNLIKELY(r->parent))
+		complete_child(r, error);
 }
 
-rcp_req *rcpi_req_alloc(rcpc_core *c)
+inline rcp_req *rcpi_req_alloc(rcpc_core *c)
 {
 	rcp_req *r = c->free_reqs;
 	if (!r) {
@@ -104,7 +112,7 @@ rcp_req *rcpi_req_alloc(rcpc_core *c)
 	return r;
 }
 
-void rcpi_req_free(rcp_req *r)
+inline void rcpi_req_free(rcp_req *r)
 {
 	rcpc_core *c = r->core;
 	if (r->own_buf) {
@@ -222,7 +230,7 @@ static void req_status(const rcp_req *r, struct rcp_status *st)
 	st->len = r->total;
 }
 
-int rcpc_req_done(rcp_req *r, struct rcp_status *st)
+inline int rcpc_req_done(rcp_req *r, struct rcp_status *st)
 {
 	if (r->state != Q_DONE || r->cb)
 		return 0; /* with a callback: the library's, released after it */

@@ -33,7 +33,7 @@
 #include "common/rcp_common.h"
 #include "rcp/chan.h"
 
-void rcpi_hdr_fill(rcp_chan *ch, struct rcpw_hdr *h, uint8_t type, uint16_t flags, uint32_t seq,
+inline void rcpi_hdr_fill(rcp_chan *ch, struct rcpw_hdr *h, uint8_t type, uint16_t flags, uint32_t seq,
                    uint32_t msg, uint64_t tag, uint64_t arg, uint32_t len)
 {
 	rcpc_core *c = ch->core;
@@ -71,7 +71,7 @@ void rcpi_hdr_fill(rcp_chan *ch, struct rcpw_hdr *h, uint8_t type, uint16_t flag
 
 /* Converts to wire order (the compact layout if h->hlen says so) and fills
  * the CRC over header and payload. */
-void rcpi_hdr_seal(const rcpc_core *c, struct rcpw_hdr *h, const void *payload, uint32_t len)
+inline void rcpi_hdr_seal(const rcpc_core *c, struct rcpw_hdr *h, const void *payload, uint32_t len)
 {
 	uint32_t hl = h->hlen;
 	rcpw_hdr_swap(h);
@@ -87,7 +87,7 @@ void rcpi_hdr_seal(const rcpc_core *c, struct rcpw_hdr *h, const void *payload, 
 	}
 }
 
-int rcpi_xmit(rcp_chan *ch, const void *hdr, uint32_t hlen, const void *payload, uint32_t plen,
+inline int rcpi_xmit(rcp_chan *ch, const void *hdr, uint32_t hlen, const void *payload, uint32_t plen,
               unsigned more)
 {
 	rcpc_core *c = ch->core;
@@ -95,6 +95,7 @@ int rcpi_xmit(rcp_chan *ch, const void *hdr, uint32_t hlen, const void *payload,
 	int rc = c->io.send(c->io.ctx, ch->peer, iov, plen ? 2 : 1, more ? RCP_NIC_MORE : 0);
 	if (!rc)
 		c->st.frames_sent++;
+	c->batched |= more != 0;
 	ch->nic_err = rc;
 	return rc;
 }
@@ -153,13 +154,13 @@ static void slot_unblind(rcp_chan *ch, struct slot *s)
 }
 
 /* Transmits slot S (first time or again).  Returns 0 or RCP_EAGAIN. */
-int rcpi_slot_send(rcp_chan *ch, struct slot *s, uint64_t now)
+RCPI_HOT_INLINE int rcpi_slot_send(rcp_chan *ch, struct slot *s, uint64_t now)
 {
 	int rc;
 
 	if (RCPI_UNLIKELY(!s->hdr.dst_epoch))
 		slot_unblind(ch, s);
-	rc = rcpi_xmit(ch, &s->hdr, s->hlen, s->payload, s->plen, 1);
+	rc = rcpi_xmit(ch, &s->hdr, s->hlen, s->payload, s->plen, !ch->core->xmit_now);
 	if (rc == RCP_EAGAIN) {
 		/* sent_at == 0 marks "the nic refused it": first in line
 		 * for the next pump. */
@@ -202,7 +203,7 @@ int rcpi_slot_send(rcp_chan *ch, struct slot *s, uint64_t now)
 }
 
 /* Takes the next sequence number and a slot for a reliable frame. */
-struct slot *rcpi_slot_new(rcp_chan *ch, rcp_req *req, uint8_t type, uint16_t flags, uint32_t msg,
+RCPI_HOT_INLINE struct slot *rcpi_slot_new(rcp_chan *ch, rcp_req *req, uint8_t type, uint16_t flags, uint32_t msg,
                            uint64_t tag, uint64_t arg, const void *payload, uint32_t plen, int copy)
 {
 	uint32_t seq = ch->tx_next++;
@@ -270,7 +271,7 @@ static uint64_t rack_wait(const rcp_chan *ch)
 
 /* Frames to resend may be waiting: refused by the nic, or below the
  * highest selectively acked one (a hole). */
-int rcpi_chan_resend_due(const rcp_chan *ch)
+inline int rcpi_chan_resend_due(const rcp_chan *ch)
 {
 	return ch->unsent || (ch->have_sack && rcpw_seq_lt(ch->tx_una, ch->highest_sacked));
 }
@@ -319,7 +320,7 @@ void rcpi_send_ping(rcp_chan *ch, uint64_t now)
 }
 
 /* One of our frames is acknowledged (cumulatively or selectively). */
-static void slot_acked(rcp_chan *ch, struct slot *s, uint64_t now)
+static RCPI_HOT_INLINE void slot_acked(rcp_chan *ch, struct slot *s, uint64_t now)
 {
 	rcp_req *r = s->req;
 
@@ -334,12 +335,15 @@ static void slot_acked(rcp_chan *ch, struct slot *s, uint64_t now)
 			ch->srtt = (7 * ch->srtt + sample) / 8;
 		}
 	}
-	if (ch->cwnd < ch->ssthresh)
-		ch->cwnd += CWND_ONE;
-	else
-		ch->cwnd += CWND_ONE * CWND_ONE / (ch->cwnd ? ch->cwnd : 1);
-	if (ch->cwnd > ch->nslots * CWND_ONE)
-		ch->cwnd = ch->nslots * CWND_ONE;
+	/* (At the ring's size, as a small exchange soon is, it stays.) */
+	if (ch->cwnd < ch->nslots * CWND_ONE) {
+		if (ch->cwnd < ch->ssthresh)
+			ch->cwnd += CWND_ONE;
+		else
+			ch->cwnd += CWND_ONE * CWND_ONE / (ch->cwnd ? ch->cwnd : 1);
+		if (ch->cwnd > ch->nslots * CWND_ONE)
+			ch->cwnd = ch->nslots * CWND_ONE;
+	}
 	if (s->hlen == RCPW_HLEN)
 		ch->wnd_told = 1;
 	s->req = NULL;
@@ -349,7 +353,7 @@ static void slot_acked(rcp_chan *ch, struct slot *s, uint64_t now)
 	}
 }
 
-void rcpi_update_rto(rcp_chan *ch)
+inline void rcpi_update_rto(rcp_chan *ch)
 {
 	const struct rcpc_params *p = &ch->core->p;
 	uint64_t rto = ch->srtt ? ch->srtt + 4 * ch->rttvar : p->rto_init;
@@ -369,7 +373,7 @@ void rcpi_update_rto(rcp_chan *ch)
  * 2^31 slots (~8.6 s of CPU from one datagram) and left tx_una past
  * tx_next.  An ack at or behind tx_una (an old frame, reordered) is
  * normal; one past tx_next cannot come from a correct peer. */
-int rcpi_process_ack_fields(rcp_chan *ch, const struct rcpw_hdr *h, uint64_t now)
+inline int rcpi_process_ack_fields(rcp_chan *ch, const struct rcpw_hdr *h, uint64_t now)
 {
 	uint32_t inflight = ch->tx_next - ch->tx_una;
 	uint32_t ahead = h->ack - ch->tx_una;

@@ -61,12 +61,13 @@ static int ack_owed(const rcp_chan *ch)
 }
 
 /* The earliest time a timer of CH is due (0: at once), or UINT64_MAX. */
-static uint64_t chan_deadline(const rcp_chan *ch)
+static inline uint64_t chan_deadline(const rcp_chan *ch)
 {
 	const rcpc_core *c = ch->core;
 	uint64_t d = UINT64_MAX;
+	int work = chan_has_work(ch); /* chan_idle, with the walk of its lists once */
 
-	if (ch->failed || chan_idle(ch))
+	if (ch->failed || (!work && !ch->ack_now && !ch->ack_pending && !ch->ack_due))
 		return UINT64_MAX;
 	if (ch->tx_una != ch->tx_next) {
 		const struct slot *s = &ch->slots[ch->tx_una & (ch->nslots - 1)];
@@ -87,7 +88,7 @@ static uint64_t chan_deadline(const rcp_chan *ch)
 	 * frame in), which only rcpc_flush or rcpc_timers would send. */
 	if (ch->ack_now || (ch->ack_pending && !ch->ack_due))
 		d = 0;
-	if (chan_has_work(ch)) {
+	if (work) {
 		uint64_t ping = ch->last_heard + c->p.peer_timeout / 4;
 		if (ch->last_ping + c->p.peer_timeout / 8 > ping)
 			ping = ch->last_ping + c->p.peer_timeout / 8;
@@ -101,10 +102,15 @@ static uint64_t chan_deadline(const rcp_chan *ch)
 
 /* Sends what CH's window allows and its ack if one is due now, or arms
  * the delayed ack.  The callers took CH off the dirty list. */
-void rcpi_chan_flush(rcp_chan *ch, uint64_t now)
+inline void rcpi_chan_flush(rcp_chan *ch, uint64_t now)
 {
 	chan_retime(ch);
-	rcpi_chan_pump(ch, now);
+	/* The pump's own first look, without the call (most flushes follow
+	 * a frame in and have nothing to send). */
+	if (!chan_nothing_queued(ch) || rcpi_chan_resend_due(ch))
+		rcpi_chan_pump(ch, now);
+	else
+		ch->rack_at = 0;
 	if (ch->failed)
 		return;
 	if (ch->ack_now) {
@@ -142,7 +148,7 @@ static void chan_serve(rcp_chan *ch, uint64_t now)
 }
 
 /* Marked channels get their keys anew (TIMERS). */
-static void settle(rcpc_core *c)
+static inline void settle(rcpc_core *c)
 {
 	while (!list_empty(&c->retime)) {
 		rcp_chan *ch = container_of(c->retime.next, rcp_chan, tlink);
@@ -202,8 +208,7 @@ int rcpc_timers(rcpc_core *c, uint64_t now)
 		c->tdue[i]->tdue = 0;
 		chan_serve(c->tdue[i], now);
 	}
-	if (c->io.flush)
-		c->io.flush(c->io.ctx);
+	core_push(c);
 	return rcpi_take_completed(c);
 }
 
@@ -224,8 +229,8 @@ int rcpc_ack_owed(rcpc_core *c, uint64_t now)
 			sent = 1;
 		}
 	}
-	if (sent && c->io.flush)
-		c->io.flush(c->io.ctx);
+	if (sent)
+		core_push(c);
 	return cleared;
 }
 

@@ -22,6 +22,7 @@ struct node {
 	rcpc_core *core;
 	rcp_chan **chans;
 	uint64_t link_free; /* bandwidth model: when the link is idle again */
+	uint64_t unpushed;  /* frames sent with RCP_NIC_MORE since the last io.flush */
 };
 
 struct sim {
@@ -132,6 +133,16 @@ static void enqueue(struct sim *s, int from, int to, const unsigned char *data, 
 	heap_push(s, e);
 }
 
+/* Frames are queued as they are sent; a flush only marks the batch as
+ * pushed, so that sim_run can tell a core that never pushed its batch
+ * (on a real nic those frames would wait, the peer asleep). */
+static int io_flush(void *ctx)
+{
+	struct node *n = ctx;
+	n->unpushed = 0;
+	return 0;
+}
+
 static int io_send(void *ctx, int peer, const struct iovec *iov, int iovcnt, unsigned flags)
 {
 	struct node *n = ctx;
@@ -139,7 +150,6 @@ static int io_send(void *ctx, int peer, const struct iovec *iov, int iovcnt, uns
 	unsigned char buf[1 << 17];
 	size_t len = 0;
 	uint64_t fate_extra = 0;
-	(void)flags;
 
 	if (peer < 0 || peer >= s->o.n)
 		return RCP_EINVAL;
@@ -152,6 +162,10 @@ static int io_send(void *ctx, int peer, const struct iovec *iov, int iovcnt, uns
 	if (len > s->o.params.mtu)
 		return RCP_EMSGSIZE;
 	s->st.sent++;
+	if (flags & RCP_NIC_MORE) {
+		s->st.more++;
+		n->unpushed++;
+	}
 	if (n->dead)
 		return 0;
 	if (s->fate) {
@@ -319,6 +333,7 @@ static void node_start(struct sim *s, int i, uint32_t epoch)
 		const struct sim_opts *o = &s->o;
 		io.ctx = n;
 		io.send = io_send;
+		io.flush = io_flush;
 		io.peer_add = io_peer_add;
 		if (o->rma) {
 			io.mr_reg = io_mr_reg;
@@ -413,6 +428,8 @@ int sim_run(struct sim *s, int (*done)(void *), void *arg, uint64_t limit)
 				continue;
 			rcpc_timers(s->nodes[i].core, s->now);
 			rcpc_flush(s->nodes[i].core, s->now);
+			if (s->nodes[i].unpushed)
+				s->st.unpushed++;
 		}
 		check_timers(s);
 		if (done(arg))

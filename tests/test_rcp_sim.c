@@ -235,6 +235,14 @@ static void run_workload(uint64_t seed, const struct sim_link *link, int rma, in
 			fail_msg("window %u > receiver's %u (seed %#llx)", maxin,
 			         o.params.rx_frames, (unsigned long long)seed);
 	}
+	{
+		/* Streams went batched (RCP_NIC_MORE), and every entry point
+		 * that batched frames pushed them (core_push). */
+		struct sim_stats ss;
+		sim_stats(w.s, &ss);
+		assert_true(ss.more > 0);
+		assert_int_equal(ss.unpushed, 0);
+	}
 	check_resends(w.s, seed);
 	flow_free(&w.f[0]);
 	flow_free(&w.f[1]);
@@ -995,6 +1003,13 @@ static void t_piggyback(void **state)
 	assert_int_equal(st0.retransmits + st1.retransmits, 0);
 	assert_int_equal(st0.msgs_recv, rounds);
 	assert_int_equal(st1.msgs_recv, rounds);
+	{
+		/* Each message is one frame that isend sends at once: it
+		 * rings the nic itself, unbatched (core.c isend, xmit_now). */
+		struct sim_stats ss;
+		sim_stats(s, &ss);
+		assert_int_equal(ss.more, 0);
+	}
 	sim_free(s);
 }
 
@@ -1791,6 +1806,36 @@ static void t_window_asymmetric(void **state)
 	sim_free(s);
 }
 
+/* Every size a small message's copies handle inline (chan.h copy_bytes:
+ * words with an overlapping last one, 4-byte pairs, bytes): 0..72 bytes
+ * sent, into a receive buffer of every size around it (truncation), the
+ * bytes past what the receive may take untouched. */
+static void t_small_sizes(void **state)
+{
+	struct sim *s = pair(test_seed(900), 0, 0, 4096);
+	(void)state;
+	for (size_t len = 0; len <= 72; len++) {
+		for (size_t cap = len > 3 ? len - 3 : 0; cap <= len + 1; cap++) {
+			unsigned char out[80], in[96];
+			struct sim_one x[2] = {{0}};
+			test_fill(out, sizeof out, len * 131 + cap);
+			memset(in, 0xa5, sizeof in);
+			assert_int_equal(rcpc_irecv(sim_core(s, 1), sim_chan(s, 1, 0), 3, in, cap,
+			                            sim_now(s), &x[1].r),
+			                 0);
+			assert_int_equal(
+			    rcpc_isend(sim_chan(s, 0, 1), 3, out, len, sim_now(s), &x[0].r), 0);
+			assert_int_equal(sim_run(s, sim_two_done, x, SEC), 0);
+			assert_int_equal(x[1].st.error, len > cap ? RCP_ETRUNC : 0);
+			assert_memory_equal(in, out, len < cap ? len : cap);
+			for (size_t i = len < cap ? len : cap; i < sizeof in; i++)
+				if (in[i] != 0xa5)
+					fail_msg("len %zu cap %zu: byte %zu written", len, cap, i);
+		}
+	}
+	sim_free(s);
+}
+
 static void t_echo_sizes(void **state)
 {
 	(void)state;
@@ -1805,6 +1850,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(t_lossless),
 	    cmocka_unit_test(t_piggyback),
+	    cmocka_unit_test(t_small_sizes),
 	    cmocka_unit_test(t_loss_sweep),
 	    cmocka_unit_test(t_dup_reorder_corrupt),
 	    cmocka_unit_test(t_rma_paths),
