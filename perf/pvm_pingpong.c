@@ -15,7 +15,8 @@
  * The binary is linked with libpvmrcp; "stock" sets PVMRCP=0 in both tasks
  * (before their first PVM call), which makes libpvmrcp a pass-through, so
  * stock and relinked figures come from the same binary.  The parent spawns
- * one copy of itself (found on pvmd's ep= path) with the same arguments.
+ * one copy of itself (found on pvmd's ep= path) with the same arguments,
+ * on host $PVMPP_HOST if set (else where pvmd places it).
  * Each size is warmed up; buffers are allocated and touched once; every
  * echo's length and first/last bytes are checked.  Output: CSV lines
  *   label,bytes,iters,rtt_median_us,rtt_p5_us,rtt_p99_us,MBps
@@ -128,7 +129,10 @@ int main(int argc, char **argv)
 	{
 		char *av[7] = {
 		    argv[1], argv[2], argv[3], argv[4], "0", argc > 6 ? argv[6] : "psend", NULL};
-		if (pvm_spawn("rcp-pvm-pingpong", av, PvmTaskDefault, "", 1, &ctid) != 1) {
+		/* PVMPP_HOST: the echo task's host (across hosts: cluster_bench.sh) */
+		const char *where = getenv("PVMPP_HOST");
+		if (pvm_spawn("rcp-pvm-pingpong", av, where && *where ? PvmTaskHost : PvmTaskDefault,
+		              where && *where ? (char *)where : "", 1, &ctid) != 1) {
 			fprintf(stderr, "spawn failed: %d\n", ctid);
 			pvm_exit();
 			return 1;

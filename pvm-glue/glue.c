@@ -547,7 +547,10 @@ static int do_init(void)
 	S.order_ns = (uint64_t)env_int("PVMRCP_ORDER_MS", 2000) * 1000000;
 	S.copy_max = (size_t)env_int("PVMRCP_COPY_MAX", 16384);
 	/* Liveness comes from pvmd; RCP must not fail a channel because a peer
-	 * computes for a long time without calling the library. */
+	 * computes for a long time without calling the library.  A user who
+	 * sets it chooses RCP's liveness for tasks on other hosts (wait.c,
+	 * WATCHES). */
+	S.rcp_liveness = getenv("RCP_PEER_TIMEOUT") != NULL;
 	setenv("RCP_PEER_TIMEOUT", "86400000", 0);
 	if (pick_transports(want))
 		return PvmBadParam;
