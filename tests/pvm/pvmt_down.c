@@ -4,11 +4,12 @@
  *
  *   pvmt-down master NHOSTS AFTER     (on h1; spawns "worker" on h2..hN)
  *
- * Every task (the master and one worker per other host) streams to every
- * other: round r, each psends r to each live peer, then precvs r from each
- * live peer.  After 100 rounds the master prints "streaming" (the script
- * then cuts the last host off: link down, every process on it killed, so
- * no FIN, RST or ICMP ever leaves it).  A psend or precv involving the
+ * Every task (the master and one worker per other host), once all have
+ * said they run, streams to every other: round r, each psends r to each
+ * live peer, then precvs r from each live peer.  After 100 rounds the
+ * master prints "streaming" (the script then cuts the last host off: link
+ * down, every process on it killed, so no FIN, RST or ICMP ever leaves
+ * it).  A psend or precv involving the
  * lost task must return an error (PvmNoTask) once RCP's peer timeout
  * (RCP_PEER_TIMEOUT) ran out, never block for good; the survivor marks
  * that peer dead and streams AFTER more rounds with the others, whose
@@ -34,6 +35,7 @@
 #define T_LIST   10
 #define T_DATA   11
 #define T_REPORT 12
+#define T_READY  13
 #define READY_AT 100    /* rounds before the master says "streaming" */
 #define MAXROUND 2000000 /* nobody died by then: give up (a broken run) */
 
@@ -144,6 +146,19 @@ static int master(int nhosts, int after)
 			return 1;
 		}
 	}
+	/* Everyone runs before anyone streams: a task still starting when a
+	 * peer waits on it longer than the (short) peer timeout would be
+	 * taken for lost. */
+	for (int k = 1; k < nhosts; k++) {
+		int32_t v;
+		int atid, atag, alen;
+		if (pvm_precv(tids[k], T_READY, &v, 1, PVM_INT, &atid, &atag, &alen) < 0) {
+			printf("not ok: h%d never ready\n", hosts[k]);
+			return 1;
+		}
+	}
+	for (int k = 1; k < nhosts; k++)
+		pvm_psend(tids[k], T_READY, &nhosts, 1, PVM_INT);
 	stream(tids, hosts, nhosts, after, 1, &c);
 	for (int k = 0; k < nhosts; k++) {
 		struct counts w = c;
@@ -186,6 +201,9 @@ static int worker(int after)
 		hosts[j] = msg[1 + n + j];
 	}
 	c.host = msg[1 + 2 * n];
+	if (pvm_psend(pvm_parent(), T_READY, &n, 1, PVM_INT) < 0 ||
+	    pvm_precv(pvm_parent(), T_READY, msg, 1, PVM_INT, &atid, &atag, &alen) < 0)
+		return 1;
 	stream(tids, hosts, n, after, 0, &c);
 	pvm_psend(pvm_parent(), T_REPORT, &c, sizeof c / 4, PVM_INT);
 	return 0;
