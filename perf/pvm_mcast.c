@@ -108,14 +108,17 @@ int main(int argc, char **argv)
 	double *t;
 
 	if (argc < 6) {
-		fprintf(stderr, "usage: %s LABEL rcp|stock pmcast|unicast|mcast SIZE ITERS HOST...\n",
+		fprintf(stderr,
+		        "usage: %s LABEL rcp|stock pmcast|unicast|mcast SIZE ITERS HOST...\n",
 		        argv[0]);
 		return 2;
 	}
 	if (!strcmp(argv[2], "stock"))
 		setenv("PVMRCP", "0", 1);
 	setenv("RCP_WAIT", "spin", 0);
-	mode = !strcmp(argv[3], "pmcast") ? M_PMCAST : !strcmp(argv[3], "unicast") ? M_UNICAST : M_MCAST;
+	mode = !strcmp(argv[3], "pmcast")    ? M_PMCAST
+	       : !strcmp(argv[3], "unicast") ? M_UNICAST
+	                                     : M_MCAST;
 	size = atoi(argv[4]);
 	iters = atoi(argv[5]);
 	if (size < 1 || iters < 1)
@@ -137,7 +140,8 @@ int main(int argc, char **argv)
 		/* a receiver's argv: the same first four, no host */
 		char *cav[6] = {argv[1], argv[2], argv[3], argv[4], "1", NULL};
 		for (int k = 0; k < n; k++)
-			if (pvm_spawn("rcp-pvm-mcast", cav, PvmTaskHost, argv[6 + k], 1, &tids[k]) != 1) {
+			if (pvm_spawn("rcp-pvm-mcast", cav, PvmTaskHost, argv[6 + k], 1,
+			              &tids[k]) != 1) {
 				fprintf(stderr, "spawn on %s failed: %d\n", argv[6 + k], tids[k]);
 				pvm_exit();
 				return 1;
@@ -158,7 +162,8 @@ int main(int argc, char **argv)
 		for (int k = 0; k < n; k++) {
 			int32_t ok = 0;
 			int atid, atag, alen;
-			if (pvm_precv(-1, TAG_ACK, &ok, 1, PVM_INT, &atid, &atag, &alen) < 0 || !ok) {
+			if (pvm_precv(-1, TAG_ACK, &ok, 1, PVM_INT, &atid, &atag, &alen) < 0 ||
+			    !ok) {
 				fprintf(stderr, "no good answer\n");
 				rc = 1;
 				break;

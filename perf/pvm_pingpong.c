@@ -131,7 +131,8 @@ int main(int argc, char **argv)
 		    argv[1], argv[2], argv[3], argv[4], "0", argc > 6 ? argv[6] : "psend", NULL};
 		/* PVMPP_HOST: the echo task's host (across hosts: cluster_bench.sh) */
 		const char *where = getenv("PVMPP_HOST");
-		if (pvm_spawn("rcp-pvm-pingpong", av, where && *where ? PvmTaskHost : PvmTaskDefault,
+		if (pvm_spawn("rcp-pvm-pingpong", av,
+		              where && *where ? PvmTaskHost : PvmTaskDefault,
 		              where && *where ? (char *)where : "", 1, &ctid) != 1) {
 			fprintf(stderr, "spawn failed: %d\n", ctid);
 			pvm_exit();

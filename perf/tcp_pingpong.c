@@ -379,8 +379,7 @@ static int ready_socket(int fd, const struct tcp_pp_config *cfg)
 	return 0;
 }
 
-int tcp_pp_serve(const struct tcp_pp_config *cfg, const char *host, const char *port,
-                 FILE *ready)
+int tcp_pp_serve(const struct tcp_pp_config *cfg, const char *host, const char *port, FILE *ready)
 {
 	struct addrinfo *ai = resolve(host, port, 1);
 	int lfd, one = 1, rc = -1;

@@ -85,8 +85,7 @@ int tcp_pingpong(const struct tcp_pp_config *cfg, struct pp_result *res);
  * then echoes messages of that size until the client closes it.  A size
  * of 0 ends the server.  READY, if not NULL, gets one line once the
  * socket listens.  Both return 0, or -1 after printing why to stderr. */
-int tcp_pp_serve(const struct tcp_pp_config *cfg, const char *host, const char *port,
-                 FILE *ready);
+int tcp_pp_serve(const struct tcp_pp_config *cfg, const char *host, const char *port, FILE *ready);
 /* One size against such a server (cfg->size > 0), or, with cfg->size 0,
  * tells it to exit. */
 int tcp_pp_client(const struct tcp_pp_config *cfg, const char *host, const char *port,

@@ -290,7 +290,8 @@ int pvmrcpi_wait_req(rcp_req *req, struct rcp_status *st, const int *live, int n
 		/* The peer is gone: close its channel(s) so the request completes. */
 		for (int k = 0; k < nlive; k++) {
 			struct pr_peer *p = pvmrcpi_peer(live[k], 0);
-			if (p && (watched(live[k]) ? chan_failed(p) : pvm_pstat(live[k]) == PvmNoTask))
+			if (p &&
+			    (watched(live[k]) ? chan_failed(p) : pvm_pstat(live[k]) == PvmNoTask))
 				pvmrcpi_peer_dead(p);
 		}
 		if (rcp_test(req, st) == RCP_EAGAIN) {

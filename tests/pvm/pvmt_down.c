@@ -36,7 +36,7 @@
 #define T_DATA   11
 #define T_REPORT 12
 #define T_READY  13
-#define READY_AT 100    /* rounds before the master says "streaming" */
+#define READY_AT 100     /* rounds before the master says "streaming" */
 #define MAXROUND 2000000 /* nobody died by then: give up (a broken run) */
 
 struct counts {
