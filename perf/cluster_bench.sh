@@ -102,8 +102,11 @@ pp_run() {
 	exec 3<&-
 	wait
 	cat "$tmp/pp.out" >>"$out/raw/pp-$tag.txt"
-	read -r _ cu cs <"$tmp/t.cli" 2>/dev/null || cu=0 cs=0
-	read -r wall su ss <"$tmp/t.srv" 2>/dev/null || wall=0 su=0 ss=0
+	# the last line: a process that failed has "Command exited ..." first
+	set -- $(tail -n 1 "$tmp/t.cli" 2>/dev/null) 0 0 0
+	cu=$2 cs=$3
+	set -- $(tail -n 1 "$tmp/t.srv" 2>/dev/null) 0 0 0
+	wall=$1 su=$2 ss=$3
 	# transport size iters rtt_med rtt_p99 bw retx cs/rt (the text table)
 	awk -v pre="$rate,$mtu,$loss,$part,$impl" -v r="$r" -v mb="$mb" \
 		-v cc="$(echo "$cu $cs" | awk '{ print $1 + $2 }')" \

@@ -24,9 +24,11 @@ def load(path):
         k = (r["rate"], int(r["mtu"]), r["loss"], r["part"], r["impl"], int(r["size"]))
         acc[k].append((float(r["rtt_us"]), float(r["MBps"]), float(r["pct_link"] or 0),
                        int(r["retx"]) if r["retx"] else None))
-        if r["cpu_client_s"]:
-            cpu[k[:5]].append((float(r["cpu_client_s"]), float(r["cpu_server_s"]),
-                               float(r["wall_s"])))
+        try:  # empty, or a failed process's time(1) line
+            t = (float(r["cpu_client_s"]), float(r["cpu_server_s"]), float(r["wall_s"]))
+            cpu[k[:5]].append(t)
+        except ValueError:
+            pass
     med = {}
     for k, v in acc.items():
         retx = [x[3] for x in v if x[3] is not None]
@@ -177,6 +179,9 @@ def plot(med, png):
 
         def bars(ax, series, key, ylabel, head):
             w = 0.8 / max(1, len(series))
+            if not any(g(med, rate, mtu, l, s[1], s[2], s[3]) for s in series for l in losses):
+                ax.axis("off")  # a part not run on this link
+                return
             for i, (label, part, impl, size, colour) in enumerate(series):
                 ys = [(g(med, rate, mtu, l, part, impl, size) or {}).get(key, 0) for l in losses]
                 ax.bar([x + i * w for x in xs], ys, w, label=label, color=colour)
