@@ -1050,9 +1050,7 @@ out:
 	return rc;
 }
 
-/* Kernel TCP for every size first, while no RCP process exists yet to
- * compete for the CPUs.  Returns 0 or 1. */
-static int run_tcp(const struct opts *o, struct row *rows)
+static struct tcp_pp_config tcp_config(const struct opts *o)
 {
 	struct tcp_pp_config tc = {
 	    .iters = o->iters,
@@ -1063,6 +1061,51 @@ static int run_tcp(const struct opts *o, struct row *rows)
 	    .peer_cpu = o->pin ? 1 : -1,
 	    .timeout_ms = o->timeout_ms,
 	};
+	return tc;
+}
+
+/* --listen/--connect tcp:HOST:PORT: kernel TCP between two hosts, the
+ * baseline of a udp run between the same hosts (perf/cluster_bench.sh);
+ * rows as RCP's, transport "tcp".  Returns 0 or 1. */
+static int run_tcp_remote(const struct opts *o, struct row *rows)
+{
+	struct tcp_pp_config tc = tcp_config(o);
+	const char *a = (o->listen ? o->listen : o->connect) + 4, *port = strrchr(a, ':');
+	char host[256];
+	size_t hl = port ? (size_t)(port - a) : 0;
+
+	if (hl >= 2 && a[0] == '[' && a[hl - 1] == ']') { /* tcp:[v6]:PORT */
+		a++;
+		hl -= 2;
+	}
+	if (!port || !port[1] || hl >= sizeof host) {
+		fprintf(stderr, PROG ": tcp address: tcp:HOST:PORT\n");
+		return 1;
+	}
+	memcpy(host, a, hl);
+	host[hl] = 0;
+	if (o->listen)
+		return tcp_pp_serve(&tc, host, port + 1, stdout) ? 1 : 0;
+	if (o->pin)
+		pp_pin_cpu(0);
+	print_header(o);
+	for (int i = 0; i < o->nsizes; i++) {
+		if (!o->sizes[i])
+			continue; /* TCP has no zero-byte message */
+		tc.size = o->sizes[i];
+		if (tcp_pp_client(&tc, host, port + 1, &rows[i].rcp))
+			return 1;
+		print_row(o, o->sizes[i], &rows[i]);
+	}
+	tc.size = 0; /* the server's end */
+	return tcp_pp_client(&tc, host, port + 1, NULL) ? 1 : 0;
+}
+
+/* Kernel TCP for every size first, while no RCP process exists yet to
+ * compete for the CPUs.  Returns 0 or 1. */
+static int run_tcp(const struct opts *o, struct row *rows)
+{
+	struct tcp_pp_config tc = tcp_config(o);
 
 	if (o->pin)
 		pp_pin_cpu(0);
@@ -1185,6 +1228,8 @@ static const char usage_text[] =
     "  --listen ADDR   be the echo server at ADDR (udp:IP:PORT, udp: for any port on\n"
     "                  127.0.0.1, shm:NAME); serves one client, then exits\n"
     "  --connect ADDR  be the client of the server at ADDR; --local sets our address\n"
+    "  tcp:HOST:PORT   with --listen/--connect: kernel TCP between two hosts instead\n"
+    "                  (the server serves until the client is done)\n"
     "Without --listen/--connect both ends run here (the server is forked).\n"
     "Round trip = irecv+isend+wait+wait as timed by the client; bandwidth =\n"
     "size / (median / 2) in MB/s (1 MB = 1e6 B).  cs/rt: the client's voluntary\n"
@@ -1342,6 +1387,7 @@ int main(int argc, char **argv)
 		                : !strncmp(a, "udp:", 4) ? "udp"
 		                : !strncmp(a, "xdp:", 4) ? "xdp" /* --listen/--connect only */
 		                : !strncmp(a, "verbs:", 6) ? "verbs" /* likewise */
+		                : !strncmp(a, "tcp:", 4)   ? "tcp" /* kernel TCP across hosts */
 		                                           : NULL;
 		if (!t || (transport && strcmp(transport, t))) {
 			fprintf(stderr, PROG ": %s is not a %s address\n", a,
@@ -1355,6 +1401,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, PROG ": unknown transport %s (shm, udp)\n", o.transport);
 		return 2;
 	}
+	if (!strcmp(o.transport, "tcp"))
+		return run_tcp_remote(&o, rows);
 	if (o.listen)
 		return run_listen(&o);
 	if (o.compare_tcp && run_tcp(&o, rows))

@@ -16,7 +16,10 @@
  *   spin-then-sleep  busy-poll for spin_ns, then poll() — what rcp_ep does
  *                    by default.
  */
+#include <endian.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -342,5 +345,148 @@ out:
 		fprintf(stderr, "rcp tcp ping-pong: the echo peer failed\n");
 		rc = -1;
 	}
+	return rc;
+}
+
+/* ---- across hosts ------------------------------------------------------- */
+
+/* The forked pair above shares a parent; across hosts the two ends are
+ * started separately, so the size travels in a header at the start of
+ * each connection, one connection per size (a fresh congestion window
+ * each time, warmed up by pp_run like the loopback one). */
+
+static struct addrinfo *resolve(const char *host, const char *port, int passive)
+{
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = passive ? AI_PASSIVE : 0};
+	struct addrinfo *ai = NULL;
+	int rc = getaddrinfo(host && *host ? host : NULL, port, &hints, &ai);
+
+	if (rc) {
+		fprintf(stderr, "rcp tcp ping-pong: %s port %s: %s\n", host && *host ? host : "*",
+		        port, gai_strerror(rc));
+		return NULL;
+	}
+	return ai;
+}
+
+/* SOCK: the connected socket, made non-blocking unless the mode sleeps. */
+static int ready_socket(int fd, const struct tcp_pp_config *cfg)
+{
+	if (setup_socket(fd, cfg))
+		return -1;
+	if (cfg->mode != PP_SLEEP && fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK))
+		return -1;
+	return 0;
+}
+
+int tcp_pp_serve(const struct tcp_pp_config *cfg, const char *host, const char *port, FILE *ready)
+{
+	struct addrinfo *ai = resolve(host, port, 1);
+	int lfd, one = 1, rc = -1;
+
+	if (!ai)
+		return -1;
+	lfd = socket(ai->ai_family, SOCK_STREAM, 0);
+	if (lfd < 0 || setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) ||
+	    bind(lfd, ai->ai_addr, ai->ai_addrlen) || listen(lfd, 4)) {
+		perror("rcp tcp ping-pong: listen");
+		freeaddrinfo(ai);
+		if (lfd >= 0)
+			close(lfd);
+		return -1;
+	}
+	freeaddrinfo(ai);
+	pp_pin_cpu(cfg->peer_cpu);
+	if (ready) {
+		fprintf(ready, "rcp tcp ping-pong: serving tcp:%s:%s (wait: %s)\n",
+		        host && *host ? host : "*", port, pp_mode_name(cfg->mode));
+		fflush(ready);
+	}
+	for (;;) {
+		struct tcp_side s = {-1, NULL, 0, cfg->mode, cfg->spin_ns, cfg->timeout_ms};
+		uint64_t be;
+		int r;
+
+		s.fd = accept(lfd, NULL, NULL);
+		if (s.fd < 0) {
+			if (errno == EINTR)
+				continue;
+			perror("rcp tcp ping-pong: accept");
+			break;
+		}
+		if (recv(s.fd, &be, sizeof be, MSG_WAITALL) != (ssize_t)sizeof be) {
+			fprintf(stderr, "rcp tcp ping-pong: a connection without a size\n");
+			close(s.fd);
+			break;
+		}
+		s.size = (size_t)be64toh(be);
+		if (!s.size) {
+			close(s.fd);
+			rc = 0; /* the client is done */
+			break;
+		}
+		s.buf = alloc_buf(s.size);
+		r = !s.buf || ready_socket(s.fd, cfg);
+		while (!r) {
+			r = xfer(&s, 0);
+			if (r == 1) { /* end of this size */
+				r = 0;
+				break;
+			}
+			if (!r)
+				r = xfer(&s, 1);
+		}
+		if (r)
+			fprintf(stderr, "rcp tcp ping-pong: serving %zu B: %s\n", s.size,
+			        strerror(errno));
+		close(s.fd);
+		free(s.buf);
+		if (r)
+			break;
+	}
+	close(lfd);
+	return rc;
+}
+
+int tcp_pp_client(const struct tcp_pp_config *cfg, const char *host, const char *port,
+                  struct pp_result *res)
+{
+	struct tcp_bounce b = {{-1, NULL, cfg->size, cfg->mode, cfg->spin_ns, cfg->timeout_ms},
+	                       NULL};
+	struct addrinfo *ai = resolve(host, port, 0);
+	uint64_t be = htobe64((uint64_t)cfg->size);
+	int rc = -1;
+
+	if (!ai)
+		return -1;
+	b.s.fd = socket(ai->ai_family, SOCK_STREAM, 0);
+	if (b.s.fd < 0 || connect(b.s.fd, ai->ai_addr, ai->ai_addrlen)) {
+		perror("rcp tcp ping-pong: connect");
+		goto out;
+	}
+	if (send(b.s.fd, &be, sizeof be, MSG_NOSIGNAL) != (ssize_t)sizeof be) {
+		perror("rcp tcp ping-pong: sending the size");
+		goto out;
+	}
+	if (!cfg->size) {
+		rc = 0;
+		goto out;
+	}
+	b.s.buf = alloc_buf(cfg->size);
+	if (!b.s.buf || ready_socket(b.s.fd, cfg)) {
+		perror("rcp tcp ping-pong: socket");
+		goto out;
+	}
+	rc = pp_run(tcp_bounce, &b, cfg->size, cfg->iters, cfg->warmup, cfg->target_ns, res);
+	if (rc) {
+		fprintf(stderr, "rcp tcp ping-pong: %zu B: %s: %s\n", cfg->size,
+		        b.err ? b.err : "out of memory", b.err ? strerror(errno) : "");
+		rc = -1;
+	}
+out:
+	freeaddrinfo(ai);
+	if (b.s.fd >= 0)
+		close(b.s.fd);
+	free(b.s.buf);
 	return rc;
 }

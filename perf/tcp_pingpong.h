@@ -21,6 +21,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define PP_WARM_NS   30000000ull /* default warm-up: 30 ms */
 #define PP_WARM_MIN  5
@@ -76,5 +77,18 @@ struct tcp_pp_config {
  * and measures SIZE-byte round trips with pp_run().  The caller pins
  * itself.  Returns 0 and fills RES, or -1 after printing why to stderr. */
 int tcp_pingpong(const struct tcp_pp_config *cfg, struct pp_result *res);
+
+/* Across hosts (rcp-pingpong --listen/--connect tcp:HOST:PORT): the same
+ * measurement between two processes that do not share a parent.  The
+ * server listens at HOST:PORT and serves connections one after another;
+ * each connection starts with the message size (8 bytes, big-endian),
+ * then echoes messages of that size until the client closes it.  A size
+ * of 0 ends the server.  READY, if not NULL, gets one line once the
+ * socket listens.  Both return 0, or -1 after printing why to stderr. */
+int tcp_pp_serve(const struct tcp_pp_config *cfg, const char *host, const char *port, FILE *ready);
+/* One size against such a server (cfg->size > 0), or, with cfg->size 0,
+ * tells it to exit. */
+int tcp_pp_client(const struct tcp_pp_config *cfg, const char *host, const char *port,
+                  struct pp_result *res);
 
 #endif

@@ -604,7 +604,10 @@ static int do_init(void)
 		S.stats = st && *st && strcmp(st, "0") ? st : NULL;
 	}
 	/* Liveness comes from pvmd; RCP must not fail a channel because a peer
-	 * computes for a long time without calling the library. */
+	 * computes for a long time without calling the library.  A user who
+	 * sets it chooses RCP's liveness for tasks on other hosts (wait.c,
+	 * WATCHES). */
+	S.rcp_liveness = getenv("RCP_PEER_TIMEOUT") != NULL;
 	setenv("RCP_PEER_TIMEOUT", "86400000", 0);
 	if (pick_transports(want))
 		return PvmBadParam;

@@ -34,7 +34,84 @@ static struct blocked {
 	int nlive, stash;
 	uint64_t t0, next_live;
 	unsigned looks;
+	struct watch *w; /* [MAXWATCH]: live[k]'s watch, k < MAXWATCH */
 } cur;
+
+/* WATCHES.  Asked about a task on another host, pvm_pstat blocks until
+ * that host's pvmd answers, and a host cut off (link down, crashed) is
+ * declared dead by PVM only minutes later.  A user who sets
+ * RCP_PEER_TIMEOUT (libpvmrcp otherwise raises it to a day: glue.c)
+ * chooses RCP's liveness for such tasks instead: their channel is watched,
+ * pvmd is not asked.  A watch is a receive posted with a tag nobody sends
+ * (W_TAG): it gives the channel work, so RCP pings the silent peer and
+ * fails the channel after RCP_PEER_TIMEOUT of silence (rcp/timers.c); the
+ * receive then completes with RCP_EPEER and the wait ends as for a task
+ * pvmd says is gone (PvmNoTask).  Posted once a wait has lasted
+ * PVMRCP_LIVE_MS (short waits pay nothing), canceled when it ends.
+ * tests/cluster_down.sh cuts a host off mid-stream. */
+#define W_TAG    (PR_CTRL | 0xffffffull)
+#define MAXWATCH 8
+struct watch {
+	rcp_req *req;
+	int lost;
+};
+
+/* Is TID's liveness RCP's (WATCHES)?  A task reached by stock PVM is
+ * still asked about through pvmd. */
+static int watched(int tid)
+{
+	struct pr_peer *p;
+
+	if (!S.rcp_liveness || pvm_tidtohost(tid) == pvm_tidtohost(S.mytid))
+		return 0;
+	p = pvmrcpi_peer(tid, 0);
+	return p && p->route == PR_RCP && p->ch;
+}
+
+static void watch_cb(rcp_req *req, const struct rcp_status *st, void *user)
+{
+	struct watch *w = user;
+	(void)req;
+	w->req = NULL;
+	if (st->error != RCP_ECANCELED)
+		w->lost = 1;
+}
+
+/* 1 when P's channel failed (a receive can no longer be posted on it). */
+static int chan_failed(struct pr_peer *p)
+{
+	static char none;
+	rcp_req *r;
+	int rc;
+
+	if (!p->ch)
+		return 0;
+	rc = rcp_irecv(p->ep, p->ch, W_TAG, &none, 0, &r);
+	if (!rc) {
+		rcp_cancel(r);
+		rcp_wait(r, NULL, -1); /* ECANCELED at once: nobody sends W_TAG */
+	}
+	return rc == RCP_EPEER || rc == RCP_ECLOSED;
+}
+
+/* 1 when the watch on live[k] saw its channel fail; posts it first. */
+static int watch_lost(int k)
+{
+	static char none;
+	struct watch *w = &cur.w[k];
+	struct pr_peer *p;
+	int rc;
+
+	if (w->lost || w->req)
+		return w->lost;
+	p = pvmrcpi_peer(cur.live[k], 0);
+	if (!p || p->route != PR_RCP || !p->ch || p->dead)
+		return 0;
+	rc = rcp_irecv_cb(p->ep, p->ch, W_TAG, &none, 0, watch_cb, w, &w->req);
+	if (rc)
+		w->req = NULL;
+	return rc == RCP_EPEER || rc == RCP_ECLOSED;
+}
 
 static rcp_ep *primary; /* the endpoint whose waiter we use */
 
@@ -83,9 +160,15 @@ static int pvm_look(void *arg)
 	if (cur.stash && now - cur.t0 >= S.stash_ns)
 		pvmrcpi_stash_some();
 	if (cur.nlive && now >= cur.next_live) {
-		for (int k = 0; k < cur.nlive; k++)
+		for (int k = 0; k < cur.nlive; k++) {
+			if (watched(cur.live[k])) {
+				if (k < MAXWATCH && watch_lost(k))
+					return RCP_EPEER;
+				continue;
+			}
 			if (pvm_pstat(cur.live[k]) == PvmNoTask)
 				return RCP_EPEER; /* block() asks DONE once more */
+		}
 		cur.next_live = pvmrcpi_now() + S.live_ns;
 	}
 	return 0;
@@ -144,6 +227,7 @@ int pvmrcpi_block(int (*done)(void *), void *arg, const int *live, int nlive, ui
 	uint64_t t0 = pvmrcpi_now();
 	int64_t timeout = -1;
 	struct blocked outer = cur, me;
+	struct watch w[MAXWATCH] = {{0}};
 	int rc;
 
 	if (!ep)
@@ -160,9 +244,15 @@ int pvmrcpi_block(int (*done)(void *), void *arg, const int *live, int nlive, ui
 	cur.t0 = t0;
 	cur.next_live = t0 + S.live_ns;
 	cur.looks = 0;
+	cur.w = w;
 	rc = rcp_ep_wait(ep, block_done, NULL, timeout);
 	me = cur;
 	cur = outer;
+	for (int k = 0; k < MAXWATCH; k++)
+		if (w[k].req) { /* detached first: W dies with this frame */
+			rcp_req_set_cb(w[k].req, NULL, NULL);
+			rcp_cancel(w[k].req);
+		}
 	if (me.rc)
 		return me.rc > 0 ? 1 : me.rc;
 	if (rc == RCP_EPEER) {
@@ -200,7 +290,8 @@ int pvmrcpi_wait_req(rcp_req *req, struct rcp_status *st, const int *live, int n
 		/* The peer is gone: close its channel(s) so the request completes. */
 		for (int k = 0; k < nlive; k++) {
 			struct pr_peer *p = pvmrcpi_peer(live[k], 0);
-			if (p && pvm_pstat(live[k]) == PvmNoTask)
+			if (p &&
+			    (watched(live[k]) ? chan_failed(p) : pvm_pstat(live[k]) == PvmNoTask))
 				pvmrcpi_peer_dead(p);
 		}
 		if (rcp_test(req, st) == RCP_EAGAIN) {

@@ -86,6 +86,29 @@ else
 	nok "rcp-pingpong udp h1 <-> h2, verified"
 fi
 
+# kernel TCP between the same hosts (rcp-pingpong tcp:, cluster_bench.sh's
+# baseline): a row per size means every round trip of that size came back
+rm -f "$tmp/fifo" && mkfifo "$tmp/fifo"
+X h2 "$pp" --listen tcp:198.18.0.2:7001 --sleep --no-pin --timeout-ms 5000 >"$tmp/fifo" \
+	2>"$tmp/srv.out" &
+spid=$!
+exec 3<"$tmp/fifo"
+read -r line <&3
+X h1 "$pp" --connect tcp:198.18.0.2:7001 --sleep --no-pin --timeout-ms 5000 --iters 30 \
+	--warmup 3 --sizes 8,64k,1M --csv >"$tmp/cli.out" 2>&1
+st=$?
+cat <&3 >/dev/null
+exec 3<&-
+wait $spid
+sst=$?
+rows=$(grep -c '^tcp,\(8\|65536\|1048576\),30,' "$tmp/cli.out")
+if [ $st -eq 0 ] && [ $sst -eq 0 ] && [ "$rows" -eq 3 ]; then
+	ok "kernel TCP h1 <-> h2 (rcp-pingpong tcp:): 3 sizes, 30 round trips each"
+else
+	cat "$tmp/cli.out" "$tmp/srv.out"
+	nok "kernel TCP h1 <-> h2 (rcp-pingpong tcp:): client $st, server $sst, $rows rows"
+fi
+
 # shaping: the HTB class on h1's link and on the switch port toward h2
 # carried that traffic (counted bytes, not time)
 sent=$(X h1 tc -s class show dev eth0 | sed -n 's/^ Sent \([0-9]*\) bytes.*/\1/p' | head -1)

@@ -14,6 +14,21 @@ EXTRA_DIST += tests/cluster.sh
 TESTS += tests/cluster_pvm.sh
 EXTRA_DIST += tests/cluster_pvm.sh
 
-# perf/cluster_bench.sh: RCP across cluster hosts per link (a skeleton of
-# issue 20 item 4; not run by make check).
-EXTRA_DIST += perf/cluster_bench.sh
+# A host lost mid-stream: the survivors get errors, never a hang.
+if HAVE_PVM
+check_PROGRAMS += tests/pvm/pvmt-down
+tests_pvm_pvmt_down_SOURCES = tests/pvm/pvmt_down.c
+tests_pvm_pvmt_down_LDADD = libpvmrcp.la $(PVM_LIBS)
+tests_pvm_pvmt_down_LDFLAGS = -no-install
+# perf/cluster_bench.sh's multicast column: a real binary (pvmd execs it)
+noinst_PROGRAMS += perf/rcp-pvm-mcast
+perf_rcp_pvm_mcast_SOURCES = perf/pvm_mcast.c
+perf_rcp_pvm_mcast_LDADD = libpvmrcp.la $(PVM_LIBS)
+perf_rcp_pvm_mcast_LDFLAGS = -no-install
+endif
+TESTS += tests/cluster_down.sh
+EXTRA_DIST += tests/cluster_down.sh
+
+# perf/cluster_bench.sh: the paper's table on a cluster (issue 20 item 4;
+# not run by make check), perf/cluster_plot.py its PNG.
+EXTRA_DIST += perf/cluster_bench.sh perf/cluster_plot.py
