@@ -202,6 +202,8 @@ static int grow_buf(unsigned char **buf, size_t *cap, size_t need)
 {
 	size_t c = *cap ? *cap : RESP_MIN;
 	unsigned char *n;
+	if (*buf && *cap >= need)
+		return 0; /* every response of an empty call came here: no realloc */
 	while (c < need)
 		c *= 2;
 	n = realloc(*buf, c);
