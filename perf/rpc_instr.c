@@ -15,9 +15,9 @@
  * call on both ends (client forward + completion, server handler +
  * response), the nic frames included, and no waiting.  Outside valgrind the
  * toggles are no-ops.  Prints one line
- *   MODE calls=N loops=L rfp=R
+ *   MODE calls=N loops=L rfp=R batched=B
  * L: progress rounds (both contexts) while counting; R: calls that went by
- * remote fetch.  Any failed call exits 1.
+ * remote fetch; B: requests sent several to a message.  Any failed call exits 1.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -137,8 +137,9 @@ int main(int argc, char **argv)
 	}
 	if (failed)
 		return 1;
-	printf("%s calls=%ld loops=%ld rfp=%llu\n", argv[1], n, loops,
-	       (unsigned long long)(st1.rfp_calls - st0.rfp_calls));
+	printf("%s calls=%ld loops=%ld rfp=%llu batched=%llu\n", argv[1], n, loops,
+	       (unsigned long long)(st1.rfp_calls - st0.rfp_calls),
+	       (unsigned long long)(st1.batched_out - st0.batched_out));
 	rcp_rpc_destroy(C.rpc);
 	rcp_bulk_ctx_close(C.bulk);
 	rcp_ep_close(C.ep);
