@@ -12,6 +12,13 @@ bin_PROGRAMS += perf/rcp-rpcbench
 perf_rcp_rpcbench_SOURCES = perf/rpcbench.c perf/size_arg.h
 perf_rcp_rpcbench_LDADD = librcp.la
 EXTRA_DIST += perf/rpc_sweep.sh perf/rpc_plot.py
+# Instructions per empty RPC under callgrind (perf/rpc_instr.sh), and the
+# side-by-side rate against Mercury (perf/rpc_vs_mercury.sh).
+noinst_PROGRAMS += perf/rcp-rpc-instr
+perf_rcp_rpc_instr_SOURCES = perf/rpc_instr.c perf/instr.h
+perf_rcp_rpc_instr_LDADD = librcp.la
+perf_rcp_rpc_instr_LDFLAGS = -no-install
+EXTRA_DIST += perf/rpc_instr.sh perf/rpc_vs_mercury.sh
 
 bin_PROGRAMS += perf/rcp-copy-ceiling
 perf_rcp_copy_ceiling_SOURCES = perf/copy_ceiling.c perf/tcp_pingpong.c perf/tcp_pingpong.h perf/size_arg.h

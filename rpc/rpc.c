@@ -26,10 +26,30 @@
  * (timed out, canceled) is counted as stale and dropped, and its receive
  * is reposted only if responses are still expected.
  *
+ * BATCHES.  Requests forwarded and responses given while the context's
+ * progress runs (from callbacks and handlers: the steady state of a client
+ * keeping calls in flight and of a server) are not sent one by one: they
+ * are appended to a queue of their channel (a request queue per peer; a
+ * few response queues by channel hash) and each queue goes out as one rcp
+ * message when the round ends, nested rounds included, or earlier when
+ * the next one would pass msg_max.  A message thus holds one or more
+ * [header, payload] in a row; a lone one is exactly the message of old.
+ * rcp's per-message cost (sequence, slot, frame, ack, matching, posting
+ * the receive again) is then paid once per batch, which is what lifts the
+ * rate at 16 calls in flight.  A receiver checks every header of a
+ * message (order, kind, version, payload wholly inside, F_OVF only alone)
+ * before it uses any; one bad header drops the whole message (bad_msgs
+ * +1).  Calls forwarded outside progress go at once, as before (a lone
+ * call's latency is unchanged); RCP_RPC_BATCH=0 turns batching off.  One
+ * response receive may now carry several calls' responses: the client's
+ * surplus receives stay posted while calls are pending and are canceled
+ * when none is (peer_repost).
+ *
  * COMPLETIONS.  The context never looks for completions: every rcp
- * request it owns (posted receives, request and response sends, overflow
- * messages) carries an rcp completion callback (rcp.h, rcp_isend_cb ...)
- * whose user pointer is its owner (rbuf, request, handle, aux); rcp runs
+ * request it owns (posted receives, overflow messages, a send rcp could
+ * not take at once) carries an rcp completion callback (rcp.h,
+ * rcp_isend_cb ...) whose user pointer is its owner (rbuf, request,
+ * handle, aux); rcp runs
  * it from the progress that finished it, with the status, and releases
  * the request.  The cost of a completed call is then a constant whatever
  * the number of calls in flight: scanning the outstanding receives or
@@ -61,8 +81,13 @@
  * buffer and sends it; the handle returns to the pool when the send
  * completes.  Handlers may keep handles and respond from later rounds.
  *
- * INVARIANTS.  posted receives on a peer == expect + watch (while the
- * channel has not failed); every pending request is on its peer's list;
+ * Requests and responses (one frame each) go detached (send_msg): rcp
+ * sends them or keeps a copy, so no completion comes back for them.
+ *
+ * INVARIANTS.  posted receives on a peer >= expect + watch (while the
+ * channel has not failed), and none once both are 0 (surplus canceled);
+ * every queued message is sent by the end of the progress round that
+ * queued it; every pending request is on its peer's list;
  * every rcp request the context owns has its callback set, and rpc frees
  * nothing a callback may still name (destroy detaches them); a buffer
  * given to rcp is never freed or reused before rcp completes it (on
@@ -143,6 +168,7 @@ static void recv_cb(rcp_req *rq, const struct rcp_status *st, void *user);
 static void sreq_cb(rcp_req *rq, const struct rcp_status *st, void *user);
 static void send_cb(rcp_req *rq, const struct rcp_status *st, void *user);
 static void aux_cb(rcp_req *rq, const struct rcp_status *st, void *user);
+static void done(struct rcp_rpc_req *r, int status);
 
 static void blist_push(struct blist *l, struct rbuf *b)
 {
@@ -177,12 +203,15 @@ static struct rbuf *rbuf_get(rcp_rpc *rpc)
 	struct rbuf *b = rpc->freerb;
 	if (b) {
 		rpc->freerb = b->next;
+		b->refs = 1;
+		b->canceling = 0;
 		return b;
 	}
 	b = calloc(1, sizeof *b);
 	if (!b)
 		return NULL;
 	b->rpc = rpc;
+	b->refs = 1;
 	b->data = malloc(rpc->msg_max);
 	if (!b->data) {
 		free(b);
@@ -198,10 +227,20 @@ static void rbuf_put(rcp_rpc *rpc, struct rbuf *b)
 	rpc->freerb = b;
 }
 
+/* Drops one reference of a request buffer shared by the handles of a
+ * batch (BATCHES above). */
+static void rbuf_unref(rcp_rpc *rpc, struct rbuf *b)
+{
+	if (--b->refs == 0)
+		rbuf_put(rpc, b);
+}
+
 static int grow_buf(unsigned char **buf, size_t *cap, size_t need)
 {
 	size_t c = *cap ? *cap : RESP_MIN;
 	unsigned char *n;
+	if (*buf && *cap >= need)
+		return 0; /* every response of an empty call came here: no realloc */
 	while (c < need)
 		c *= 2;
 	n = realloc(*buf, c);
@@ -210,6 +249,31 @@ static int grow_buf(unsigned char **buf, size_t *cap, size_t need)
 	*buf = n;
 	*cap = c;
 	return 0;
+}
+
+/* Sends one message of ours (a request or a response; at most msg_max
+ * bytes, one frame) detached: rcp either has it out or keeps a copy, so
+ * BUF is ours again at once and no completion comes back (the fate of a
+ * send is never needed: a call's end is its response, a channel's failure
+ * shows on the receives).  That is two rcp requests less per call than a
+ * send with a callback: nothing to complete, queue or call back.  If rcp
+ * cannot copy (no memory) it hands back a plain request still reading BUF:
+ * it gets callback CB (USER) as a send always had, and *HELD tells the
+ * caller BUF is in use.  A message above the frame (not sent by this
+ * context) goes as an ordinary send with CB. */
+static int send_msg(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, rcp_req_cb cb,
+                    void *user, rcp_req **held)
+{
+	rcp_req *rq = NULL;
+	int rc = rcp_isend_detached(ch, tag, buf, len, &rq);
+	*held = NULL;
+	if (rc == RCP_EMSGSIZE)
+		return rcp_isend_cb(ch, tag, buf, len, cb, user, held);
+	if (!rc && rq) {
+		rcp_req_set_cb(rq, cb, user);
+		*held = rq;
+	}
+	return rc;
 }
 
 static struct aux *aux_add(rcp_rpc *rpc, rcp_req *rq, int kind, void *buf, void *owner)
@@ -245,6 +309,73 @@ static void aux_del(rcp_rpc *rpc, struct aux *a)
 		rpc->aux = a->next;
 	if (a->next)
 		a->next->prev = a->prev;
+}
+
+/* Sends the messages queued on Q as one rcp message (BATCHES above).  If
+ * a batch of requests cannot be sent, its calls fail with the error (a
+ * batch of responses is lost as a lost message would be: its calls time
+ * out or fail with the channel). */
+static void flush_q(rcp_rpc *rpc, struct outq *q)
+{
+	struct peer *p = q->peer;
+	rcp_req *held = NULL;
+	uint32_t gen;
+	int rc;
+	if (!q->n)
+		return;
+	gen = ++q->gen;
+	if (q->n > 1)
+		rpc->st.batched_out += q->n;
+	rc = p && p->failed ? p->failed
+	                    : send_msg(q->ch, q->tag, q->buf, q->len, aux_cb, NULL, &held);
+	q->len = 0;
+	q->n = 0;
+	if (held) {
+		/* rcp still reads the batch: the buffer goes with the send */
+		(void)aux_add(rpc, held, AUX_SEND_FREE, q->buf, NULL); /* else leaked */
+		q->buf = NULL;
+		q->cap = 0;
+	}
+	if (rc && p)
+		for (struct rcp_rpc_req *r = p->live, *nx; r; r = nx) {
+			nx = r->pnext;
+			if (r->qgen == gen) {
+				if (p->expect)
+					p->expect--;
+				done(r, rc);
+			}
+		}
+}
+
+static void flush_all(rcp_rpc *rpc)
+{
+	while (rpc->dirty) {
+		struct outq *q = rpc->dirty;
+		rpc->dirty = q->next;
+		q->dirty = 0;
+		flush_q(rpc, q);
+	}
+}
+
+/* Appends message MSG (LEN bytes, header included) to Q; its batch number
+ * in *GEN (NULL: not wanted).  The batch goes out first if MSG would not
+ * fit. */
+static int queue_msg(rcp_rpc *rpc, struct outq *q, const void *msg, size_t len, uint32_t *gen)
+{
+	if (q->n && q->len + len > rpc->msg_max)
+		flush_q(rpc, q);
+	if (grow_buf(&q->buf, &q->cap, q->len + len))
+		return RCP_ENOMEM;
+	memcpy(q->buf + q->len, msg, len);
+	q->len += len;
+	if (!q->n++ && !q->dirty) {
+		q->dirty = 1;
+		q->next = rpc->dirty;
+		rpc->dirty = q;
+	}
+	if (gen)
+		*gen = q->gen + 1;
+	return 0;
 }
 
 struct rbuf *rpci_rbuf_get(rcp_rpc *rpc)
@@ -306,6 +437,9 @@ static struct peer *peer_get(rcp_rpc *rpc, rcp_chan *ch)
 	if (!p)
 		return NULL;
 	p->ch = ch;
+	p->rq.peer = p;
+	p->rq.ch = ch;
+	p->rq.tag = TAG_REQ;
 	for (i = ptr_hash(ch) & (rpc->peercap - 1); rpc->peers[i]; i = (i + 1) & (rpc->peercap - 1))
 		;
 	rpc->peers[i] = p;
@@ -368,6 +502,9 @@ int rcp_rpc_create(rcp_ep *ep, const struct rcp_rpc_config *cfg, rcp_rpc **out)
 		mm = 512;
 	rpc->msg_max = (size_t)mm;
 	rpc->donetail = &rpc->doneq;
+	rpc->batch = rcpi_env_int("RCP_RPC_BATCH", 1) != 0;
+	for (int i = 0; i < RSQ; i++)
+		rpc->sq[i].tag = TAG_RESP;
 	if (rfp_init(rpc)) {
 		free(rpc);
 		return RCP_ENOMEM;
@@ -600,7 +737,7 @@ static void req_release(struct rcp_rpc_req *r)
 {
 	rcp_rpc *rpc = r->rpc;
 	if (r->resp) {
-		rbuf_put(rpc, r->resp);
+		rbuf_unref(rpc, r->resp);
 		r->resp = NULL;
 	}
 	free(r->ovf_resp);
@@ -631,6 +768,7 @@ static void fail_peer(rcp_rpc *rpc, struct peer *p, int err)
 {
 	(void)rpc;
 	p->failed = err ? err : RCP_EPEER;
+	p->rq.len = p->rq.n = 0; /* the queued calls fail below, unsent */
 	while (p->live)
 		done(p->live, err == RCP_ECLOSED ? RCP_ECLOSED : RCP_EPEER);
 	p->expect = 0;
@@ -659,26 +797,45 @@ static void bswap_hdr(struct rpc_hdr *h)
 	h->aux = __builtin_bswap64(h->aux);
 }
 
-/* Checks a received header; 0 good, 1 foreign order (swapped), -1 bad. */
-static int hdr_check(rcp_rpc *rpc, struct rpc_hdr *h, const struct rcp_status *st, int kind)
+/* Checks the header at OFF of a received message of LEN bytes (one
+ * message or a batch: BATCHES above) into *H, without counting: 0 good,
+ * 1 foreign order (swapped; such a call is answered or failed with
+ * RCP_ENOTSUP), -1 bad.  Every header must lie wholly inside the message,
+ * its payload too; an overflow header (F_OVF, no payload) only alone in
+ * its message. */
+static int sub_hdr(const unsigned char *msg, size_t len, size_t off, int kind, struct rpc_hdr *h)
 {
-	if (st->len < HDR_LEN || st->error)
-		goto bad;
+	int swapped = 0;
+	if (len - off < HDR_LEN)
+		return -1;
+	memcpy(h, msg + off, HDR_LEN);
 	if (h->order != RPC_ORDER) {
 		if (h->order != __builtin_bswap32(RPC_ORDER))
-			goto bad;
+			return -1;
 		bswap_hdr(h);
-		rpc->st.foreign_order++;
-		return h->kind == kind ? 1 : -1;
+		swapped = 1;
 	}
-	if (h->kind != kind || h->version != RPC_VERSION)
+	if (h->kind != kind || (!swapped && h->version != RPC_VERSION))
+		return -1;
+	if ((size_t)h->len > len - off - HDR_LEN)
+		return -1;
+	if ((h->flags & F_OVF) && (h->len || off || len != HDR_LEN))
+		return -1;
+	return swapped;
+}
+
+/* Checks a whole received message of KIND before anything in it is used:
+ * 0 and the number of messages in *N, or -1 (bad_msgs counted once). */
+static int msg_check(rcp_rpc *rpc, const unsigned char *msg, const struct rcp_status *st, int kind,
+                     uint32_t *n)
+{
+	struct rpc_hdr h;
+	*n = 0;
+	if (st->len < HDR_LEN || st->len > rpc->msg_max)
 		goto bad;
-	if (h->flags & F_OVF) {
-		if (h->len)
+	for (size_t off = 0; off < st->len; off += HDR_LEN + h.len, ++*n)
+		if (sub_hdr(msg, st->len, off, kind, &h) < 0)
 			goto bad;
-	} else if ((size_t)h->len != st->len - HDR_LEN) {
-		goto bad;
-	}
 	return 0;
 bad:
 	rpc->st.bad_msgs++;
@@ -698,10 +855,15 @@ static struct rcp_rpc_req *req_by_cookie(rcp_rpc *rpc, uint64_t cookie)
 	return r;
 }
 
-/* Reposts response receives on P up to its expectations. */
+/* Reposts response receives on P up to its expectations.  A batch of
+ * responses uses one receive for several calls, so receives can outnumber
+ * the expectations for a while: the surplus stays posted while calls are
+ * pending (the next calls use it) and is canceled once none is, so an idle
+ * channel has no receive posted (rcp would ping its peer for it). */
 static void peer_repost(rcp_rpc *rpc, struct peer *p)
 {
-	while (!p->failed && p->posted.n < p->expect + p->watch) {
+	uint32_t want = p->expect + p->watch;
+	while (!p->failed && p->posted.n - p->trimming < want) {
 		struct rbuf *b = rbuf_get(rpc);
 		if (!b)
 			return;
@@ -713,52 +875,40 @@ static void peer_repost(rcp_rpc *rpc, struct peer *p)
 		b->peer = p;
 		blist_push(&p->posted, b);
 	}
+	if (!want && p->posted.n > p->trimming)
+		for (struct rbuf *b = p->posted.tail; b; b = b->lprev)
+			if (!b->canceling && rcp_cancel(b->rq) == 0) {
+				b->canceling = 1;
+				p->trimming++;
+			}
 }
 
-/* A response receive completed on P. */
-static void on_response(rcp_rpc *rpc, struct peer *p, struct rbuf *b, const struct rcp_status *st)
+/* One response of a response message (header checked, CHK from sub_hdr).
+ * B stays referenced by the call whose output may point into it. */
+static void on_response_one(rcp_rpc *rpc, struct peer *p, struct rbuf *b, const struct rpc_hdr *h,
+                            size_t off, int chk)
 {
-	struct rpc_hdr h;
-	struct rcp_rpc_req *r;
-	int chk;
+	struct rcp_rpc_req *r = req_by_cookie(rpc, h->cookie);
 
-	if (st->error == RCP_EPEER || st->error == RCP_ECLOSED || st->error == RCP_ECANCELED) {
-		rbuf_put(rpc, b);
-		if (st->error != RCP_ECANCELED)
-			fail_peer(rpc, p, st->error);
-		return;
-	}
 	if (p->expect)
 		p->expect--;
-	if (st->len < HDR_LEN || st->error) {
-		rpc->st.bad_msgs++;
-		rbuf_put(rpc, b);
-		peer_repost(rpc, p);
-		return;
-	}
-	memcpy(&h, b->data, HDR_LEN);
-	chk = hdr_check(rpc, &h, st, K_RESP);
-	r = chk < 0 ? NULL : req_by_cookie(rpc, h.cookie);
 	if (!r || r->peer != p) {
-		if (chk >= 0)
-			rpc->st.stale_responses++;
-		rbuf_put(rpc, b);
-		peer_repost(rpc, p);
+		rpc->st.stale_responses++;
 		return;
 	}
-	rfp_cli_note_reply(rpc, p->rfp, r->call->id, h.aux);
+	rfp_cli_note_reply(rpc, p->rfp, r->call->id, h->aux);
 	if (chk == 1) {
-		rbuf_put(rpc, b);
+		rpc->st.foreign_order++;
 		done(r, RCP_ENOTSUP);
-	} else if (h.flags & F_OVF) {
+	} else if (h->flags & F_OVF) {
 		/* The payload follows on TAG_OVF(cookie). */
-		rbuf_put(rpc, b);
-		if (h.status || h.aux > (uint64_t)SIZE_MAX / 2) {
-			done(r, h.status ? h.status : RCP_EPROTO);
+		if (h->status || h->aux > (uint64_t)SIZE_MAX / 2) {
+			done(r, h->status ? h->status : RCP_EPROTO);
 		} else {
 			rcp_req *rq;
-			unsigned char *buf = malloc(h.aux ? h.aux : 1);
-			if (!buf || rcp_irecv(rpc->ep, p->ch, TAG_OVF(h.cookie), buf, h.aux, &rq)) {
+			unsigned char *buf = malloc(h->aux ? h->aux : 1);
+			if (!buf ||
+			    rcp_irecv(rpc->ep, p->ch, TAG_OVF(h->cookie), buf, h->aux, &rq)) {
 				free(buf);
 				done(r, RCP_ENOMEM);
 			} else {
@@ -774,9 +924,40 @@ static void on_response(rcp_rpc *rpc, struct peer *p, struct rbuf *b, const stru
 			}
 		}
 	} else {
+		b->refs++;
 		r->resp = b;
-		rpci_finish_resp(r, h.status, b->data + HDR_LEN, h.len);
+		rpci_finish_resp(r, h->status, b->data + off + HDR_LEN, h->len);
 	}
+}
+
+/* A response receive completed on P: one response or a batch. */
+static void on_response(rcp_rpc *rpc, struct peer *p, struct rbuf *b, const struct rcp_status *st)
+{
+	struct rpc_hdr h;
+	uint32_t n;
+
+	if (b->canceling)
+		p->trimming--;
+	if (st->error == RCP_EPEER || st->error == RCP_ECLOSED || st->error == RCP_ECANCELED) {
+		rbuf_put(rpc, b);
+		if (st->error != RCP_ECANCELED)
+			fail_peer(rpc, p, st->error);
+		return;
+	}
+	if (st->error || msg_check(rpc, b->data, st, K_RESP, &n)) {
+		/* dropped whole; no call's response is in it as far as we
+		 * know, so every call keeps its receive (reposted) */
+		if (st->error)
+			rpc->st.bad_msgs++;
+		rbuf_put(rpc, b);
+		peer_repost(rpc, p);
+		return;
+	}
+	if (n > 1)
+		rpc->st.batched_in += n;
+	for (size_t off = 0; off < st->len; off += HDR_LEN + h.len)
+		on_response_one(rpc, p, b, &h, off, sub_hdr(b->data, st->len, off, K_RESP, &h));
+	rbuf_unref(rpc, b); /* ours (rbuf_get's) */
 	peer_repost(rpc, p);
 }
 
@@ -813,7 +994,7 @@ static struct rcp_rpc_handle *handle_get(rcp_rpc *rpc)
 static void handle_put(rcp_rpc *rpc, struct rcp_rpc_handle *h)
 {
 	if (h->rb) {
-		rbuf_put(rpc, h->rb);
+		rbuf_unref(rpc, h->rb);
 		h->rb = NULL;
 	}
 	free(h->ovf_in);
@@ -870,49 +1051,34 @@ void rpci_dispatch(rcp_rpc *rpc, rcp_chan *ch, uint64_t id, uint64_t cookie, con
 	dispatch(rpc, h);
 }
 
-/* A request receive completed. */
-static void on_request(rcp_rpc *rpc, struct rbuf *b, const struct rcp_status *st)
+/* One request of a request message (header checked): a handle for it, the
+ * handler run (or the error answered).  B stays referenced by the handle
+ * whose input lies in it. */
+static void on_request_one(rcp_rpc *rpc, struct rbuf *b, rcp_chan *ch, const struct rpc_hdr *hd,
+                           size_t off, int chk)
 {
-	struct rpc_hdr hd;
 	struct call *c;
 	struct rcp_rpc_handle *h;
-	int chk;
 
-	if (st->error == RCP_ECANCELED || st->error == RCP_ECLOSED) {
-		rbuf_put(rpc, b);
-		return;
-	}
-	if (st->len < HDR_LEN || (st->error && st->error != RCP_ETRUNC)) {
-		rpc->st.bad_msgs++;
-		rbuf_put(rpc, b);
-		return;
-	}
-	memcpy(&hd, b->data, HDR_LEN);
-	chk = hdr_check(rpc, &hd, st, K_REQ);
-	if (chk < 0) {
-		rbuf_put(rpc, b);
-		return;
-	}
 	if (chk == 1) {
-		rbuf_put(rpc, b);
-		respond_status(rpc, st->chan, &hd, RCP_ENOTSUP);
+		rpc->st.foreign_order++;
+		respond_status(rpc, ch, hd, RCP_ENOTSUP);
 		return;
 	}
-	c = call_find(rpc, hd.id);
+	c = call_find(rpc, hd->id);
 	if (!c || !c->handler) {
-		rbuf_put(rpc, b);
-		if (hd.flags & F_OVF) {
+		if (hd->flags & F_OVF) {
 			/* Drain the overflow: the client's send must complete. */
 			struct rcp_rpc_handle *d = handle_get(rpc);
 			rcp_req *rq;
 			unsigned char *buf =
-			    hd.aux <= (1ull << 32) ? malloc(hd.aux ? hd.aux : 1) : NULL;
+			    hd->aux <= (1ull << 32) ? malloc(hd->aux ? hd->aux : 1) : NULL;
 			int posted =
 			    d && buf &&
-			    !rcp_irecv(rpc->ep, st->chan, TAG_OVF(hd.cookie), buf, hd.aux, &rq);
+			    !rcp_irecv(rpc->ep, ch, TAG_OVF(hd->cookie), buf, hd->aux, &rq);
 			if (posted && aux_add(rpc, rq, AUX_ORPHAN, buf, NULL)) {
 				handle_put(rpc, d);
-				respond_status(rpc, st->chan, &hd, RCP_ENOENT);
+				respond_status(rpc, ch, hd, RCP_ENOENT);
 				return;
 			}
 			if (!posted)
@@ -920,23 +1086,20 @@ static void on_request(rcp_rpc *rpc, struct rbuf *b, const struct rcp_status *st
 			if (d)
 				handle_put(rpc, d);
 		}
-		respond_status(rpc, st->chan, &hd, RCP_ENOENT);
+		respond_status(rpc, ch, hd, RCP_ENOENT);
 		return;
 	}
 	h = handle_get(rpc);
-	if (!h) {
-		rbuf_put(rpc, b);
-		return;
-	}
+	if (!h)
+		return; /* the client times out */
 	h->call = c;
-	h->ch = st->chan;
-	h->cookie = hd.cookie;
+	h->ch = ch;
+	h->cookie = hd->cookie;
 	h->t0 = now_ns();
-	if (hd.flags & F_OVF) {
+	if (hd->flags & F_OVF) {
 		rcp_req *rq;
-		rbuf_put(rpc, b);
-		if (hd.aux > ((uint64_t)1 << 32) || !(h->ovf_in = malloc(hd.aux ? hd.aux : 1)) ||
-		    rcp_irecv(rpc->ep, st->chan, TAG_OVF(hd.cookie), h->ovf_in, hd.aux, &rq) ||
+		if (hd->aux > ((uint64_t)1 << 32) || !(h->ovf_in = malloc(hd->aux ? hd->aux : 1)) ||
+		    rcp_irecv(rpc->ep, ch, TAG_OVF(hd->cookie), h->ovf_in, hd->aux, &rq) ||
 		    (!aux_add(rpc, rq, AUX_RECV_HANDLE, h->ovf_in, h) && !(h->ovf_in = NULL))) {
 			/* (an untracked receive keeps its buffer: ovf_in NULL) */
 			rpc->st.bad_msgs++;
@@ -944,14 +1107,43 @@ static void on_request(rcp_rpc *rpc, struct rbuf *b, const struct rcp_status *st
 			return;
 		}
 		h->in = h->ovf_in;
-		h->inlen = hd.aux;
+		h->inlen = hd->aux;
 		rpc->st.overflow_in++;
 		return; /* dispatched when the overflow is in */
 	}
+	b->refs++;
 	h->rb = b;
-	h->in = b->data + HDR_LEN;
-	h->inlen = hd.len;
+	h->in = b->data + off + HDR_LEN;
+	h->inlen = hd->len;
 	dispatch(rpc, h);
+}
+
+/* A request receive completed: one request or a batch of them (BATCHES
+ * above).  The whole message is checked before any request in it runs: a
+ * bad header anywhere drops it all (counted once in bad_msgs). */
+static void on_request(rcp_rpc *rpc, struct rbuf *b, const struct rcp_status *st)
+{
+	struct rpc_hdr hd;
+	uint32_t n;
+
+	if (st->error == RCP_ECANCELED || st->error == RCP_ECLOSED) {
+		rbuf_put(rpc, b);
+		return;
+	}
+	if ((st->error && st->error != RCP_ETRUNC) || msg_check(rpc, b->data, st, K_REQ, &n)) {
+		if (st->error && st->error != RCP_ETRUNC)
+			rpc->st.bad_msgs++;
+		rbuf_put(rpc, b);
+		return;
+	}
+	if (n > 1)
+		rpc->st.batched_in += n;
+	/* b->refs is ours (rbuf_get's): handlers may respond, and drop
+	 * theirs, at once */
+	for (size_t off = 0; off < st->len; off += HDR_LEN + hd.len)
+		on_request_one(rpc, b, st->chan, &hd, off,
+		               sub_hdr(b->data, st->len, off, K_REQ, &hd));
+	rbuf_unref(rpc, b);
 }
 
 int rcp_rpc_get_input(rcp_rpc_handle *h, void *in)
@@ -1045,13 +1237,26 @@ int rcp_rpc_respond(rcp_rpc_handle *h, const void *out, int status)
 		}
 		memcpy(h->sbuf, &hd, HDR_LEN);
 	}
+	if (rpc->depth && rpc->batch && !ovf && !h->rfp_slot) {
+		/* answered inside a progress round: batched (BATCHES above) */
+		struct outq *q = &rpc->sq[ptr_hash(h->ch) & (RSQ - 1)];
+		if (q->n && q->ch != h->ch)
+			flush_q(rpc, q);
+		q->ch = h->ch;
+		if (!queue_msg(rpc, q, h->sbuf, len, NULL)) {
+			rpc->st.responded++;
+			handle_put(rpc, h);
+			return 0;
+		}
+	}
 	if (h->rb) {
 		/* The input is no longer needed: give the buffer back now. */
-		rbuf_put(rpc, h->rb);
+		rbuf_unref(rpc, h->rb);
 		h->rb = NULL;
 	}
-	h->sreq = NULL;
-	rc = rcp_isend_cb(h->ch, TAG_RESP, h->sbuf, len, send_cb, h, &h->sreq);
+	rc = send_msg(h->ch, TAG_RESP, h->sbuf, len, send_cb, h, &h->sreq);
+	if (!rc)
+		rpc->st.responded++;
 	if (h->rfp_slot)
 		rfp_srv_replied(rpc->rfps, h->rfp_cli, h->rfp_slot - 1);
 	if (!rc && ovf) {
@@ -1067,12 +1272,10 @@ int rcp_rpc_respond(rcp_rpc_handle *h, const void *out, int status)
 		free(ovf);
 	}
 	if (!h->sreq) {
-		handle_put(rpc, h);
+		handle_put(rpc, h); /* sent (or failed): sbuf is free again */
 		return rc;
 	}
-	rpc->st.responded++;
-	/* The handle comes back by send_cb (from the next progress if the
-	 * send completed at once). */
+	/* rcp still reads sbuf: the handle comes back by send_cb. */
 	h->sprev = NULL;
 	h->next = rpc->sending;
 	if (rpc->sending)
@@ -1157,6 +1360,7 @@ int rcp_rpc_forward(rcp_rpc *rpc, rcp_chan *ch, uint64_t id, const void *in, voi
 	}
 	r->sreq = NULL;
 	r->rfp_slot = 0;
+	r->qgen = 0;
 	hd.order = RPC_ORDER;
 	hd.kind = K_REQ;
 	hd.version = RPC_VERSION;
@@ -1214,9 +1418,14 @@ int rcp_rpc_forward(rcp_rpc *rpc, rcp_chan *ch, uint64_t id, const void *in, voi
 		/* The response receive first (pre-posted), then the request. */
 		p->expect++;
 		peer_repost(rpc, p);
-		rc = rcp_isend_cb(ch, TAG_REQ, r->sbuf, HDR_LEN + hd.len, sreq_cb, r, &r->sreq);
+		if (rpc->depth && rpc->batch && !ovf) {
+			rc = queue_msg(rpc, &p->rq, r->sbuf, HDR_LEN + hd.len, &r->qgen);
+		} else {
+			if (p->rq.n)
+				flush_q(rpc, &p->rq); /* in order */
+			rc = send_msg(ch, TAG_REQ, r->sbuf, HDR_LEN + hd.len, sreq_cb, r, &r->sreq);
+		}
 		if (rc) {
-			r->sreq = NULL;
 			p->expect--;
 			goto fail;
 		}
@@ -1400,26 +1609,31 @@ static int progress(rcp_rpc *rpc)
 	int n;
 	uint64_t ev0 = rpc->events;
 
+	rpc->depth++; /* forwards from here on are batched (BATCHES above) */
 	if (rpc->bulk) {
 		/* bulk progresses the endpoint (and runs its callbacks) */
 		n = rcp_bulk_progress(rpc->bulk);
-		if (n < 0)
-			return n;
-		rpc->events += (uint64_t)n; /* bulk callbacks ran: callers look */
+		if (n >= 0)
+			rpc->events += (uint64_t)n; /* bulk callbacks ran: callers look */
 	} else {
 		n = rcp_progress(rpc->ep); /* runs the rcp callbacks */
-		if (n < 0)
-			return n;
 	}
-	rfp_poll(rpc);
-	if (rpc->ntimed) {
-		uint64_t now = now_ns();
-		if (now >= rpc->heap[0]->deadline)
-			fire_timeouts(rpc, now);
+	if (n >= 0) {
+		rfp_poll(rpc);
+		if (rpc->ntimed) {
+			uint64_t now = now_ns();
+			if (now >= rpc->heap[0]->deadline)
+				fire_timeouts(rpc, now);
+		}
+		if (rpc->doneq)
+			run_callbacks(rpc);
 	}
-	if (rpc->doneq)
-		run_callbacks(rpc);
-	return (int)(rpc->events - ev0);
+	rpc->depth--;
+	/* every round sends what it queued, nested rounds too: a callback
+	 * that forwards and then waits is not left waiting on its own batch */
+	if (rpc->dirty)
+		flush_all(rpc);
+	return n < 0 ? n : (int)(rpc->events - ev0);
 }
 
 int rcp_rpc_progress(rcp_rpc *rpc)
@@ -1602,6 +1816,7 @@ void rcp_rpc_destroy(rcp_rpc *rpc)
 	 * meanwhile are not handled). */
 	rpc->closing = 1;
 	rpc->serving = 0;
+	rpc->dirty = NULL; /* (every peer failed above: nothing queued) */
 	cancel_list(&rpc->srv);
 	for (uint32_t i = 0; i < rpc->peercap; i++)
 		if (rpc->peers[i]) {
@@ -1628,6 +1843,7 @@ void rcp_rpc_destroy(rcp_rpc *rpc)
 			continue;
 		leak_list(&p->posted);
 		rfp_peer_free(p);
+		free(p->rq.buf);
 		free(p);
 	}
 	free(rpc->peers);
@@ -1638,16 +1854,16 @@ void rcp_rpc_destroy(rcp_rpc *rpc)
 			rcp_req_set_cb(r->sreq, NULL, NULL);
 			continue;
 		}
-		if (r->resp) {
-			free(r->resp->data);
-			free(r->resp);
-		}
+		if (r->resp)
+			rbuf_unref(rpc, r->resp); /* freed with the free list below */
 		free(r->ovf_resp);
 		free(r->sbuf);
 		free(r);
 	}
 	free(rpc->reqs);
 	free(rpc->heap);
+	for (int i = 0; i < RSQ; i++)
+		free(rpc->sq[i].buf);
 	while (rpc->freeh) {
 		struct rcp_rpc_handle *h = rpc->freeh;
 		rpc->freeh = h->next;

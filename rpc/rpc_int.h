@@ -68,6 +68,8 @@ struct rbuf {
 	struct rbuf *lprev, *lnext; /* posted list */
 	struct peer *peer;          /* posted on: a peer, NULL the server's */
 	int posted;
+	int canceling; /* a surplus response receive being canceled */
+	uint32_t refs; /* handles / requests whose message lies here (+ 1 while parsed) */
 };
 
 /* The receives posted with the same (channel, tag), in posting order. */
@@ -88,6 +90,20 @@ struct aux {
 	struct aux *next, *prev;
 };
 
+/* Messages of one kind queued for a channel during a progress round and
+ * sent as one rcp message at its end (BATCHES in rpc.c). */
+struct outq {
+	unsigned char *buf;
+	size_t len, cap;
+	uint32_t n, gen;   /* messages queued; batches sent */
+	int dirty;         /* on the context's dirty list */
+	struct outq *next; /* dirty list */
+	rcp_chan *ch;
+	struct peer *peer; /* requests: the calls' peer; responses: NULL */
+	uint64_t tag;      /* TAG_REQ or TAG_RESP */
+};
+#define RSQ 8 /* response queues of a server (by channel hash) */
+
 struct peer {
 	rcp_chan *ch;
 	struct blist posted;      /* response receives */
@@ -97,6 +113,8 @@ struct peer {
 	struct rfp_cli *rfp; /* remote fetch, if attached */
 	int rfp_state;       /* 0 unknown, 1 attaching, 2 attached, -1 none */
 	uint32_t watch;      /* receives kept posted beyond expect (RFP: liveness) */
+	struct outq rq;      /* a batch of requests */
+	uint32_t trimming;   /* posted response receives being canceled (idle) */
 };
 
 struct rcp_rpc_req {
@@ -117,6 +135,7 @@ struct rcp_rpc_req {
 	struct aux *ovf_aux;
 	uint32_t rfp_slot;                 /* RFP slot + 1, 0: reply mode */
 	uint32_t hidx;                     /* deadline heap index + 1, 0: none */
+	uint32_t qgen;                     /* queued in its peer's batch qgen - 1 */
 	struct rcp_rpc_req *pnext, *pprev; /* peer's live list */
 	struct rcp_rpc_req *dnext;         /* done queue / free list */
 };
@@ -160,7 +179,11 @@ struct rcp_rpc {
 	/* pending requests with a deadline: a binary min-heap */
 	struct rcp_rpc_req **heap;
 	uint32_t ntimed, heapcap;
-	int closing; /* destroy: request receives are no longer handled */
+	int closing;         /* destroy: request receives are no longer handled */
+	int depth;           /* progress rounds running (nested): forwards are batched */
+	int batch;           /* RCP_RPC_BATCH */
+	struct outq *dirty;  /* queues with messages */
+	struct outq sq[RSQ]; /* batches of responses, by channel hash */
 	/* server */
 	int serving;
 	struct blist srv;

@@ -207,6 +207,12 @@ tests_test_rpc_proc_LDADD = $(TEST_LDADD) -lm
 tests_test_rpc_SOURCES = tests/test_rpc.c tests/testutil.h
 tests_test_rpc_CFLAGS = $(TEST_CFLAGS)
 tests_test_rpc_LDADD = $(TEST_LDADD)
+# rpc batches: several requests/responses to one message, checked whole
+check_PROGRAMS += tests/test_rpc_batch
+TESTS += tests/test_rpc_batch
+tests_test_rpc_batch_SOURCES = tests/test_rpc_batch.c tests/testutil.h
+tests_test_rpc_batch_CFLAGS = $(TEST_CFLAGS)
+tests_test_rpc_batch_LDADD = $(TEST_LDADD)
 endif
 
 if HAVE_CMOCKA

@@ -171,6 +171,9 @@ struct rcp_rpc_stats {
 	 * (about 3 on each side) however many calls are in flight. */
 	uint64_t polls;
 	uint64_t rfp_refused; /* RFP segments not ours / not 0600 / short: refused (docs/rpc.md) */
+	/* Requests and responses that travelled several to one rcp message
+	 * (docs/rpc.md, batches): sent so, received so. */
+	uint64_t batched_out, batched_in;
 };
 
 /* Creates a context on EP (which must outlive it; a server's EP is opened

@@ -1,0 +1,352 @@
+/*
+ * tests/test_rpc_batch.c — rpc/'s batches (docs/rpc.md): requests forwarded
+ * and responses given inside one progress round travel several to one rcp
+ * message, and every header of such a message is checked before anything
+ * in it is used.
+ *
+ * One process, three shm endpoints: a server context (handler "t.inc":
+ * u32 in, u32 + 1 out), a client context, and a raw endpoint that writes
+ * rpc messages byte by byte (rpc/rpc_int.h's header) to the server, or
+ * plays a server to the client.  Everything is progressed from this
+ * thread, round by round; loops are bounded by a round count, never by
+ * time.
+ *
+ *   test_batch_calls   a callback forwards 8 calls at once: one request
+ *                      message of 8 at the server, one response message of
+ *                      8 back; every output checked, each callback once.
+ *   test_batch_bad_req batches a server must drop whole (bad_msgs +1, no
+ *                      handler run): a payload running past the message,
+ *                      trailing bytes shorter than a header, an overflow
+ *                      header inside a batch; then a good batch of 2 is
+ *                      answered (2 responses, cookies echoed).
+ *   test_batch_bad_resp the raw endpoint answers a client call with a
+ *                      response batch whose second header runs past the
+ *                      message: dropped whole (bad_msgs +1, the call still
+ *                      pending), then the good response completes it.
+ */
+#include <rcp/rpc.h>
+
+#include "rpc/rpc_int.h"
+#include "testutil.h"
+
+#define ROUNDS 200000 /* progress rounds before a test gives up */
+
+struct side {
+	rcp_ep *ep;
+	rcp_rpc *rpc;
+};
+
+RCP_PROC_DEFINE(proc_u32, uint32_t, rcp_proc_u32(p, v))
+
+static uint64_t id_inc;
+static struct side S, C;
+static rcp_ep *raw;
+static char saddr[64], caddr[64], raddr[64];
+
+static void h_inc(rcp_rpc_handle *h, void *arg)
+{
+	uint32_t v = 0, out;
+	(void)arg;
+	if (rcp_rpc_get_input(h, &v)) {
+		rcp_rpc_respond(h, NULL, RCP_EPROTO);
+		return;
+	}
+	out = v + 1;
+	rcp_rpc_respond(h, &out, 0);
+}
+
+static void open_side(const char *addr, unsigned flags, struct side *s)
+{
+	struct rcp_nic_config nc = {.faults = "", .key = ""};
+	struct rcp_ep_config ec = {.nic = &nc, .flags = flags | RCP_EP_SPIN};
+	struct rcp_rpc_config rc = {.flags = RCP_RPC_SPIN | RCP_RPC_NO_RFP};
+	assert_int_equal(rcp_ep_open(addr, &ec, &s->ep), 0);
+	assert_int_equal(rcp_rpc_create(s->ep, &rc, &s->rpc), 0);
+	assert_int_equal(rcp_rpc_register(s->rpc, "t.inc", proc_u32, proc_u32, &id_inc), 0);
+}
+
+static int setup(void **state)
+{
+	struct rcp_nic_config nc = {.faults = "", .key = ""};
+	struct rcp_ep_config ec = {.nic = &nc, .flags = RCP_EP_SPIN | RCP_EP_ACCEPT};
+	(void)state;
+	snprintf(saddr, sizeof saddr, "shm:rpcbatch-%d-s", (int)getpid());
+	snprintf(caddr, sizeof caddr, "shm:rpcbatch-%d-c", (int)getpid());
+	snprintf(raddr, sizeof raddr, "shm:rpcbatch-%d-r", (int)getpid());
+	open_side(saddr, RCP_EP_ACCEPT, &S);
+	open_side(caddr, 0, &C);
+	assert_int_equal(rcp_rpc_set_handler(S.rpc, id_inc, h_inc, NULL), 0);
+	assert_int_equal(rcp_ep_open(raddr, &ec, &raw), 0);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	rcp_rpc_destroy(C.rpc);
+	rcp_rpc_destroy(S.rpc);
+	rcp_ep_close(C.ep);
+	rcp_ep_close(S.ep);
+	rcp_ep_close(raw);
+	return 0;
+}
+
+static void round_all(void)
+{
+	rcp_rpc_progress(S.rpc);
+	rcp_rpc_progress(C.rpc);
+	rcp_progress(raw);
+}
+
+/* ---- test_batch_calls ---- */
+
+#define FAN 8
+static uint32_t outs[FAN], fan_done[FAN];
+static int fanned;
+
+static void fan_cb(rcp_rpc_req *req, int status, void *out, void *arg)
+{
+	uintptr_t i = (uintptr_t)arg;
+	(void)req;
+	(void)out;
+	assert_int_equal(status, 0);
+	fan_done[i]++;
+}
+
+static void first_cb(rcp_rpc_req *req, int status, void *out, void *arg)
+{
+	static uint32_t ins[FAN];
+	rcp_chan *ch = arg;
+	(void)req;
+	assert_int_equal(status, 0);
+	assert_int_equal(*(uint32_t *)out, 42);
+	/* all 8 from one callback: one progress round, one batch */
+	for (uintptr_t i = 0; i < FAN; i++) {
+		ins[i] = (uint32_t)(1000 * i);
+		assert_int_equal(rcp_rpc_forward(C.rpc, ch, id_inc, &ins[i], &outs[i], -1, fan_cb,
+		                                 (void *)i, NULL),
+		                 0);
+	}
+	fanned = 1;
+}
+
+static void test_batch_calls(void **state)
+{
+	static uint32_t in = 41, out;
+	struct rcp_rpc_stats cs0, cs, ss0, ss;
+	rcp_chan *ch;
+	int n, all;
+	(void)state;
+	assert_int_equal(rcp_connect(C.ep, saddr, &ch), 0);
+	rcp_rpc_get_stats(C.rpc, &cs0);
+	rcp_rpc_get_stats(S.rpc, &ss0);
+	assert_int_equal(rcp_rpc_forward(C.rpc, ch, id_inc, &in, &out, -1, first_cb, ch, NULL), 0);
+	for (n = 0, all = 0; n < ROUNDS && !all; n++) {
+		round_all();
+		all = fanned;
+		for (int i = 0; i < FAN; i++)
+			all &= fan_done[i] == 1;
+	}
+	assert_true(all);
+	for (int i = 0; i < FAN; i++) {
+		assert_int_equal(outs[i], 1000 * i + 1);
+		assert_int_equal(fan_done[i], 1);
+	}
+	rcp_rpc_get_stats(C.rpc, &cs);
+	rcp_rpc_get_stats(S.rpc, &ss);
+	/* the 8 requests as one message, the 8 responses as one */
+	assert_int_equal(cs.batched_out - cs0.batched_out, FAN);
+	assert_int_equal(ss.batched_in - ss0.batched_in, FAN);
+	assert_int_equal(ss.batched_out - ss0.batched_out, FAN);
+	assert_int_equal(cs.batched_in - cs0.batched_in, FAN);
+	assert_int_equal(cs.completed_ok - cs0.completed_ok, FAN + 1);
+	assert_int_equal(ss.bad_msgs, 0);
+	assert_int_equal(cs.bad_msgs, 0);
+}
+
+/* ---- raw messages ---- */
+
+static size_t put_hdr(unsigned char *m, int kind, uint16_t flags, int32_t status, uint32_t len,
+                      uint64_t cookie, uint64_t aux)
+{
+	struct rpc_hdr h = {.order = RPC_ORDER,
+	                    .kind = (uint8_t)kind,
+	                    .version = RPC_VERSION,
+	                    .flags = flags,
+	                    .status = status,
+	                    .len = len,
+	                    .id = id_inc,
+	                    .cookie = cookie,
+	                    .aux = aux};
+	memcpy(m, &h, HDR_LEN);
+	return HDR_LEN;
+}
+
+/* A request for t.inc of V with COOKIE at M; returns its length. */
+static size_t put_req(unsigned char *m, uint64_t cookie, uint32_t v)
+{
+	size_t n = put_hdr(m, K_REQ, 0, 0, 4, cookie, 0);
+	memcpy(m + n, &v, 4); /* rcp_proc_u32: host order */
+	return n + 4;
+}
+
+static void send_raw(rcp_chan *ch, uint64_t tag, const void *m, size_t len)
+{
+	rcp_req *rq;
+	struct rcp_status st;
+	int n;
+	assert_int_equal(rcp_isend(ch, tag, m, len, &rq), 0);
+	for (n = 0; n < ROUNDS && rcp_test(rq, &st) == RCP_EAGAIN; n++)
+		round_all();
+	assert_true(n < ROUNDS);
+}
+
+/* Lets the server take what was sent: rounds until its counters settle
+ * for a while (bounded by rounds, not time). */
+static void settle(void)
+{
+	for (int i = 0; i < 2000; i++)
+		round_all();
+}
+
+static void test_batch_bad_req(void **state)
+{
+	unsigned char m[512], got[512];
+	struct rcp_rpc_stats s0, s;
+	struct rcp_status st;
+	rcp_req *rr;
+	rcp_chan *ch;
+	size_t n;
+	int i;
+	(void)state;
+	assert_int_equal(rcp_connect(raw, saddr, &ch), 0);
+	rcp_rpc_get_stats(S.rpc, &s0);
+
+	/* 1: the second request's payload runs 1 byte past the message */
+	n = put_req(m, 1, 10);
+	n += put_hdr(m + n, K_REQ, 0, 0, 5, 2, 0);
+	memset(m + n, 0, 4);
+	n += 4;
+	send_raw(ch, TAG_REQ, m, n);
+	settle();
+	rcp_rpc_get_stats(S.rpc, &s);
+	assert_int_equal(s.bad_msgs - s0.bad_msgs, 1);
+	assert_int_equal(s.handled - s0.handled, 0);
+
+	/* 2: a good request, then 12 bytes: shorter than a header */
+	n = put_req(m, 3, 10);
+	memset(m + n, 0, 12);
+	n += 12;
+	send_raw(ch, TAG_REQ, m, n);
+	settle();
+	rcp_rpc_get_stats(S.rpc, &s);
+	assert_int_equal(s.bad_msgs - s0.bad_msgs, 2);
+	assert_int_equal(s.handled - s0.handled, 0);
+
+	/* 3: an overflow header inside a batch */
+	n = put_req(m, 4, 10);
+	n += put_hdr(m + n, K_REQ, F_OVF, 0, 0, 5, 100);
+	send_raw(ch, TAG_REQ, m, n);
+	settle();
+	rcp_rpc_get_stats(S.rpc, &s);
+	assert_int_equal(s.bad_msgs - s0.bad_msgs, 3);
+	assert_int_equal(s.handled - s0.handled, 0);
+
+	/* 4: a good batch of two: both answered, in one response message */
+	assert_int_equal(rcp_irecv(raw, ch, TAG_RESP, got, sizeof got, &rr), 0);
+	n = put_req(m, 6, 10);
+	n += put_req(m + n, 7, 20);
+	send_raw(ch, TAG_REQ, m, n);
+	for (i = 0; i < ROUNDS && rcp_test(rr, &st) == RCP_EAGAIN; i++)
+		round_all();
+	assert_true(i < ROUNDS);
+	assert_int_equal(st.error, 0);
+	assert_int_equal(st.len, 2 * (HDR_LEN + 4));
+	for (int k = 0; k < 2; k++) {
+		struct rpc_hdr h;
+		uint32_t v;
+		memcpy(&h, got + k * (HDR_LEN + 4), HDR_LEN);
+		memcpy(&v, got + k * (HDR_LEN + 4) + HDR_LEN, 4);
+		assert_int_equal(h.kind, K_RESP);
+		assert_int_equal(h.status, 0);
+		assert_int_equal(h.len, 4);
+		assert_int_equal(h.cookie, 6 + k);
+		assert_int_equal(v, 10 * (k + 1) + 1);
+	}
+	rcp_rpc_get_stats(S.rpc, &s);
+	assert_int_equal(s.bad_msgs - s0.bad_msgs, 3);
+	assert_int_equal(s.handled - s0.handled, 2);
+	assert_int_equal(s.batched_in - s0.batched_in, 2);
+}
+
+static int resp_done, resp_status;
+static uint32_t resp_out;
+
+static void resp_cb(rcp_rpc_req *req, int status, void *out, void *arg)
+{
+	(void)req;
+	(void)out;
+	(void)arg;
+	resp_done++;
+	resp_status = status;
+}
+
+static void test_batch_bad_resp(void **state)
+{
+	static uint32_t in = 5;
+	unsigned char req[512], m[512];
+	struct rcp_rpc_stats s0, s;
+	struct rcp_status st;
+	struct rpc_hdr h;
+	rcp_req *rr;
+	rcp_chan *ch, *back;
+	uint32_t v = 77;
+	size_t n;
+	int i;
+	(void)state;
+	assert_int_equal(rcp_connect(C.ep, raddr, &ch), 0);
+	assert_int_equal(rcp_irecv(raw, RCP_ANY_CHAN, TAG_REQ, req, sizeof req, &rr), 0);
+	rcp_rpc_get_stats(C.rpc, &s0);
+	assert_int_equal(
+	    rcp_rpc_forward(C.rpc, ch, id_inc, &in, &resp_out, -1, resp_cb, NULL, NULL), 0);
+	for (i = 0; i < ROUNDS && rcp_test(rr, &st) == RCP_EAGAIN; i++)
+		round_all();
+	assert_true(i < ROUNDS);
+	assert_int_equal(st.len, HDR_LEN + 4);
+	memcpy(&h, req, HDR_LEN);
+	back = st.chan;
+
+	/* a good response, then a header whose payload runs past the end */
+	n = put_hdr(m, K_RESP, 0, 0, 4, h.cookie, 0);
+	memcpy(m + n, &v, 4);
+	n += 4;
+	n += put_hdr(m + n, K_RESP, 0, 0, 9, h.cookie + 1, 0);
+	memset(m + n, 0, 8);
+	n += 8;
+	send_raw(back, TAG_RESP, m, n);
+	settle();
+	rcp_rpc_get_stats(C.rpc, &s);
+	assert_int_equal(s.bad_msgs - s0.bad_msgs, 1);
+	assert_int_equal(resp_done, 0); /* dropped whole: the good one too */
+
+	/* the good response alone completes the call */
+	n = put_hdr(m, K_RESP, 0, 0, 4, h.cookie, 0);
+	memcpy(m + n, &v, 4);
+	n += 4;
+	send_raw(back, TAG_RESP, m, n);
+	for (i = 0; i < ROUNDS && !resp_done; i++)
+		round_all();
+	assert_int_equal(resp_done, 1);
+	assert_int_equal(resp_status, 0);
+	assert_int_equal(resp_out, 77);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_batch_calls),
+	    cmocka_unit_test(test_batch_bad_req),
+	    cmocka_unit_test(test_batch_bad_resp),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
