@@ -13,6 +13,9 @@ EXTRA_DIST += tests/cluster.sh
 # A PVM virtual machine across 4 hosts (needs pvm: tests/pvm/pvmt).
 TESTS += tests/cluster_pvm.sh
 EXTRA_DIST += tests/cluster_pvm.sh
+# pvm_pmcast by IP multicast across 5 hosts with loss (needs pvm).
+TESTS += tests/cluster_mcast.sh
+EXTRA_DIST += tests/cluster_mcast.sh
 
 # perf/cluster_bench.sh: RCP across cluster hosts per link (a skeleton of
 # issue 20 item 4; not run by make check).
