@@ -36,3 +36,13 @@ perf_rcp_pvm_pingpong_LDADD = libpvmrcp.la $(PVM_LIBS)
 # a real binary in the build tree: pvmd execs it from the ep= path
 perf_rcp_pvm_pingpong_LDFLAGS = -no-install
 endif
+
+# pvm_pmcast to N hosts: IP multicast vs unicasts vs stock pvm_mcast
+# (perf/pmcast_bench.sh runs it on an rcp-cluster; issue 20).
+if HAVE_PVM
+noinst_PROGRAMS += perf/rcp-pvm-mcast-bench
+perf_rcp_pvm_mcast_bench_SOURCES = perf/pvm_mcast_bench.c
+perf_rcp_pvm_mcast_bench_LDADD = libpvmrcp.la $(PVM_LIBS)
+perf_rcp_pvm_mcast_bench_LDFLAGS = -no-install
+endif
+EXTRA_DIST += perf/pmcast_bench.sh
