@@ -24,8 +24,10 @@
  * the repair could arrive is not resent: REP_HI below).  The sender sends
  * a new frame only below the slowest live member's cumulative ack plus the
  * window, so a slow member slows the group rather than losing frames to a
- * full socket; a member silent for dead_ns while it still owes frames is
- * given up (RCP_EPEER) and the window moves on without it.  No ack for rto
+ * full socket; a member whose acknowledgement has not moved for dead_ns
+ * while it lacks frames sent (dead, or alive but stuck: acks that do not
+ * advance keep no one waiting) is given up (RCP_EPEER) and the window
+ * moves on without it.  No ack for rto
  * with frames outstanding: the sender polls the group (POLL), which every
  * member answers; a poll also tells a member that missed every data frame
  * of a message what it is.
@@ -143,8 +145,8 @@ struct mc_member { /* sender side */
 	uint64_t id;
 	int peer; /* on U, -1 until its first ack */
 	uint32_t cum;
-	uint32_t rep_hi; /* frames below were repaired at rep_ns */
-	uint64_t heard_ns, rep_ns;
+	uint32_t rep_hi;           /* frames below were repaired at rep_ns */
+	uint64_t heard_ns, rep_ns; /* heard_ns: its ack last moved (or it had all) */
 	int failed;
 };
 
@@ -281,7 +283,9 @@ static uint32_t slowest(rcp_mcn *m, uint64_t now, int *all_done)
 		struct mc_member *me = &m->mem[i];
 		if (me->failed || me->cum == m->snfr)
 			continue;
-		if (now - me->heard_ns > m->dead_ns) {
+		if (me->cum >= m->next) /* has all sent so far: not behind */
+			me->heard_ns = now;
+		else if (now - me->heard_ns > m->dead_ns) {
 			me->failed = 1;
 			m->st.members_failed++;
 			continue;
@@ -353,10 +357,11 @@ static void take_ack(rcp_mcn *m, const struct mc_hdr *h, const uint8_t *b, size_
 		return;
 	}
 	m->st.acks_recv++;
-	me->heard_ns = now;
 	m->last_ack_ns = now;
-	if (cum > me->cum)
+	if (cum > me->cum) { /* progress: a member that acks without it is stuck */
 		me->cum = cum;
+		me->heard_ns = now;
+	}
 	/* Repairs: frames reported missing, sent before, not repaired in the
 	 * last rto (a repair then may still be on its way). */
 	if (now - me->rep_ns >= m->rto_ns)

@@ -50,8 +50,8 @@ struct rcp_mcn_config {
 	/* Frames beyond the slowest member's acknowledgement; 0: 256 (lowered
 	 * to half of what the group endpoint's receive buffer holds). */
 	uint32_t window;
-	/* A member that owes acknowledgements and is silent this long fails
-	 * (status RCP_EPEER); 0: 1 s. */
+	/* A member that lacks frames sent and whose acknowledgement has not
+	 * moved for this long fails (status RCP_EPEER); 0: 1 s. */
 	uint64_t dead_ns;
 	/* No acknowledgement for this long: the sender polls the members;
 	 * 0: 2 ms. */
