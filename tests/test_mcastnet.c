@@ -362,12 +362,74 @@ static void t_forged(void **state)
 #undef SETTLE
 }
 
+/* A member that answers every poll but never moves its acknowledgement
+ * (alive, stuck: a raw endpoint that acks "nothing yet") fails after
+ * dead_ns like a dead one, and the others complete. */
+static void t_stuck_member(void **state)
+{
+	struct grp g = {0};
+	struct rcp_nic_config nc = {.faults = "", .mtu = 9000};
+	struct rcp_mcn_stats s;
+	rcp_nic *ru, *rg;
+	char gaddr[96];
+	const char *names[2] = {"member0", "stuck"};
+	int status[2], acks = 0, peer = -1;
+	uint64_t id;
+	long r;
+	size_t len = 512 << 10;
+	unsigned char *buf = malloc(len);
+	(void)state;
+	grp_open(&g, "", 20 * 1000000ull, 0);
+	snprintf(gaddr, sizeof gaddr, "%s@127.0.0.1", g_group);
+	CHECK(rcp_nic_open("udp:127.0.0.1:", &nc, &ru) == 0);
+	CHECK(rcp_nic_open(gaddr, &nc, &rg) == 0);
+	test_fill(buf, len, g_seed);
+	CHECK(rcp_mcn_send(g.snd, names, 2, buf, len, &id) == 0);
+	for (r = 0; r < ROUNDS; r++) {
+		struct rcp_nic_frame f[16];
+		int n;
+		rcp_mcn_progress(g.snd);
+		rcp_mcn_progress(g.mem[0]);
+		n = rcp_nic_recv(rg, f, 16);
+		for (int i = 0; i < n; i++) {
+			const uint8_t *d = f[i].data;
+			uint8_t a[56];
+			struct iovec iov = {a, sizeof a};
+			if (f[i].len != 48 || d[3] != 2) /* POLLs only */
+				continue;
+			memcpy(a, d, 40);
+			a[3] = 3; /* ACK, cum 0, no ranges, as "stuck" */
+			put64(a + 32, fnv("stuck"));
+			memset(a + 40, 0, 16);
+			iov.iov_len = 48;
+			if (peer < 0)
+				CHECK(rcp_nic_peer_add(ru, f[i].src, f[i].srclen, &peer) == 0);
+			if (rcp_nic_send(ru, peer, &iov, 1, 0) == 0)
+				acks++;
+		}
+		if (n > 0)
+			rcp_nic_release(rg, f, n);
+		if (rcp_mcn_send_status(g.snd, status, 2) == 0)
+			break;
+	}
+	CHECK(r < ROUNDS);
+	CHECK(acks > 0); /* it did answer */
+	CHECK(status[0] == 0 && status[1] == RCP_EPEER);
+	rcp_mcn_get_stats(g.snd, &s);
+	CHECK(s.members_failed == 1);
+	check_claim(g.mem[0], id, buf, len);
+	rcp_nic_close(rg);
+	rcp_nic_close(ru);
+	grp_close(&g);
+	free(buf);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(t_once_per_frame), cmocka_unit_test(t_repair),
 	    cmocka_unit_test(t_slowest_window), cmocka_unit_test(t_dead_member),
-	    cmocka_unit_test(t_forged),
+	    cmocka_unit_test(t_forged),         cmocka_unit_test(t_stuck_member),
 	};
 	pid_t pid = getpid();
 	g_seed = test_seed(0x6d63617374ull);
