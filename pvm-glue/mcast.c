@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <rcp/mcastnet.h>
 #include <rcp/pvmrcp.h>
@@ -58,7 +59,7 @@ void pvmrcpi_mcn_open(void)
 	struct rcp_mcn_config c = {0};
 	struct rcp_nic_info ni;
 	struct rcp_wait_src src;
-	char self[RCP_NIC_ADDRSTR_MAX], uaddr[RCP_NIC_ADDRSTR_MAX], id[16];
+	char self[RCP_NIC_ADDRSTR_MAX], uaddr[RCP_NIC_ADDRSTR_MAX], id[16], scope[96];
 	const char *e = getenv("PVMRCP_MCAST"), *g = getenv("PVMRCP_MCAST_GROUP");
 	char *colon;
 	rcp_ep *ep = S.eps[PR_UDP];
@@ -78,6 +79,11 @@ void pvmrcpi_mcn_open(void)
 	c.group = g && *g ? g : MCN_GROUP;
 	snprintf(id, sizeof id, "t%x", (unsigned)S.mytid);
 	c.self_id = id; /* senders name members by task id */
+	/* Task ids repeat between virtual machines: another VM on the same
+	 * group (this host's loopback in tests, or a LAN) is out of scope. */
+	snprintf(scope, sizeof scope, "%s/%u", getenv("PVM_VMID") ? getenv("PVM_VMID") : "",
+	         (unsigned)getuid());
+	c.scope = scope;
 	c.dead_ns = (uint64_t)env_num("PVMRCP_MCAST_DEAD_MS", 1000) * 1000000ull;
 	mcn_min = (size_t)env_num("PVMRCP_MCAST_MIN", 65536);
 	rc = rcp_mcn_open(uaddr, &c, &mcn);

@@ -750,7 +750,7 @@ int rcp_mcn_open(const char *uaddr, const struct rcp_mcn_config *cfg, rcp_mcn **
 	m->ack_every = m->window / 8 ? m->window / 8 : 1;
 	m->dead_ns = cfg->dead_ns ? cfg->dead_ns : 1000000000ull;
 	m->rto_ns = cfg->rto_ns ? cfg->rto_ns : 2000000ull;
-	m->group = (uint32_t)hash64(cfg->group);
+	m->group = (uint32_t)(hash64(cfg->group) ^ (cfg->scope ? hash64(cfg->scope) : 0));
 	m->self = hash64(cfg->self_id);
 	do
 		m->epoch = (uint32_t)(hash64(ustr) ^ rcpi_now_ns() ^ ((uint64_t)getpid() << 16));

@@ -45,6 +45,10 @@ struct rcp_mcn_config {
 	/* This member's name, as senders list it in rcp_mcn_send (pvm-glue:
 	 * the task's RCP udp address).  Required. */
 	const char *self_id;
+	/* Who may share the group: endpoints with another scope string drop
+	 * each other's frames as bad (two PVM virtual machines on one group:
+	 * their task names may be the same).  NULL: "". */
+	const char *scope;
 	/* For both nic endpoints (faults, key, sizes); NULL: defaults. */
 	const struct rcp_nic_config *nic;
 	/* Frames beyond the slowest member's acknowledgement; 0: 256 (lowered
