@@ -23,6 +23,22 @@
  *   or ::) reports that address, which peers refuse: bind to the address
  *   peers should use.
  *
+ * Multicast (RCP_NIC_CAP_MCAST, IPv4 only)
+ *   "udp:GROUP:PORT@IFADDR" with GROUP in 224.0.0.0/4 opens a group
+ *   endpoint: a socket bound to GROUP:PORT with SO_REUSEADDR (every member
+ *   on a host binds the same port: the kernel gives each a copy) that
+ *   joins GROUP on the interface holding IFADDR (IP_ADD_MEMBERSHIP; the
+ *   interface must be named: a namespace's only route may be its LAN's, so
+ *   the kernel's pick for 224/4 may be none).  Closing it leaves the group.
+ *   It receives the group's datagrams (their source is the sender's own
+ *   unicast endpoint) and has no lane.  Sending to the group: any IPv4
+ *   endpoint adds "udp:GROUP:PORT" as a peer; that sets IP_MULTICAST_IF to
+ *   the endpoint's own address (the group's datagrams leave by the
+ *   endpoint's interface, as its unicasts), TTL 1 (one LAN) and LOOP on
+ *   (members on the sender's host get a copy), and gives that peer no lane
+ *   and no path-MTU probe.  One send to it is one datagram on the wire
+ *   whatever the number of members: reliability is rcp/mcastnet.c's.
+ *
  * Peers
  *   A table of up to UDP_MAX_PEERS sockaddrs, indexed by the peer index,
  *   and an open-addressing (linear probing, load <= 1/2, backward-shift
@@ -306,6 +322,9 @@ struct udp_nic {
 	uint8_t rx_turn;   /* 1: the next fill tries the main socket first */
 	uint8_t main_hot;  /* fills left that must look at the main socket */
 	uint8_t main_skip; /* fills since the main socket was last looked at */
+	uint8_t mcast_tx;  /* IP_MULTICAST_IF/TTL/LOOP are set (a group peer was added) */
+	uint8_t group;     /* a group endpoint (see "Multicast"): joined at ifaddr */
+	struct in_addr ifaddr;
 	union udp_sa self;
 
 	/* peers */
@@ -368,6 +387,11 @@ static int sa_is_unspecified(const union udp_sa *sa)
 	if (sa->sa.sa_family == AF_INET)
 		return sa->in.sin_addr.s_addr == htonl(INADDR_ANY);
 	return IN6_IS_ADDR_UNSPECIFIED(&sa->in6.sin6_addr);
+}
+
+static int sa_is_mcast(const union udp_sa *sa)
+{
+	return sa->sa.sa_family == AF_INET && IN_MULTICAST(ntohl(sa->in.sin_addr.s_addr));
 }
 
 static uint16_t sa_port(const union udp_sa *sa)
@@ -861,6 +885,19 @@ static int peer_insert(struct udp_nic *u, const union udp_sa *sa, int *out)
 		;
 	u->hash[i] = (uint32_t)idx + 1;
 	u->npeers++;
+	if (sa_is_mcast(sa)) {
+		/* A group (see "Multicast"): out by our own interface, one LAN. */
+		unsigned char ttl = 1, loop = 1;
+		if (!u->mcast_tx &&
+		    (setsockopt(u->fd, IPPROTO_IP, IP_MULTICAST_IF, &u->self.in.sin_addr,
+		                sizeof u->self.in.sin_addr) ||
+		     setsockopt(u->fd, IPPROTO_IP, IP_MULTICAST_TTL, &ttl, sizeof ttl) ||
+		     setsockopt(u->fd, IPPROTO_IP, IP_MULTICAST_LOOP, &loop, sizeof loop)))
+			rcpi_debug("udp: multicast options: %s", strerror(errno));
+		u->mcast_tx = 1;
+		*out = idx;
+		return 0;
+	}
 	check_path_mtu(u, p);
 	if (u->lane_ok && u->lfd < 0)
 		lane_open(u, idx);
@@ -1710,13 +1747,28 @@ static int udp_open(const char *rest, const struct rcp_nic_config *cfg, rcp_nic 
 	uint32_t auto_mtu, maxpay;
 	size_t rcv_want, snd_want;
 	int rc, one = 1, rcvbuf, sndbuf, v;
+	struct in_addr ifaddr = {0};
+	const char *at = strchr(rest, '@');
 
-	rc = udp_parse(rest, 1, AF_UNSPEC, &sa);
+	if (at) { /* "GROUP:PORT@IFADDR" (see "Multicast") */
+		char hp[UDP_HOST_MAX + 16];
+		if ((size_t)(at - rest) >= sizeof hp || inet_pton(AF_INET, at + 1, &ifaddr) != 1)
+			return RCP_EADDR;
+		memcpy(hp, rest, (size_t)(at - rest));
+		hp[at - rest] = '\0';
+		rc = udp_parse(hp, 1, AF_INET, &sa);
+		if (!rc && !sa_is_mcast(&sa))
+			rc = RCP_EADDR;
+	} else {
+		rc = udp_parse(rest, 1, AF_UNSPEC, &sa);
+	}
 	if (rc)
 		return rc;
 	u = calloc(1, sizeof *u);
 	if (!u)
 		return RCP_ENOMEM;
+	u->group = sa_is_mcast(&sa);
+	u->ifaddr = ifaddr;
 	u->fd = u->lfd = u->efd = -1;
 	u->lpeer = -1;
 	u->family = sa.sa.sa_family;
@@ -1759,6 +1811,8 @@ static int udp_open(const char *rest, const struct rcp_nic_config *cfg, rcp_nic 
 		u->gro_ok = !getsockopt(u->fd, SOL_UDP, UDP_GRO, &v, &l);
 	}
 
+	if (u->group)
+		setsockopt(u->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
 	if (bind(u->fd, &sa.sa, sa_len(&sa))) {
 		int err = errno;
 		rc = err == EADDRINUSE                                              ? RCP_EADDRINUSE
@@ -1775,13 +1829,29 @@ static int udp_open(const char *rest, const struct rcp_nic_config *cfg, rcp_nic 
 	}
 	/* A sleeper pays a wake-up per frame: the lane's cheaper send does not
 	 * make up for the ppoll its sleeps then need (see "Lane"). */
-	u->lane_ok =
-	    rcpi_env_int("RCP_UDP_LANE", 1) != 0 && !(cfg && (cfg->flags & RCP_NIC_SLEEPER));
+	u->lane_ok = rcpi_env_int("RCP_UDP_LANE", 1) != 0 &&
+	             !(cfg && (cfg->flags & RCP_NIC_SLEEPER)) && !u->group;
+	if (u->group) {
+		struct ip_mreq mr = {.imr_multiaddr = sa.in.sin_addr, .imr_interface = ifaddr};
+		if (setsockopt(u->fd, IPPROTO_IP, IP_ADD_MEMBERSHIP, &mr, sizeof mr)) {
+			rc = errno == ENODEV || errno == EADDRNOTAVAIL ? RCP_EADDR
+			                                               : rcpi_errno_to_rcp(errno);
+			rcpi_debug("udp: join: %s", strerror(errno));
+			goto fail;
+		}
+	}
 
-	/* MTU: detected, replaced by RCP_UDP_MTU, lowered by cfg->mtu. */
+	/* MTU: detected, replaced by RCP_UDP_MTU, lowered by cfg->mtu.  A
+	 * group endpoint's is its interface's. */
 	maxpay = u->family == AF_INET ? 65507 : 65527;
-	u->loopback = (uint8_t)sa_is_loopback(&u->self);
-	if (u->loopback) {
+	if (u->group) {
+		union udp_sa ifsa = u->self;
+		ifsa.in.sin_addr = ifaddr;
+		u->loopback = (uint8_t)sa_is_loopback(&ifsa);
+		auto_mtu = u->loopback ? UDP_LO_MTU : iface_mtu(u->fd, &ifsa) - 28;
+		if (!u->loopback && auto_mtu > 65535)
+			auto_mtu = UDP_FALLBACK_MTU;
+	} else if ((u->loopback = (uint8_t)sa_is_loopback(&u->self)) != 0) {
 		auto_mtu = UDP_LO_MTU;
 	} else {
 		uint32_t ifm = iface_mtu(u->fd, &u->self), hdr = u->family == AF_INET ? 28 : 48;
@@ -1859,7 +1929,8 @@ static void udp_query(const rcp_nic *nic, struct rcp_nic_info *info)
 	info->rx_frames = u->rx_frames;
 	/* UDP checksums detect corruption; the kernel neither orders nor
 	 * retransmits.  A loopback-bound endpoint reaches this host only. */
-	info->caps = RCP_NIC_CAP_CHECKED | (u->loopback ? RCP_NIC_CAP_SAME_HOST : 0);
+	info->caps = RCP_NIC_CAP_CHECKED | (u->loopback ? RCP_NIC_CAP_SAME_HOST : 0) |
+	             (u->family == AF_INET ? RCP_NIC_CAP_MCAST : 0);
 }
 
 static int udp_addr_str(const rcp_nic *nic, char *buf, size_t len)

@@ -437,6 +437,7 @@ static void close_eps(void)
 		rcp_ep_close(S.eps[k]);
 		S.eps[k] = NULL;
 	}
+	pvmrcpi_mcn_close();
 }
 
 static void at_exit(void)
@@ -637,6 +638,7 @@ static int do_init(void)
 			S.addr[n++] = ' ';
 		rcp_ep_addr(S.eps[k], S.addr + n, sizeof S.addr - n);
 	}
+	pvmrcpi_mcn_open(); /* pmcast by IP multicast where it can */
 	mbox_name(tid, S.mbox, sizeof S.mbox);
 	b = pvm_mkbuf(PvmDataDefault);
 	save = pvm_setsbuf(b);

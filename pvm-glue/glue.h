@@ -48,6 +48,9 @@ PRI int pvmrcpi_resolve(void);
  * psend data.  Control: bit 63 set. */
 #define PR_CTRL   (1ull << 63)
 #define PR_PACKED (1ull << 62)
+/* Bit 61 set (PR_MCNET): a stub {id, length} of a message sent by IP
+ * multicast, in its place in the channel's order (pvm-glue/mcast.c). */
+#define PR_MCNET (1ull << 61)
 /* HELLO and BARRIER also carry {stock messages sent to the receiver in all
  * contexts, FENCEs sent}; FENCE carries its number (1, 2, ...): with them
  * the receiver knows when no stock message can be pending (pr_quiet). */
@@ -101,6 +104,7 @@ struct pr_peer {
 	int hello_sent;
 	int rcp_dirty; /* RCP data sent since the last FENCE */
 	int dead;
+	int mc_how;        /* how the last pmcast/mcast reached it (pvm-glue/mcast.c) */
 	unsigned restarts; /* rcp_chan_restarts(ch) when this task took ch */
 	/* sender side, all contexts: stock messages sent to this peer, FENCEs
 	 * sent, and the values the last HELLO/BARRIER told */
@@ -247,6 +251,16 @@ PRI void pvmrcpi_take_ctrl(rcp_ep *ep, rcp_chan *ch, uint64_t t);
  * STASH: after stash_ns, take other peers' messages out of RCP (sends). */
 PRI int pvmrcpi_block(int (*done)(void *), void *arg, const int *live, int nlive,
                       uint64_t deadline_ns, int stash);
+/* mcast.c: the multicast group (opened after the endpoints, closed after
+ * them); pvmrcpi_mcn_send multicasts BUF to CHANS when it can and puts a
+ * stub on each channel that has it, the rest (*NFALL, moved to the front
+ * of CHANS) need a unicast; pvmrcpi_mcn_take swaps a stub for its data.
+ * Both: 0 or a PVM code. */
+PRI void pvmrcpi_mcn_open(void);
+PRI void pvmrcpi_mcn_close(void);
+PRI int pvmrcpi_mcn_send(rcp_chan **chans, int n, uint64_t tag, const void *buf, size_t bytes,
+                         const int *live, int nlive, int *nfall);
+PRI int pvmrcpi_mcn_take(const void *stub, size_t len, void **data, size_t *dlen);
 /* Waits for REQ; returns 0, or a PVM code (PvmNoTask when the peer died). */
 PRI int pvmrcpi_wait_req(rcp_req *req, struct rcp_status *st, const int *live, int nlive,
                          int stash);

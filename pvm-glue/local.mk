@@ -6,7 +6,7 @@ EXTRA_DIST += pvmrcp.pc.in docs/pvm.md tests/pvm/run.sh tests/pvm/examples.sh \
 if HAVE_PVM
 lib_LTLIBRARIES += libpvmrcp.la
 libpvmrcp_la_SOURCES = pvm-glue/glue.h pvm-glue/glue.c pvm-glue/real.c pvm-glue/send.c \
-	pvm-glue/recv.c pvm-glue/wait.c pvm-glue/packed.h pvm-glue/packed.c
+	pvm-glue/recv.c pvm-glue/wait.c pvm-glue/packed.h pvm-glue/packed.c pvm-glue/mcast.c
 libpvmrcp_la_LIBADD = librcp.la $(PVM_LIBS)
 libpvmrcp_la_LDFLAGS = -version-info 0:0:0 -export-symbols-regex '^pvm_'
 rcpinclude_HEADERS += include/rcp/pvmrcp.h
@@ -52,3 +52,13 @@ perf_rcp_pvm_pingpong_stock_CPPFLAGS = $(AM_CPPFLAGS) -DPP_STOCK
 perf_rcp_pvm_pingpong_stock_LDADD = $(PVM_LIBS)
 perf_rcp_pvm_pingpong_stock_LDFLAGS = -no-install
 endif
+
+# pvm_pmcast to N hosts: IP multicast vs unicasts vs stock pvm_mcast
+# (perf/pmcast_bench.sh runs it on an rcp-cluster; issue 20).
+if HAVE_PVM
+noinst_PROGRAMS += perf/rcp-pvm-mcast-bench
+perf_rcp_pvm_mcast_bench_SOURCES = perf/pvm_mcast_bench.c
+perf_rcp_pvm_mcast_bench_LDADD = libpvmrcp.la $(PVM_LIBS)
+perf_rcp_pvm_mcast_bench_LDFLAGS = -no-install
+endif
+EXTRA_DIST += perf/pmcast_bench.sh

@@ -274,11 +274,24 @@ static int take_msg(rcp_ep *ep, const struct rcp_status *st, struct pr_msg **out
 		free(m);
 		return rc;
 	}
+	if (st->tag & PR_MCNET) { /* a stub: the data came by multicast */
+		void *d = NULL;
+		size_t dl = 0;
+		rc = pvmrcpi_mcn_take(m->data, st->len, &d, &dl);
+		free(m->data);
+		if (rc) {
+			free(m);
+			return rc;
+		}
+		m->data = d;
+		m->len = dl;
+	} else {
+		m->len = st->len;
+	}
 	m->src = p->tid;
 	m->tag = pr_rtag_tag(st->tag);
 	m->ctx = pr_rtag_ctx(st->tag);
 	m->packed = !!(st->tag & PR_PACKED);
-	m->len = st->len;
 	if (m->packed && pvmrcpi_pk_from_wire(m->data, m->len)) {
 		/* hostile or broken: counted and dropped (packed.c) */
 		pvmrcpi_bad_packed++;
@@ -434,7 +447,19 @@ static int find(const struct want *w, struct cand *c, uint64_t *since)
 		}
 		if (w->tag != -1) {
 			uint64_t t = pr_rtag(w->ctx, w->tag);
-			int kind = probe(ep, ch, t, &st, &fep) == 1;
+			int kind;
+			/* A multicast stub with that tag: take its channel's
+			 * messages in order until it is held (with its data). */
+			if (probe(ep, ch, t | PR_MCNET, &st, &fep) == 1 ||
+			    probe(ep, ch, t | PR_PACKED | PR_MCNET, &st, &fep) == 1) {
+				if (rcp_probe(fep, st.chan, RCP_ANY_TAG, &b) == 1) {
+					int rc = take_head(fep, &b);
+					if (rc)
+						return rc;
+				}
+				continue;
+			}
+			kind = probe(ep, ch, t, &st, &fep) == 1;
 			if (!kind && probe(ep, ch, t | PR_PACKED, &st, &fep) == 1)
 				kind = 2;
 			if (kind) {
@@ -455,7 +480,7 @@ static int find(const struct want *w, struct cand *c, uint64_t *since)
 				have_rcp = 1;
 			}
 		} else if (probe(ep, ch, RCP_ANY_TAG, &st, &fep) == 1) {
-			if ((st.tag & PR_CTRL) || pr_rtag_ctx(st.tag) != w->ctx) {
+			if ((st.tag & (PR_CTRL | PR_MCNET)) || pr_rtag_ctx(st.tag) != w->ctx) {
 				int rc = take_head(fep, &st);
 				if (rc)
 					return rc;
@@ -686,7 +711,7 @@ static int fast_step(void *arg)
 			pvmrcpi_take_ctrl(p->ep, p->ch, st.tag);
 			continue;
 		}
-		if ((st.tag & PR_PACKED) || pr_rtag_ctx(st.tag) != x->w.ctx ||
+		if ((st.tag & (PR_PACKED | PR_MCNET)) || pr_rtag_ctx(st.tag) != x->w.ctx ||
 		    (x->w.tag != -1 && pr_rtag_tag(st.tag) != x->w.tag))
 			break;
 		cs = pvmrcpi_cs(p, x->w.ctx);

@@ -319,6 +319,19 @@ static int mcast_by_ep(rcp_chan **chans, int nch, uint64_t tag, const void *buf,
 		if (!nsub)
 			continue;
 		done += nsub;
+		if (k == PR_UDP) { /* IP multicast where it can: the rest below */
+			rc2 = pvmrcpi_mcn_send(left, nsub, tag, buf, bytes, live, nlive, &nsub);
+			if (rc2 && !rc)
+				rc = rc2;
+		} else {
+			for (int i = 0; i < nsub; i++) {
+				struct pr_peer *p = pvmrcpi_chan_get(left[i]);
+				if (p)
+					p->mc_how = 'h';
+			}
+		}
+		if (!nsub)
+			continue;
 		rc2 = mcast_one(left, nsub, tag, buf, bytes, live, nlive, done == nch ? own : NULL);
 		if (done == nch)
 			own = NULL; /* handed over */
@@ -389,8 +402,12 @@ int pvm_pmcast(int *tids, int ntask, int tag, void *buf, int len, int dt)
 		rc = pvmrcpi_real.mcast(rest, nrest, tag);
 		in_real--;
 		pvmrcpi_real.freebuf(pvm_setsbuf(sbf));
-		for (int i = 0; i < nrest; i++)
+		for (int i = 0; i < nrest; i++) {
+			struct pr_peer *p = pvmrcpi_peer(rest[i], 0);
 			pvmrcpi_count_stock(rest[i], ctx);
+			if (p)
+				p->mc_how = 's';
+		}
 		if (rc > 0)
 			rc = 0;
 	}

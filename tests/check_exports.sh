@@ -8,7 +8,7 @@ if [ ! -f "$lib" ]; then
 	echo "SKIP: no shared librcp built (--disable-shared)"
 	exit 77
 fi
-want=$(cat "$top/include/rcp/error.h" "$top/include/rcp/nic.h" "$top/include/rcp/rcp.h" "$top/include/rcp/rpc.h" |
+want=$(cat "$top/include/rcp/error.h" "$top/include/rcp/nic.h" "$top/include/rcp/rcp.h" "$top/include/rcp/rpc.h" "$top/include/rcp/mcastnet.h" |
 	grep -o '\brcp_[a-z0-9_]*(' | tr -d '(' | sort -u)
 # bulk/ (include/rcp/bulk.h)
 want=$(printf '%s\n%s\n' "$want" "$(grep -o '\brcp_[a-z0-9_]*(' "$top/include/rcp/bulk.h" | tr -d '(')" | sort -u)

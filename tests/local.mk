@@ -22,6 +22,12 @@ tests_test_faults_SOURCES = tests/test_faults.c tests/testutil.h
 tests_test_faults_CFLAGS = $(TEST_CFLAGS)
 tests_test_faults_LDFLAGS = -static
 tests_test_faults_LDADD = $(TEST_LDADD)
+# reliable multicast (rcp/mcastnet.c) on loopback
+check_PROGRAMS += tests/test_mcastnet
+TESTS += tests/test_mcastnet
+tests_test_mcastnet_SOURCES = tests/test_mcastnet.c tests/testutil.h
+tests_test_mcastnet_CFLAGS = $(TEST_CFLAGS)
+tests_test_mcastnet_LDADD = $(TEST_LDADD)
 endif
 
 if HAVE_CMOCKA

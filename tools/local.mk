@@ -13,6 +13,9 @@ EXTRA_DIST += tests/cluster.sh
 # A PVM virtual machine across 4 hosts (needs pvm: tests/pvm/pvmt).
 TESTS += tests/cluster_pvm.sh
 EXTRA_DIST += tests/cluster_pvm.sh
+# pvm_pmcast by IP multicast across 5 hosts with loss (needs pvm).
+TESTS += tests/cluster_mcast.sh
+EXTRA_DIST += tests/cluster_mcast.sh
 
 # A host lost mid-stream: the survivors get errors, never a hang.
 if HAVE_PVM

@@ -65,6 +65,12 @@ enum {
 	 * no frame.  Remote fetch (rpc/rfp.c) runs only where this is set.
 	 * Wrappers pass it through (docs/nic.md, "Capabilities"). */
 	RCP_NIC_CAP_SHARED_SEG = 1u << 5,
+	/* IP multicast: the endpoint may add a group address as a peer (one
+	 * send reaches every member, unreliably), and rcp_nic_open takes a
+	 * group endpoint that joins the group on an interface
+	 * ("udp:GROUP:PORT@IFADDR", udp over IPv4; docs/nic.md).  Reliable
+	 * multicast over it: include/rcp/mcastnet.h.  Wrappers pass it. */
+	RCP_NIC_CAP_MCAST = 1u << 6,
 };
 
 /* Flags for rcp_nic_send(). */

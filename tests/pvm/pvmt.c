@@ -907,6 +907,51 @@ static int t_pmcast(void)
 	return 0;
 }
 
+/* pmcast of 1 MiB to 3 tasks, and how it reached each
+ * (pvm_rcp_mcast_route).  PVMT_MCAST_WANT=multicast|udp|shm: what every
+ * one must say (tests/cluster_mcast.sh, tests/pvm/run.sh); with
+ * multicast, the frames sent to the group are those of one message (one
+ * datagram per frame for all three), not three messages' worth. */
+static int t_pmcast_net(void)
+{
+	int tids[3];
+	const size_t len = 1 << 20;
+	CHECK(spawn("mc", 3, tids, NULL) == 0, "spawn");
+#ifndef PVMT_STOCK
+	{
+		const char *want = getenv("PVMT_MCAST_WANT");
+		unsigned long long s0 = 0, s1 = 0, failed = 0;
+		int have;
+		/* a small one first: the tasks are relinked and their channels open */
+		if (pmcast_to(tids, 3, 100, 79))
+			return -1;
+		have = pvm_rcp_mcast_stats(&s0, NULL, NULL) == 0;
+		if (pmcast_to(tids, 3, len, 80))
+			return -1;
+		pvm_rcp_mcast_stats(&s1, NULL, &failed);
+		for (int i = 0; i < 3; i++) {
+			const char *how = pvm_rcp_mcast_route(tids[i]);
+			printf("# pmcast to t%x: %s\n", tids[i], how);
+			const char *mh = getenv("PVMRCP_MULTIHOST");
+			int same = pvm_tidtohost(tids[i]) == pvm_tidtohost(pvm_mytid()) &&
+			           !(mh && !strcmp(mh, "remote"));
+			CHECK(!want || !strcmp(how, same ? "shm" : want),
+			      "t%x reached by %s, want %s", tids[i], how, same ? "shm" : want);
+		}
+		printf("# group frames sent %llu for %zu bytes to 3 tasks, members failed %llu\n",
+		       s1 - s0, len, failed);
+		if (want && !strcmp(want, "multicast"))
+			CHECK(have && s1 - s0 >= len / 65000 && s1 - s0 <= len / 1400 + 1,
+			      "%llu group frames for one message", s1 - s0);
+	}
+#else
+	if (pmcast_to(tids, 3, len, 80))
+		return -1;
+#endif
+	quit(tids, 3);
+	return 0;
+}
+
 static int t_fallback(void)
 {
 	int tid, atid, atag, alen;
@@ -1203,6 +1248,7 @@ static const struct {
     {"contexts", t_ctx},
     {"probe-nrecv-trecv", t_probe},
     {"pmcast-1-3-16", t_pmcast},
+    {"pmcast-net", t_pmcast_net},
     {"fallback", t_fallback},
     {"64MiB", t_big},
     {"peer-killed", t_kill},
