@@ -307,7 +307,11 @@ static int child_sleeper(void)
 	int parent = pvm_parent();
 	char c = 1;
 	pvm_psend(parent, 80, &c, 1, PVM_BYTE);
-	pvm_recv(parent, 12345); /* never comes: killed */
+	/* Until killed, no PVM call: a waiting receive would take the
+	 * parent's psend into its held queue after PVMRCP_STASH_US (as stock
+	 * buffers it) and the psend would complete before the kill. */
+	for (;;)
+		pause();
 	return 0;
 }
 
