@@ -506,12 +506,14 @@ static int took(rcp_ep *ep, int n)
 	}
 	if (n) {
 		rcp_nic_release(ep->nic, ep->frames, n);
-		done += rcpc_flush(ep->core, now);
+		/* Transfers the frames asked for go first: their FINs leave
+		 * with the acks in one flush (rma_run ends with it). */
+		done += RCPI_UNLIKELY(*ep->rmaq) ? rma_run(ep, now) : rcpc_flush(ep->core, now);
 	}
 	/* The deadline is the top of the core's timer heap: no walk. */
 	if (now >= rcpc_deadline(ep->core))
 		done += rcpc_timers(ep->core, now);
-	/* Transfers the frames, the flush or the timers asked for. */
+	/* Transfers the flush or the timers asked for. */
 	if (RCPI_UNLIKELY(*ep->rmaq))
 		done += rma_run(ep, now);
 	if (RCPI_UNLIKELY(ep->rma_completed)) {
