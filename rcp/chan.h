@@ -330,8 +330,8 @@ void rcpi_fail_list(struct list *l, int error);
 int rcpi_take_completed(rcpc_core *c);
 
 /* ---- rmaq.c: RMA transfers as events, their tokens ---- */
-enum { RMA_BUSY = 1, RMA_PEER = 2 };                       /* rcp_req.rma */
-enum { OP_FREE, OP_QUEUED, OP_HELD };                      /* rma_op.state */
+enum { RMA_BUSY = 1, RMA_PEER = 2 };                                   /* rcp_req.rma */
+enum { OP_FREE, OP_QUEUED, OP_HELD };                                  /* rma_op.state */
 enum { RMA_READY_PUT = 1, RMA_SPLIT_PUT, RMA_RTS_GET, RMA_SPLIT_GET }; /* rma_op.kind */
 int rcpi_rma_post(rcp_chan *ch, rcp_req *r, uint8_t kind, uint16_t fin, int write, void *local,
                   size_t len, const void *rkey, uint32_t rkeylen, uint64_t off);

@@ -143,13 +143,13 @@ void rcpc_set_crowded(rcpc_core *c, int crowded);
  * a load, no call).  The request an event belongs to does not complete
  * before its result is back: the nic may be using the buffer. */
 struct rcpc_rma {
-	uint64_t token;  /* names the event in rcpc_rma_done */
-	int peer;        /* nic peer index */
-	int write;       /* 1: put LOCAL into the peer's region; 0: get from it into LOCAL */
-	void *local;     /* LEN bytes here (read only for a put) */
+	uint64_t token; /* names the event in rcpc_rma_done */
+	int peer;       /* nic peer index */
+	int write;      /* 1: put LOCAL into the peer's region; 0: get from it into LOCAL */
+	void *local;    /* LEN bytes here (read only for a put) */
 	size_t len;
-	uint64_t off;    /* where in the peer's region */
-	size_t rkeylen;  /* the peer's key to its region (a copy: the event's own) */
+	uint64_t off;   /* where in the peer's region */
+	size_t rkeylen; /* the peer's key to its region (a copy: the event's own) */
 	unsigned char rkey[RCP_NIC_RKEY_MAX];
 };
 /* Takes the oldest event queued into EV: 1, or 0 if none is. */

@@ -58,11 +58,12 @@ struct rcp_ep {
 	struct peer_name *names;
 	int nnames;
 	rcp_req *const *cbq; /* the core's completion list (rcpc_cb_head) */
-	const unsigned *rmaq; /* the core's RMA transfers asked for (rcpc_rma_queued) */
-	int rma_completed;    /* completions counted by transfers outside progress */
 	int cb_depth;        /* callbacks running (nested progress: > 1) */
 	int closing;         /* rcp_ep_close runs the last callbacks */
 	struct rcp_nic_frame frames[BURST];
+
+	const unsigned *rmaq; /* the core's RMA transfers asked for (rcpc_rma_queued) */
+	int rma_completed;    /* completions counted by transfers outside progress */
 };
 
 static uint64_t now_ns(void)

@@ -320,7 +320,8 @@ void rcpi_chan_pump(rcp_chan *ch, uint64_t now)
 			ch->ctl_head = (ch->ctl_head + 1) % ch->ctl_cap;
 			ch->ctl_count--;
 			rc = rcpi_slot_send(ch, s, now);
-		} else if (RCPI_UNLIKELY(ch->rma_start != NULL) && !(ch->rma_start->rma & RMA_BUSY)) {
+		} else if (RCPI_UNLIKELY(ch->rma_start != NULL) &&
+		           !(ch->rma_start->rma & RMA_BUSY)) {
 			rc = ready_put_out(ch, now);
 		} else if (!list_empty(&ch->startq) &&
 		           rcpi_send_can_start(ch, container_of(ch->startq.next, rcp_req, link))) {

@@ -85,7 +85,9 @@ int rcpc_rma_done(rcpc_core *c, uint64_t token, int status, uint64_t now)
 	if (done)
 		list_del(&r->link);
 	fin(ch, fl, r->msg, kind == RMA_SPLIT_PUT ? r->tag : 0,
-	    status ? 0 : kind == RMA_RTS_GET ? r->total : len);
+	    status                ? 0
+	    : kind == RMA_RTS_GET ? r->total
+	                          : len);
 	if (!done)
 		return 0;
 	if (kind == RMA_SPLIT_PUT) {

@@ -274,7 +274,8 @@ static void t_paths(void **state)
 			struct sim *s = path_start((enum path)p, seed, x, two, src, dst, len);
 			if (x->n != events[p] || x->taken != events[p])
 				fail_msg("%s: %d transfers asked for, %d expected (seed %#llx)",
-				         path_name[p], x->taken, events[p], (unsigned long long)seed);
+				         path_name[p], x->taken, events[p],
+				         (unsigned long long)seed);
 			if (p == RTS_GET)
 				assert_true(x->h[0].node == 1 && !x->h[0].ev.write);
 			if (p == READY_PUT)
@@ -391,9 +392,10 @@ static void random_run(uint64_t seed, uint64_t split, double fail)
 			int se = m->sr[d][i].st.error, re = m->rr[d][i].st.error;
 			int want_se = sf == 1 ? RCP_EACCES : 0;
 			if (se != want_se)
-				fail_msg("msg %d/%d (%zu B): send %d, want %d (sent half failed %d, "
-				         "recv failed %d; seed %#llx)",
-				         d, i, len, se, want_se, sf, rf, (unsigned long long)seed);
+				fail_msg(
+				    "msg %d/%d (%zu B): send %d, want %d (sent half failed %d, "
+				    "recv failed %d; seed %#llx)",
+				    d, i, len, se, want_se, sf, rf, (unsigned long long)seed);
 			if ((rf && re != RCP_EACCES && !(sf == 1 && re == RCP_EPEER)) ||
 			    (!rf && re != (sf == 1 ? RCP_EPEER : 0)))
 				fail_msg("msg %d/%d (%zu B): recv %d (send half failed %d, recv "
@@ -474,9 +476,8 @@ static void t_close_queued(void **state)
 	test_fill(src, len, seed);
 	assert_int_equal(rcpc_isend(sim_chan(s, 0, 1), 7, src, len, sim_now(s), &two[0].r), 0);
 	(void)sim_run(s, never, NULL, 200 * US);
-	assert_int_equal(rcpc_irecv(sim_core(s, 1), sim_chan(s, 1, 0), 7, dst, len, sim_now(s),
-	                            &two[1].r),
-	                 0);
+	assert_int_equal(
+	    rcpc_irecv(sim_core(s, 1), sim_chan(s, 1, 0), 7, dst, len, sim_now(s), &two[1].r), 0);
 	assert_int_equal(*rcpc_rma_queued(sim_core(s, 1)), 1); /* asked, not taken */
 	sim_chan_close(s, 1, 0);
 	/* Never started: dropped with the channel, the receive failed. */
@@ -593,8 +594,7 @@ static void t_stale_tokens(void **state)
 	 * token must not complete it. */
 	test_fill(src, len, seed + 1);
 	assert_int_equal(rcpc_isend(sim_chan(s, 0, 1), 8, src, len, sim_now(s), &more[0].r), 0);
-	assert_int_equal(rcpc_irecv(c, sim_chan(s, 1, 0), 8, dst, len, sim_now(s), &more[1].r),
-	                 0);
+	assert_int_equal(rcpc_irecv(c, sim_chan(s, 1, 0), 8, dst, len, sim_now(s), &more[1].r), 0);
 	(void)sim_run(s, never, NULL, 5 * MS);
 	assert_int_equal(x->n, 1);
 	assert_int_equal((uint32_t)x->h[0].ev.token, (uint32_t)a_tok);
@@ -621,9 +621,9 @@ static void t_stale_tokens(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(t_paths),         cmocka_unit_test(t_random),
-	    cmocka_unit_test(t_cancel_held),   cmocka_unit_test(t_close_queued),
-	    cmocka_unit_test(t_close_held),    cmocka_unit_test(t_peer_dies_held),
+	    cmocka_unit_test(t_paths),        cmocka_unit_test(t_random),
+	    cmocka_unit_test(t_cancel_held),  cmocka_unit_test(t_close_queued),
+	    cmocka_unit_test(t_close_held),   cmocka_unit_test(t_peer_dies_held),
 	    cmocka_unit_test(t_stale_tokens),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
