@@ -2,8 +2,8 @@
  * rcp/chan.c — a channel's life: open, reset (for a peer's restart or a
  * failure), fail, claim (an accepted channel the user now holds), close
  * and free.  Every file above it may fail a channel; it calls only the
- * request pools, the epochs and the timer heap below it (rcp/core.c,
- * LAYERS).
+ * request pools, the RMA events, the epochs and the timer heap below it
+ * (rcp/core.c, LAYERS).
  *
  * CHANNELS.  One channel per peer endpoint, keyed by the nic peer index.
  * Static, as in the paper: both sides record the peer locally and start at
@@ -43,6 +43,7 @@ void rcpi_chan_reset(rcp_chan *ch, int error)
 	struct list *p, *t;
 
 	chan_retime(ch);
+	rcpi_rma_chan_reset(ch, error); /* before the lists fail (rmaq.c, RMA EVENTS) */
 	for (uint32_t seq = ch->tx_una; rcpw_seq_lt(seq, ch->tx_next); seq++)
 		slot_free(ch, slot_of(ch, seq));
 	ch->wnd_told = 0; /* a restarted peer knows nothing of us */

@@ -8,7 +8,8 @@
  * named in capitals, as (CREDITS), is the head comment of the file that
  * holds it: CHANNELS chan.c, HANDSHAKE handshake.c, RELIABILITY and WINDOW
  * send.c, RECEIVING recv.c, MESSAGES, CREDITS and DEMAND msg.c, TIMERS
- * timers.c, COMPLETION req.c, FLUSH, CLOSE and LAYERS core.c.
+ * timers.c, COMPLETION req.c, RMA EVENTS rmaq.c, TRANSFERS DONE rma.c,
+ * FLUSH, CLOSE and LAYERS core.c.
  *
  * INVARIANTS.  tx_una <= tx_next <= tx_una + nslots; slot(s) in use iff
  * tx_una <= s < tx_next; a send request completes only when no slot
@@ -108,10 +109,12 @@ enum req_state {
 	S_RTS,        /* RTS out, waiting for READY or FIN (busyq) */
 	S_STREAM,     /* streaming DATA (streamq while bytes are left) */
 	S_WAITACK,    /* all frames out, waiting for acks (busyq) */
+	S_RMA,        /* put into a READY promise asked for, FIN FIRST not out (busyq; rma.c) */
 	/* recv */
 	R_POSTED, /* in core->posted */
 	R_READY,  /* in core->posted and ch->reserved: READY sent */
 	R_FILL,   /* matched to a message, bytes arriving (ch->rndv) */
+	R_RMA,    /* matched, its bytes move by RMA: our get, a split's halves (ch->rndv) */
 	/* all */
 	Q_DONE,
 };
@@ -123,13 +126,14 @@ struct rcp_req {
 	uint8_t kind, state, internal, reserved_rma;
 	uint8_t sync;    /* send: complete on ack only (rcpc_issend) */
 	uint8_t own_buf; /* send: buf is the library's copy, freed with the request */
-	int error;
+	uint8_t rma;     /* RMA_BUSY, RMA_PEER (rmaq.c, RMA EVENTS) */
+	int error;       /* done: its status; before, the first error of its RMA transfer */
 	uint64_t tag;
 	unsigned char *buf; /* send: const in spirit */
 	size_t len;         /* buffer length */
 	size_t total;       /* message length */
 	size_t next_off;    /* send: next byte to frame */
-	size_t got;         /* recv: bytes accounted */
+	size_t got;         /* recv: bytes accounted (streamed or eager data only) */
 	uint32_t msg;
 	uint32_t frames_out; /* send: slots still pointing at this request */
 	void *mr;            /* RMA registration of buf */
@@ -165,6 +169,27 @@ struct ctl {
 	uint64_t tag, arg;
 	uint8_t rkeylen;
 	unsigned char rkey[RKEY_MAX];
+};
+
+/* An RMA transfer the core asked for (rmaq.c, RMA EVENTS). */
+struct rma_op {
+	struct list link;  /* rmaq.queue (asked), .held (taken by the glue) or .free */
+	uint32_t idx, gen; /* its token is idx | gen << 32; gen moves on when it is freed */
+	uint8_t state;     /* OP_FREE, OP_QUEUED, OP_HELD */
+	uint8_t kind;      /* RMA_READY_PUT ...: what its completion does (rma.c) */
+	uint16_t fin;      /* flags of the FIN it ends with */
+	int err;           /* ch gone: the error its request completes with */
+	rcp_req *r;
+	rcp_chan *ch; /* NULL once the channel failed or closed with the op held */
+	struct rcpc_rma ev;
+};
+
+/* The core's RMA transfers (rmaq.c).  Zeroed until the first is asked for. */
+struct rmaq {
+	struct rma_op **tab; /* by token index */
+	uint32_t n, cap;     /* ops allocated, room in tab */
+	unsigned queued;     /* in queue: what rcpc_rma_queued points at */
+	struct list queue, held, free;
 };
 
 struct ooo {
@@ -226,6 +251,7 @@ struct rcp_chan {
 	uint32_t tx_msg_next;  /* next message id to assign */
 	uint32_t tx_msg_start; /* next message id whose first frame goes out */
 	struct list startq, streamq, busyq;
+	rcp_req *rma_start; /* a send put into a READY promise: later starts wait for it (rma.c) */
 	uint32_t credits_granted, credits_used;
 	int ready_valid;
 	struct ctl ready; /* the peer's latest READY hint */
@@ -306,6 +332,7 @@ struct rcpc_core {
 	uint32_t convs;    /* conversations begun: conv_epoch's counter */
 	struct rcp_ep_stats st;
 	int demand_warned; /* credit_demand's warning was given */
+	struct rmaq rmaq;  /* RMA transfers asked for and taken (rmaq.c) */
 };
 
 /* ---- req.c: requests, completion, pools ---- */
@@ -321,6 +348,18 @@ void rcpi_unexp_hold(rcpc_core *c, struct unexp *u);
 int rcpi_unexp_release(rcpc_core *c, struct unexp *u);
 void rcpi_fail_list(struct list *l, int error);
 int rcpi_take_completed(rcpc_core *c);
+
+/* ---- rmaq.c: RMA transfers as events, their tokens ---- */
+enum { RMA_BUSY = 1, RMA_PEER = 2 };                                   /* rcp_req.rma */
+enum { OP_FREE, OP_QUEUED, OP_HELD };                                  /* rma_op.state */
+enum { RMA_READY_PUT = 1, RMA_SPLIT_PUT, RMA_RTS_GET, RMA_SPLIT_GET }; /* rma_op.kind */
+int rcpi_rma_post(rcp_chan *ch, rcp_req *r, uint8_t kind, uint16_t fin, int write, void *local,
+                  size_t len, const void *rkey, uint32_t rkeylen, uint64_t off);
+struct rma_op *rcpi_rma_claim(rcpc_core *c, uint64_t token);
+void rcpi_rma_release(rcpc_core *c, struct rma_op *op);
+void rcpi_rma_chan_reset(rcp_chan *ch, int error);
+void rcpi_rma_shutdown(rcpc_core *c);
+void rcpi_rma_free(rcpc_core *c);
 
 /* ---- epoch.c: conversation epochs, challenges, cookies ---- */
 uint32_t rcpi_conv_epoch(rcpc_core *c);
@@ -416,6 +455,20 @@ static inline void copy_bytes(void *dst, const void *src, size_t n)
 	}
 	while (n--)
 		*d++ = *s++;
+}
+
+/* The nic moves bytes by RMA: the glue performs the core's transfer
+ * events (rmaq.c).  Registering is how the core knows. */
+static inline int rma_ok(const rcpc_core *c)
+{
+	return c->io.mr_reg != NULL;
+}
+
+/* Where a split RMA transfer of TOTAL bytes divides: the sender puts
+ * [0, split), the receiver gets [split, total).  Both sides compute it. */
+static inline uint64_t split_at(uint64_t total)
+{
+	return (total / 2) & ~(uint64_t)4095;
 }
 
 static inline int tag_match(uint64_t want, uint64_t tag)

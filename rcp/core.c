@@ -17,6 +17,8 @@
  *     |          irecv, mcast, cancel, probe; rcpc_input dispatch; flush
  *   timers.c     timer heap of channel deadlines, rcpc_timers, delayed acks
  *     |
+ *   rma.c        rcpc_rma_done: a transfer is back, its FIN, its completion
+ *     |
  *   handshake.c  admission of each frame: epochs, restart challenges,
  *     |          accept cookies, reclaim of half-open channels
  *   recv.c       receive window, bitmap, reorder store, SACK, in-order
@@ -26,6 +28,8 @@
  *   send.c       frames out, send ring and slots, RACK/TLP/RTO, cwnd,
  *     |          acks of our frames
  *   chan.c       channel open, reset, fail, claim, close, free
+ *     |
+ *   rmaq.c       RMA transfers as events: queue, tokens, rcpc_rma_take
  *     |
  *   req.c, epoch.c, heap.c   requests and completion, pools; keyed
  *                epochs, nonces, cookies; the binary heap
@@ -203,6 +207,7 @@ void rcpc_core_shutdown(rcpc_core *c)
 		rcpi_chan_reset(ch, RCP_ECLOSED);
 	}
 	rcpi_fail_list(&c->posted, RCP_ECLOSED);
+	rcpi_rma_shutdown(c); /* transfers the glue still held (rmaq.c) */
 }
 
 void rcpc_core_free(rcpc_core *c)
@@ -235,6 +240,7 @@ void rcpc_core_free(rcpc_core *c)
 	free(c->by_peer);
 	rcpi_heap_free(&c->theap);
 	free(c->tdue);
+	rcpi_rma_free(c);
 	free(c);
 }
 

@@ -11,6 +11,8 @@
  * Every entry point takes `now` (ns, any monotonic origin).  The core
  * never calls back into the user except through rcpc_io: requests with a
  * completion callback are only listed (rcpc_cb_take), the glue runs them.
+ * Nor does it move bytes by RMA: it queues transfer events, which the
+ * glue performs and reports back (rcpc_rma_take, rcpc_rma_done).
  */
 #ifndef RCP_CORE_H
 #define RCP_CORE_H
@@ -34,14 +36,11 @@ struct rcpc_io {
 	 * start the peer at once).  May be NULL. */
 	int (*flush)(void *ctx);
 	/* Optional one-sided RMA (NULL if the nic has none): register a
-	 * buffer, pack its key, move bytes.  Synchronous. */
+	 * buffer and pack its key (synchronous).  A glue that sets mr_reg
+	 * performs the core's transfer events (rcpc_rma_take below). */
 	int (*mr_reg)(void *ctx, void *addr, size_t len, unsigned access, void **mr, void *rkey,
 	              size_t *rkeylen);
 	void (*mr_dereg)(void *ctx, void *mr);
-	int (*get)(void *ctx, int peer, void *local, size_t len, const void *rkey, size_t rkeylen,
-	           uint64_t off);
-	int (*put)(void *ctx, int peer, const void *local, size_t len, const void *rkey,
-	           size_t rkeylen, uint64_t off);
 	/* RCP_EP_ACCEPT: make a peer index for an unknown sender's address
 	 * blob.  Returns 0 or a negative code (then the frame is dropped). */
 	int (*peer_add)(void *ctx, const void *src, size_t srclen, int *peer);
@@ -83,7 +82,9 @@ void rcpc_params_default(struct rcpc_params *p);
 int rcpc_core_new(const struct rcpc_params *p, const struct rcpc_io *io, void *owner,
                   rcpc_core **out);
 /* Completes all pending requests with RCP_ECLOSED (those with a callback
- * go on the completion list: the caller runs them before freeing). */
+ * go on the completion list: the caller runs them before freeing), also
+ * those whose RMA transfer the glue took and has not given back: it must
+ * have stopped them (their tokens are stale from then on). */
 void rcpc_core_shutdown(rcpc_core *c);
 /* rcpc_core_shutdown, then frees everything (callbacks still listed are
  * dropped with their requests). */
@@ -133,6 +134,37 @@ uint64_t rcpc_deadline(rcpc_core *c);
  * RMA_MIN_CROWDED then stream through the nic rather than move by RMA,
  * whose RTS/READY, pull and FIN cost a wake-up on each side (msg.c). */
 void rcpc_set_crowded(rcpc_core *c, int crowded);
+
+/* RMA transfers (rcp/rmaq.c, RMA EVENTS).  Where the protocol moves a
+ * message by RMA the core queues an event and goes on; the glue takes each
+ * (rcpc_rma_take), performs it on the nic, at once or later (a nic with
+ * asynchronous RMA: when its completion comes), in any order, and gives
+ * its result back exactly once (rcpc_rma_done), which lets the core send
+ * the FIN the transfer ends with and complete the request.  Any entry
+ * point may queue events; after each, the glue looks (*rcpc_rma_queued:
+ * a load, no call).  The request an event belongs to does not complete
+ * before its result is back: the nic may be using the buffer. */
+struct rcpc_rma {
+	uint64_t token; /* names the event in rcpc_rma_done */
+	int peer;       /* nic peer index */
+	int write;      /* 1: put LOCAL into the peer's region; 0: get from it into LOCAL */
+	void *local;    /* LEN bytes here (read only for a put) */
+	size_t len;
+	uint64_t off;   /* where in the peer's region */
+	size_t rkeylen; /* the peer's key to its region (a copy: the event's own) */
+	unsigned char rkey[RCP_NIC_RKEY_MAX];
+};
+/* Takes the oldest event queued into EV: 1, or 0 if none is. */
+int rcpc_rma_take(rcpc_core *c, struct rcpc_rma *ev);
+/* The count of events queued and not taken (valid for the core's life). */
+const unsigned *rcpc_rma_queued(const rcpc_core *c);
+/* The transfer of TOKEN is over: STATUS 0 (all LEN bytes moved) or the
+ * nic's negative code.  Returns 0, or RCP_ENOENT for a token that names
+ * no event taken and not yet done (given back twice, made up, or taken
+ * before rcpc_core_shutdown): counted in stats rma_stale, nothing else
+ * happens.  What it makes the core send goes out at the next rcpc_flush;
+ * what it completes is counted there. */
+int rcpc_rma_done(rcpc_core *c, uint64_t token, int status, uint64_t now);
 
 /* rcpc_issend: completes on the peer's ack only (rcp_issend). */
 int rcpc_issend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, uint64_t now,

@@ -61,6 +61,9 @@ struct rcp_ep {
 	int cb_depth;        /* callbacks running (nested progress: > 1) */
 	int closing;         /* rcp_ep_close runs the last callbacks */
 	struct rcp_nic_frame frames[BURST];
+
+	const unsigned *rmaq; /* the core's RMA transfers asked for (rcpc_rma_queued) */
+	int rma_completed;    /* completions counted by transfers outside progress */
 };
 
 static uint64_t now_ns(void)
@@ -128,6 +131,32 @@ static inline void callbacks(rcp_ep *ep)
 		run_callbacks(ep);
 }
 
+/* ---- RMA transfers (rcp/rmaq.c, RMA EVENTS) ----
+ *
+ * The core asks for transfers as events; the endpoint performs each on
+ * the nic at once (shm's RMA is a synchronous process_vm_readv/writev) and
+ * gives the result back, then flushes what that lets the core send (the
+ * FINs) and whatever starts because of it, until no event is left.  A nic
+ * with asynchronous RMA would post here and give results back from its
+ * completion poll instead: the core does not mind when.  Returns the
+ * requests completed. */
+static int rma_run(rcp_ep *ep, uint64_t now)
+{
+	int done = 0;
+	do {
+		struct rcpc_rma ev;
+		while (rcpc_rma_take(ep->core, &ev)) {
+			int rc = ev.write ? rcp_nic_put(ep->nic, ev.peer, ev.local, ev.len, ev.rkey,
+			                                ev.rkeylen, ev.off)
+			                  : rcp_nic_get(ep->nic, ev.peer, ev.local, ev.len, ev.rkey,
+			                                ev.rkeylen, ev.off);
+			rcpc_rma_done(ep->core, ev.token, rc, now);
+		}
+		done += rcpc_flush(ep->core, now);
+	} while (*ep->rmaq);
+	return done;
+}
+
 /* The time for stamping sends and receives posted by the user.  A clock
  * read costs ~27 ns here and a small message's whole budget is a few
  * hundred; right after progress() read the clock, reuse that reading
@@ -192,20 +221,6 @@ static void io_mr_dereg(void *ctx, void *mr)
 {
 	(void)ctx;
 	rcp_nic_mr_dereg(mr);
-}
-
-static int io_get(void *ctx, int peer, void *local, size_t len, const void *rkey, size_t rkeylen,
-                  uint64_t off)
-{
-	rcp_ep *ep = ctx;
-	return rcp_nic_get(ep->nic, peer, local, len, rkey, rkeylen, off);
-}
-
-static int io_put(void *ctx, int peer, const void *local, size_t len, const void *rkey,
-                  size_t rkeylen, uint64_t off)
-{
-	rcp_ep *ep = ctx;
-	return rcp_nic_put(ep->nic, peer, local, len, rkey, rkeylen, off);
 }
 
 static int io_peer_add(void *ctx, const void *src, size_t srclen, int *peer)
@@ -347,8 +362,6 @@ int rcp_ep_open(const char *nic_addr, const struct rcp_ep_config *cfg, rcp_ep **
 	if (ep->info.caps & RCP_NIC_CAP_RMA) {
 		io.mr_reg = io_mr_reg;
 		io.mr_dereg = io_mr_dereg;
-		io.get = io_get;
-		io.put = io_put;
 	}
 	rc = rcpc_core_new(&p, &io, ep, &ep->core);
 	if (rc) {
@@ -358,6 +371,7 @@ int rcp_ep_open(const char *nic_addr, const struct rcp_ep_config *cfg, rcp_ep **
 	}
 	ep->burst = 1;
 	ep->cbq = rcpc_cb_head(ep->core);
+	ep->rmaq = rcpc_rma_queued(ep->core);
 	{
 		struct rcp_wait_src self = {
 		    .fd = rcp_nic_fd(ep->nic), .progress = ep_look, .arm = ep_arm_src, .arg = ep};
@@ -499,11 +513,20 @@ static int took(rcp_ep *ep, int n)
 	}
 	if (n) {
 		ep->nic->ops->release(ep->nic, ep->frames, n);
-		done += rcpc_flush(ep->core, now);
+		/* Transfers the frames asked for go first: their FINs leave
+		 * with the acks in one flush (rma_run ends with it). */
+		done += RCPI_UNLIKELY(*ep->rmaq) ? rma_run(ep, now) : rcpc_flush(ep->core, now);
 	}
 	/* The deadline is the top of the core's timer heap: no walk. */
 	if (now >= rcpc_deadline(ep->core))
 		done += rcpc_timers(ep->core, now);
+	/* Transfers the flush or the timers asked for. */
+	if (RCPI_UNLIKELY(*ep->rmaq))
+		done += rma_run(ep, now);
+	if (RCPI_UNLIKELY(ep->rma_completed)) {
+		done += ep->rma_completed;
+		ep->rma_completed = 0;
+	}
 	callbacks(ep);
 	return done;
 }
@@ -553,7 +576,10 @@ static int before_sleep(rcp_ep *ep, uint64_t now)
 	}
 	rcpc_ack_owed(ep->core, now);
 	if (rcpc_deadline(ep->core) <= now) {
-		if (rcpc_timers(ep->core, now) > 0 || rcpc_deadline(ep->core) <= now)
+		int n = rcpc_timers(ep->core, now);
+		if (*ep->rmaq)
+			n += rma_run(ep, now); /* transfers the timers asked for */
+		if (n > 0 || rcpc_deadline(ep->core) <= now)
 			return RCP_EAGAIN;
 	}
 	return 0;
@@ -767,6 +793,12 @@ uint64_t rcpi_ep_now(rcp_ep *ep)
 int rcpi_ep_progress(rcp_ep *ep)
 {
 	return progress(ep);
+}
+
+void rcpi_ep_rma(rcp_ep *ep)
+{
+	if (RCPI_UNLIKELY(*ep->rmaq))
+		ep->rma_completed += rma_run(ep, ep_now(ep));
 }
 
 void rcpi_ep_cb_drop(rcp_req *req, const struct rcp_status *st, void *user)

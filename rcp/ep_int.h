@@ -21,6 +21,9 @@ rcpc_core *rcpi_ep_core(const rcp_ep *ep);
 int rcpi_ep_closing(const rcp_ep *ep); /* closing: new posts fail (RCP_ECLOSED) */
 uint64_t rcpi_ep_now(rcp_ep *ep);      /* the time to stamp a post with */
 int rcpi_ep_progress(rcp_ep *ep);      /* one round of progress (rcp_progress) */
+/* After a call into the core: performs the RMA transfers it asked for, if
+ * any (endpoint.c, rma_run); the next progress counts what they complete. */
+void rcpi_ep_rma(rcp_ep *ep);
 /* The callback of a request nobody waits for: it does nothing, the
  * request is released after it. */
 void rcpi_ep_cb_drop(rcp_req *req, const struct rcp_status *st, void *user);

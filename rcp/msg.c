@@ -20,7 +20,9 @@
  *           (and, where the nic has RMA and the message is >= rma_min, a
  *           key to the send buffer).  The receiver, once matched, either
  *           pulls the data with one RMA get and answers FIN, or answers
- *           READY; the sender then streams DATA frames.
+ *           READY; the sender then streams DATA frames.  Every RMA
+ *           transfer here is an event the glue performs (rmaq.c, RMA
+ *           EVENTS); what follows it (FIN, completion) is rma.c.
  *   READY first (receiver first): a receive posted for a specific channel
  *           with a buffer larger than one frame, which is the first posted
  *           receive that could take that channel's next message, sends
@@ -78,53 +80,79 @@
 /* The smallest RTS an endpoint that sleeps at once offers to split. */
 #define SLEEPER_SPLIT_MIN (512u << 10)
 
-/* Where a split RMA transfer of TOTAL bytes divides: the sender puts
- * [0, split), the receiver gets [split, total).  Both sides compute it. */
-static uint64_t split_at(uint64_t total)
-{
-	return (total / 2) & ~(uint64_t)4095;
-}
-
 /* Receiver first, large message, RMA both ways: rather than one process
  * copying the whole message while the other waits, both copy half at once.
  * FIN(FIRST|SPLIT, key to our buffer) goes out first, so the receiver
- * starts pulling its half; we put ours, then FIN(SPLIT) says so; the
- * receiver's plain FIN says it has pulled (our buffer is free again).
- * Returns 0, RCP_EAGAIN, or 1 if it did not apply (then nothing changed). */
+ * starts pulling its half; we ask for the put of ours, and when it is back
+ * FIN(SPLIT) says so (rma.c); the receiver's plain FIN says it has pulled
+ * (our buffer is free again).  Returns 0, RCP_EAGAIN, or 1 if it did not
+ * apply (then nothing changed). */
 static int send_split(rcp_chan *ch, rcp_req *r, uint64_t now)
 {
 	rcpc_core *c = ch->core;
 	unsigned char rkey[RKEY_MAX];
 	size_t rklen = sizeof rkey;
-	uint64_t split = split_at(r->total);
 	struct slot *s;
 	int rc;
 
-	/* Two frames: the caller made sure of room for one. */
-	if (!c->p.rma_split || r->total < c->p.rma_split || !c->io.mr_reg || !c->io.get ||
-	    ch->tx_next - ch->tx_una + 2 > window(ch) ||
+	/* One frame now (the caller made sure of room), FIN(SPLIT) later. */
+	if (!c->p.rma_split || r->total < c->p.rma_split || !rma_ok(c) ||
 	    c->io.mr_reg(c->io.ctx, r->buf, r->total, RCP_NIC_ACCESS_READ, &r->mr, rkey, &rklen))
 		return 1;
+	if (rcpi_rma_post(ch, r, RMA_SPLIT_PUT, RCPW_F_SPLIT | RCPW_F_ACKREQ, 1, r->buf,
+	                  (size_t)split_at(r->total), ch->ready.rkey, ch->ready.rkeylen, 0)) {
+		c->io.mr_dereg(c->io.ctx, r->mr);
+		r->mr = NULL;
+		return 1;
+	}
 	c->st.rma_msgs++;
 	s = rcpi_slot_new(ch, NULL, RCPW_FIN, RCPW_F_FIRST | RCPW_F_SPLIT | RCPW_F_ACKREQ, r->msg,
 	                  r->tag, r->total, rkey, (uint32_t)rklen, 1);
+	r->state = S_RTS; /* waits for the receiver's FIN, as after an RTS */
+	list_add_tail(&ch->busyq, &r->link);
 	rc = rcpi_slot_send(ch, s, now);
 	if (c->io.flush)
 		c->io.flush(c->io.ctx); /* the receiver must start now */
-	r->next_off = (size_t)split;
-	/* A failed put (the peer died) is reported as 0 bytes; the peer
-	 * timeout or its FIN settles the rest. */
-	if (c->io.put(c->io.ctx, ch->peer, r->buf, (size_t)split, ch->ready.rkey, ch->ready.rkeylen,
-	              0)) {
-		r->next_off = 0;
-		r->got = 1; /* the send fails when the receiver's FIN comes */
-	}
-	s = rcpi_slot_new(ch, NULL, RCPW_FIN, RCPW_F_SPLIT | RCPW_F_ACKREQ, r->msg, r->tag,
-	                  r->next_off, NULL, 0, 1);
-	r->state = S_RTS; /* waits for the receiver's FIN, as after an RTS */
-	list_add_tail(&ch->busyq, &r->link);
-	rc = rc ? rc : rcpi_slot_send(ch, s, now);
 	return rc;
+}
+
+/* Streams R into the READY promise it fits: its first frame now. */
+static int stream_start(rcp_chan *ch, rcp_req *r, uint64_t now)
+{
+	rcpc_core *c = ch->core;
+	struct slot *s;
+
+	c->st.rndv_msgs++;
+	r->next_off = c->payload_max;
+	s = rcpi_slot_new(ch, r, RCPW_DATA, RCPW_F_FIRST | RCPW_F_STREAM, r->msg, r->tag, r->total,
+	                  r->buf, c->payload_max, 0);
+	r->state = S_STREAM;
+	list_add_tail(&ch->streamq, &r->link);
+	chan_dirty(ch);
+	return rcpi_slot_send(ch, s, now);
+}
+
+/* The put of ch->rma_start into the READY promise is back (rma.c): FIN
+ * FIRST starts the message, and the send completes on its ack; after a
+ * failed put it streams instead (the receiver takes either).  Message
+ * starts wait for it (send_can_start): they go out in message order. */
+static int ready_put_out(rcp_chan *ch, uint64_t now)
+{
+	rcp_req *r = ch->rma_start;
+	struct slot *s;
+
+	ch->rma_start = NULL;
+	list_del(&r->link);
+	if (r->error) {
+		r->error = 0;
+		return stream_start(ch, r, now);
+	}
+	ch->core->st.rma_msgs++;
+	s = rcpi_slot_new(ch, r, RCPW_FIN, RCPW_F_FIRST | RCPW_F_ACKREQ, r->msg, r->tag, r->total,
+	                  NULL, 0, 0);
+	r->state = S_WAITACK;
+	list_add_tail(&ch->busyq, &r->link);
+	return rcpi_slot_send(ch, s, now);
 }
 
 /* The smallest message a send on a READY moves by RMA.  With split
@@ -161,6 +189,8 @@ static int ready_fits(const rcp_chan *ch, const rcp_req *r)
  * Else it stays queued until the peer returns credits. */
 inline int rcpi_send_can_start(rcp_chan *ch, const rcp_req *r)
 {
+	if (RCPI_UNLIKELY(ch->rma_start != NULL))
+		return 0; /* its FIN FIRST goes first (ready_put_out) */
 	if (ch->credits_used != ch->credits_granted || ready_fits(ch, r)) {
 		ch->credit_stalled = 0;
 		return 1;
@@ -184,31 +214,21 @@ int rcpi_send_start(rcp_chan *ch, rcp_req *r, uint64_t now)
 	ch->tx_msg_start++;
 	if (ready_fits(ch, r)) {
 		ch->ready_valid = 0;
-		if ((ch->ready.flags & RCPW_F_RMA) && c->io.put && r->total >= ready_rma_min(c)) {
+		if ((ch->ready.flags & RCPW_F_RMA) && rma_ok(c) && r->total >= ready_rma_min(c)) {
 			rc = send_split(ch, r, now);
 			if (rc <= 0)
 				return rc;
-			rc = c->io.put(c->io.ctx, ch->peer, r->buf, r->total, ch->ready.rkey,
-			               ch->ready.rkeylen, 0);
-			if (!rc) {
-				c->st.rma_msgs++;
-				s = rcpi_slot_new(ch, r, RCPW_FIN, RCPW_F_FIRST | RCPW_F_ACKREQ,
-				                  r->msg, r->tag, r->total, NULL, 0, 0);
-				r->state = S_WAITACK;
+			/* The whole message by one put; FIN FIRST when it is
+			 * back (ready_put_out).  No memory to ask: stream. */
+			if (!rcpi_rma_post(ch, r, RMA_READY_PUT, 0, 1, r->buf, r->total,
+			                   ch->ready.rkey, ch->ready.rkeylen, 0)) {
+				r->state = S_RMA;
 				list_add_tail(&ch->busyq, &r->link);
-				return rcpi_slot_send(ch, s, now);
+				ch->rma_start = r;
+				return 0;
 			}
-			/* Put failed (peer gone?): stream instead; the
-			 * receiver takes either. */
 		}
-		c->st.rndv_msgs++;
-		r->next_off = c->payload_max;
-		s = rcpi_slot_new(ch, r, RCPW_DATA, RCPW_F_FIRST | RCPW_F_STREAM, r->msg, r->tag,
-		                  r->total, r->buf, c->payload_max, 0);
-		r->state = S_STREAM;
-		list_add_tail(&ch->streamq, &r->link);
-		chan_dirty(ch);
-		return rcpi_slot_send(ch, s, now);
+		return stream_start(ch, r, now);
 	}
 	/* A promise for this message that its terms did not fit, or for an
 	 * earlier one, is used up. */
@@ -266,7 +286,7 @@ int rcpi_send_start(rcp_chan *ch, rcp_req *r, uint64_t now)
 		uint64_t min = c->p.rma_split;
 		if ((c->p.flags & RCP_EP_SLEEP) && min < SLEEPER_SPLIT_MIN)
 			min = SLEEPER_SPLIT_MIN;
-		if (c->p.rma_split && r->total >= min && c->io.put)
+		if (c->p.rma_split && r->total >= min && rma_ok(c))
 			fl |= RCPW_F_SPLIT;
 		if (!c->io.mr_reg(c->io.ctx, r->buf, r->total, RCP_NIC_ACCESS_READ, &r->mr, rkey,
 		                  &rklen)) {
@@ -307,6 +327,9 @@ void rcpi_chan_pump(rcp_chan *ch, uint64_t now)
 			ch->ctl_head = (ch->ctl_head + 1) % ch->ctl_cap;
 			ch->ctl_count--;
 			rc = rcpi_slot_send(ch, s, now);
+		} else if (RCPI_UNLIKELY(ch->rma_start != NULL) &&
+		           !(ch->rma_start->rma & RMA_BUSY)) {
+			rc = ready_put_out(ch, now);
 		} else if (!list_empty(&ch->startq) &&
 		           rcpi_send_can_start(ch, container_of(ch->startq.next, rcp_req, link))) {
 			rcp_req *r = container_of(ch->startq.next, rcp_req, link);
@@ -465,26 +488,27 @@ static int credit_take(rcp_chan *ch)
 
 /* The receiver's half of a split transfer of matched receive R: pull
  * bytes [split, N) from the sender's buffer (RKEY), tell it by FIN that
- * its buffer is free, and wait in ch->rndv for its FIN(SPLIT).  A failed
- * pull is remembered in r->got and fails R then. */
+ * its buffer is free (rma.c, when the pull is back), and wait in ch->rndv
+ * for its FIN(SPLIT).  A failed pull is remembered in r->error and fails
+ * R then. */
 static void split_pull(rcp_chan *ch, rcp_req *r, uint64_t n, const void *rkey, uint32_t rkeylen)
 {
-	rcpc_core *c = ch->core;
 	uint64_t split = split_at(r->total), len = n > split ? n - split : 0;
 	struct ctl k = {0};
-	int rc = 0;
 
-	if (len)
-		rc = c->io.get ? c->io.get(c->io.ctx, ch->peer, r->buf + split, (size_t)len, rkey,
-		                           rkeylen, split)
-		               : RCP_EPROTO;
+	r->state = R_RMA;
+	r->error = 0;
+	list_add_tail(&ch->rndv, &r->link);
+	if (len && !rcpi_rma_post(ch, r, RMA_SPLIT_GET, 0, 0, r->buf + split, (size_t)len, rkey,
+	                          rkeylen, split))
+		return;
+	/* Nothing to pull (the buffer ends below the split), or no memory
+	 * to ask: FIN(0) now, a failure if there was something. */
+	r->rma = 0;
+	r->error = len ? RCP_ENOMEM : 0;
 	k.type = RCPW_FIN;
 	k.msg = r->msg;
-	k.arg = rc ? 0 : len;
 	rcpi_ctl_push(ch, &k);
-	r->state = R_FILL;
-	r->got = rc ? 1 : 0;
-	list_add_tail(&ch->rndv, &r->link);
 }
 
 /* Sender first, large, RMA both ways (see send_split for the other
@@ -497,8 +521,7 @@ static int rts_split(rcp_chan *ch, rcp_req *r, const unsigned char *rkey, uint32
 	struct ctl k = {0};
 	size_t rklen = sizeof k.rkey;
 
-	if (!c->p.rma_split || r->total < c->p.rma_split || r->total > r->len || !c->io.mr_reg ||
-	    !c->io.put)
+	if (!c->p.rma_split || r->total < c->p.rma_split || r->total > r->len || !rma_ok(c))
 		return 1;
 	if (r->mr) {
 		c->io.mr_dereg(c->io.ctx, r->mr);
@@ -537,16 +560,27 @@ void rcpi_rts_matched(rcp_chan *ch, rcp_req *r, uint32_t msg, uint64_t tag, size
 	struct ctl k = {0};
 
 	recv_matched(ch, r, msg, tag, total);
-	if (rma > 1 && c->io.get && rts_split(ch, r, rkey, rkeylen) == 0)
+	if (rma > 1 && rma_ok(c) && rts_split(ch, r, rkey, rkeylen) == 0)
 		return;
-	if (rma && c->io.get) {
+	if (rma && rma_ok(c)) {
+		/* Pull it all; FIN and completion when the get is back (rma.c).
+		 * Nothing to pull, or no memory to ask: now (the sender, which
+		 * offered a key, ignores a READY). */
 		size_t n = total < r->len ? total : r->len;
-		int rc = n ? c->io.get(c->io.ctx, ch->peer, r->buf, n, rkey, rkeylen, 0) : 0;
+		int rc = 0;
+		c->st.rma_msgs++;
+		if (n) {
+			rc = rcpi_rma_post(ch, r, RMA_RTS_GET, 0, 0, r->buf, n, rkey, rkeylen, 0);
+			if (!rc) {
+				r->state = R_RMA;
+				list_add_tail(&ch->rndv, &r->link);
+				return;
+			}
+		}
 		k.type = RCPW_FIN;
 		k.msg = msg;
 		k.arg = rc ? 0 : total;
 		rcpi_ctl_push(ch, &k);
-		c->st.rma_msgs++;
 		rcpi_complete(r, rc ? rc : (total > r->len ? RCP_ETRUNC : 0));
 		rcpi_try_ready(ch);
 		return;
@@ -653,8 +687,8 @@ int rcpi_data_place(rcp_chan *ch, const struct rcpw_hdr *h, const unsigned char 
 	rcp_req *r = rndv_find(ch, h->msg);
 	if (!r && ch->reserved && ch->reserved->msg == h->msg)
 		r = ch->reserved;
-	if (!r)
-		return -1;
+	if (!r || r->state == R_RMA)
+		return -1; /* none, or its bytes come by RMA: not from DATA */
 	place(r, h->arg, pl, h->len);
 	recv_check_done(ch, r);
 	return 0;
@@ -790,19 +824,24 @@ void rcpi_process_inorder(rcp_chan *ch, const struct rcpw_hdr *h, const unsigned
 		if (r) {
 			if (r->reserved_rma && (h->flags & RCPW_F_SPLIT) &&
 			    (h->flags & RCPW_F_RMA)) {
-				/* Split: it pulls the upper half, we put the lower. */
-				uint64_t split = split_at(r->total), put = 0;
+				/* Split: it pulls the upper half, we put the lower
+				 * and say so by FIN(SPLIT) when the put is back
+				 * (rma.c).  Terms that do not fit, or no memory to
+				 * ask: FIN(SPLIT, 0) now, and R fails when the
+				 * receiver's FIN comes. */
 				struct ctl k = {0};
-				if (h->arg == r->total && c->io.put &&
-				    !c->io.put(c->io.ctx, ch->peer, r->buf, (size_t)split, pl,
-				               h->len, 0))
-					put = split;
-				if (!put)
-					r->got = 1; /* fails when its FIN comes */
+				if (r->rma & RMA_BUSY) {
+					bad(c); /* a second READY(SPLIT) */
+					return;
+				}
+				if (h->arg == r->total &&
+				    !rcpi_rma_post(ch, r, RMA_SPLIT_PUT, RCPW_F_SPLIT, 1, r->buf,
+				                   (size_t)split_at(r->total), pl, h->len, 0))
+					return;
+				r->error = h->arg == r->total ? RCP_ENOMEM : RCP_EPEER;
 				k.type = RCPW_FIN;
 				k.flags = RCPW_F_SPLIT;
 				k.msg = h->msg;
-				k.arg = put;
 				rcpi_ctl_push(ch, &k);
 				return;
 			}
@@ -840,15 +879,18 @@ void rcpi_process_inorder(rcp_chan *ch, const struct rcpw_hdr *h, const unsigned
 		if (h->flags & RCPW_F_SPLIT) {
 			/* The sender's half is in place too. */
 			r = rndv_find(ch, h->msg);
-			if (!r || r->state != R_FILL) {
+			if (!r || r->state != R_RMA || (r->rma & RMA_PEER)) {
 				bad(c);
 				return;
 			}
+			if (h->arg != split_at(r->total) && !r->error)
+				r->error = RCP_EPEER;
+			if (r->rma & RMA_BUSY) {
+				r->rma |= RMA_PEER; /* our half is still moving: rma.c */
+				return;
+			}
 			list_del(&r->link);
-			if (r->got || h->arg != split_at(r->total))
-				rcpi_complete(r, RCP_EPEER);
-			else
-				rcpi_complete(r, r->total > r->len ? RCP_ETRUNC : 0);
+			rcpi_complete(r, r->error ? r->error : r->total > r->len ? RCP_ETRUNC : 0);
 			rcpi_try_ready(ch);
 			return;
 		}
@@ -863,14 +905,18 @@ void rcpi_process_inorder(rcp_chan *ch, const struct rcpw_hdr *h, const unsigned
 			rcpi_try_ready(ch);
 			return;
 		}
-		/* Receiver pulled our RTS message. */
+		/* Receiver pulled our RTS message, or its half of a split. */
 		r = busy_find(ch, h->msg, S_RTS);
 		if (!r) {
 			bad(c);
 			return;
 		}
+		if (r->rma & RMA_BUSY) {
+			r->rma |= RMA_PEER; /* our half is still moving: rma.c */
+			return;
+		}
 		list_del(&r->link);
-		rcpi_complete(r, r->got ? RCP_EPEER : 0);
+		rcpi_complete(r, r->error); /* a failed half of ours: its code */
 		return;
 	default: bad(c);
 	}

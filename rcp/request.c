@@ -39,6 +39,7 @@ static int isend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, int sy
 		return rc;
 	if (cb)
 		rcpc_req_set_cb(r, cb, user);
+	rcpi_ep_rma(ep); /* a put it (or a send queued before it) asked for */
 	*req = r;
 	return 0;
 }
@@ -74,12 +75,15 @@ int rcp_issend_cb(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, rcp_r
 int rcp_isend_detached(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, rcp_req **req)
 {
 	rcp_ep *ep;
+	int rc;
 	if (!ch || !req)
 		return RCP_EINVAL;
 	ep = rcpi_ep_of_chan(ch);
 	if (rcpi_ep_closing(ep))
 		return RCP_ECLOSED;
-	return rcpc_isend_detached(ch, tag, buf, len, rcpi_ep_now(ep), rcpi_ep_cb_drop, req);
+	rc = rcpc_isend_detached(ch, tag, buf, len, rcpi_ep_now(ep), rcpi_ep_cb_drop, req);
+	rcpi_ep_rma(ep); /* a send queued before it may start by RMA */
+	return rc;
 }
 
 static int irecv(rcp_ep *ep, rcp_chan *ch, uint64_t tag, void *buf, size_t len, rcp_req **req,
@@ -100,6 +104,7 @@ static int irecv(rcp_ep *ep, rcp_chan *ch, uint64_t tag, void *buf, size_t len, 
 		return rc;
 	if (cb)
 		rcpc_req_set_cb(r, cb, user);
+	rcpi_ep_rma(ep); /* the get of a held RTS it matched */
 	*req = r;
 	return 0;
 }
@@ -128,9 +133,12 @@ int rcp_req_set_cb(rcp_req *req, rcp_req_cb cb, void *user)
 
 int rcp_mcast(rcp_chan **chans, int n, uint64_t tag, const void *buf, size_t len, rcp_req **req)
 {
+	int rc;
 	if (!chans || n <= 0 || !chans[0])
 		return RCP_EINVAL;
-	return rcpc_mcast(chans, n, tag, buf, len, rcpi_now_ns(), req);
+	rc = rcpc_mcast(chans, n, tag, buf, len, rcpi_now_ns(), req);
+	rcpi_ep_rma(rcpi_ep_of_chan(chans[0]));
+	return rc;
 }
 
 static int finish(rcp_req *req, struct rcp_status *st)

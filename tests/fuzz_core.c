@@ -17,8 +17,10 @@
  *   cancel, probe, close a channel, restart a core (new epoch), reap, and
  *   the rest of the API (ack_owed, deadline, ban_epoch, stats).
  *
- * RMA is simulated over this process's memory like tests/sim.c, except
- * that a key is an index into the harness's table of registrations,
+ * RMA is simulated over this process's memory like tests/sim.c (the
+ * transfers a core asks for are performed after each operation and each
+ * frame delivered), except that a key is an index into the harness's
+ * table of registrations,
  * checked (owner, bounds, access, generation) the way an HCA checks an
  * rkey: a hostile key names nothing.  Each frame travels in its own
  * exact-size allocation so an over-read is ASan's to see.
@@ -203,16 +205,22 @@ static int rma(void *ctx, int peer, unsigned char *local, const unsigned char *c
 	return 0;
 }
 
-static int io_get(void *ctx, int peer, void *local, size_t len, const void *rkey, size_t rkeylen,
-                  uint64_t off)
+/* Performs the transfers node I's core asked for, in order, and gives
+ * each result back (what rcp/endpoint.c does); then flushes the FINs. */
+static void rma_run(int i)
 {
-	return rma(ctx, peer, local, NULL, len, rkey, rkeylen, off);
-}
-
-static int io_put(void *ctx, int peer, const void *local, size_t len, const void *rkey,
-                  size_t rkeylen, uint64_t off)
-{
-	return rma(ctx, peer, NULL, local, len, rkey, rkeylen, off);
+	struct rcpc_rma ev;
+	if (!F.core[i])
+		return;
+	while (*rcpc_rma_queued(F.core[i])) {
+		while (rcpc_rma_take(F.core[i], &ev)) {
+			int rc = rma((void *)(intptr_t)i, ev.peer, ev.write ? NULL : ev.local,
+			             ev.local, ev.len, ev.rkey, ev.rkeylen, ev.off);
+			if (rcpc_rma_done(F.core[i], ev.token, rc, F.now))
+				__builtin_trap(); /* a token it just gave out */
+		}
+		rcpc_flush(F.core[i], F.now);
+	}
 }
 
 /* ---- cores ------------------------------------------------------------------ */
@@ -227,8 +235,6 @@ static void node_start(int i, unsigned cfg)
 	if (cfg & 2) {
 		io.mr_reg = io_mr_reg;
 		io.mr_dereg = io_mr_dereg;
-		io.get = io_get;
-		io.put = io_put;
 	}
 	p.epoch = 0x100u * (uint32_t)(i + 1) + (uint32_t)F.gen[i];
 	/* B is the server: it learns A from A's first frame. */
@@ -347,6 +353,7 @@ static void deliver(int to, int k)
 	q->n--;
 	input(to, 1 - to, 0, f.b, f.len);
 	free(f.b);
+	rma_run(to); /* the transfers the frame asked for, as the endpoint does */
 	if (F.core[to])
 		rcpc_flush(F.core[to], F.now);
 }
@@ -670,12 +677,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		(void)chan(1);
 	(void)chan(0);
 
-	while (F.in < F.end)
+	while (F.in < F.end) {
 		op(get8(), cfg);
+		for (int i = 0; i < NNODES; i++)
+			rma_run(i);
+	}
 	/* Let the conversation settle, so completions run too. */
 	for (int r = 0; r < 64 && (F.nreq || F.q[0].n || F.q[1].n); r++) {
 		deliver_all(4);
 		to_deadline();
+		for (int i = 0; i < NNODES; i++)
+			rma_run(i);
 		reap();
 	}
 	for (int i = 0; i < NNODES; i++)

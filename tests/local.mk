@@ -285,3 +285,12 @@ tests_test_verbs_umad_LDFLAGS = -static
 tests_test_verbs_umad_LDADD = $(TEST_LDADD)
 endif
 endif
+if HAVE_CMOCKA
+# RMA transfers as events, with an asynchronous executor (rcp/rmaq.c).
+check_PROGRAMS += tests/test_rcp_rma
+TESTS += tests/test_rcp_rma
+tests_test_rcp_rma_SOURCES = tests/test_rcp_rma.c tests/sim.c tests/sim.h tests/testutil.h
+tests_test_rcp_rma_CFLAGS = $(TEST_CFLAGS)
+tests_test_rcp_rma_LDFLAGS = -static
+tests_test_rcp_rma_LDADD = $(TEST_LDADD)
+endif

@@ -9,7 +9,9 @@
  * the wall clock, so a run is a pure function of its seed.
  *
  * Peer indices: core i reaches core j as peer j.  RMA is simulated over
- * the process's own memory when enabled.
+ * the process's own memory when enabled: the transfers a core asks for
+ * (rcpc_rma_take) are performed and given back as soon as sim_run sees
+ * them, or handed to the test's own executor (sim_set_rma_exec).
  */
 #ifndef RCP_TEST_SIM_H
 #define RCP_TEST_SIM_H
@@ -75,6 +77,26 @@ void sim_set_tap(struct sim *s,
 void sim_set_fate(struct sim *s,
                   int64_t (*fate)(void *arg, int from, int to, const void *frame, size_t len),
                   void *arg);
+
+/* An asynchronous RMA executor (tests/test_rcp_rma.c): with one set, each
+ * transfer a core asks for goes to TAKE (NODE: whose core) instead of
+ * being performed at once; the executor performs it when it likes
+ * (sim_rma_perform) and gives the result back with rcpc_rma_done.
+ * sim_run asks DUE for the virtual time of the executor's next completion
+ * (UINT64_MAX: none) and calls RUN once that time has come; the frames
+ * those completions let the cores send go out in the same step.  NULL
+ * removes it (transfers still held are the test's). */
+struct sim_rma_exec {
+	void (*take)(void *arg, int node, const struct rcpc_rma *ev);
+	uint64_t (*due)(void *arg);
+	void (*run)(void *arg, uint64_t now);
+	void *arg;
+};
+void sim_set_rma_exec(struct sim *s, const struct sim_rma_exec *x);
+/* Performs transfer EV of node NODE on the simulated memory (its peer
+ * dead: RCP_EPEER; a key that does not cover it: RCP_EACCES).  Returns 0
+ * or that code. */
+int sim_rma_perform(struct sim *s, int node, const struct rcpc_rma *ev);
 
 /* A request a test waits for with sim_run(): sim_one_done(&one) is done
  * once R completed (its status in ST); sim_two_done(one[2]) once both. */

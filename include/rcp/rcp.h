@@ -113,6 +113,9 @@ struct rcp_ep_stats {
 	 * a cookie echo, accepted channels reclaimed half-open, restarts
 	 * claimed but not (yet) proven. */
 	uint64_t challenges_sent, chans_accepted, chans_reclaimed, restart_claims;
+	/* RMA transfer results given back for no transfer outstanding (a
+	 * token twice, or after the core shut down): ignored (rcp/rmaq.c). */
+	uint64_t rma_stale;
 };
 
 /* ---- endpoints ---- */
