@@ -307,11 +307,15 @@ static int child_sleeper(void)
 	int parent = pvm_parent();
 	char c = 1;
 	pvm_psend(parent, 80, &c, 1, PVM_BYTE);
-	/* Until killed, no PVM call: a waiting receive would take the
+	/* Until killed: progress (over udp its own psend may need resends or
+	 * a handshake) but take nothing: a waiting receive would take the
 	 * parent's psend into its held queue after PVMRCP_STASH_US (as stock
-	 * buffers it) and the psend would complete before the kill. */
-	for (;;)
-		pause();
+	 * buffers it), completing that psend before the kill.  The 1 ms
+	 * naps only keep this loop off the CPU. */
+	for (;;) {
+		pvm_probe(parent, 12345);
+		usleep(1000);
+	}
 	return 0;
 }
 
