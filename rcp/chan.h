@@ -509,7 +509,11 @@ static inline int chan_has_work(const rcp_chan *ch)
 /* No control frame, message start or stream data waits to go out. */
 static inline int chan_nothing_queued(const rcp_chan *ch)
 {
-	return !ch->ctl_count && list_empty(&ch->startq) && list_empty(&ch->streamq);
+	/* rma_start: a message start put into a READY promise, set aside
+	 * while its transfer is out; the pump sends its FIN FIRST once the
+	 * transfer is back (msg.c, ready_put_out), so it counts as queued. */
+	return !ch->ctl_count && list_empty(&ch->startq) && list_empty(&ch->streamq) &&
+	       !ch->rma_start;
 }
 
 /* Nothing out, queued or owed: no timer can be armed, a flush does
