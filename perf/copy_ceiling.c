@@ -40,6 +40,7 @@
 
 #include "perf/size_arg.h"
 #include "perf/tcp_pingpong.h"
+#include "perf/clock.h"
 
 #define MAXCELLS 64
 #define MAXLIST  32 /* sizes or methods on the command line */
@@ -124,12 +125,6 @@ static int xfer(struct run *R, enum method method, int me, int dir, size_t n, un
 		atomic_store_explicit(f, v + 1, memory_order_release);
 	}
 	return 0;
-}
-
-static int cmpd(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
 }
 
 /* Splits the comma-separated LIST into at most MAX items, each through

@@ -21,7 +21,8 @@ perf_rcp_rpc_instr_LDFLAGS = -no-install
 EXTRA_DIST += perf/rpc_instr.sh perf/rpc_vs_mercury.sh
 
 bin_PROGRAMS += perf/rcp-copy-ceiling
-perf_rcp_copy_ceiling_SOURCES = perf/copy_ceiling.c perf/tcp_pingpong.c perf/tcp_pingpong.h perf/size_arg.h
+perf_rcp_copy_ceiling_SOURCES = perf/copy_ceiling.c perf/tcp_pingpong.c perf/tcp_pingpong.h perf/size_arg.h \
+	perf/clock.h
 
 # Instructions per 8 B round trip under callgrind (issue 19): perf/callgrind.sh
 # runs rcp-instr (bare nic frame, RCP channel) and, with PVM, rcp-instr-pvm.

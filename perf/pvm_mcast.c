@@ -31,6 +31,7 @@
 #include <time.h>
 
 #include <rcp/pvmrcp.h>
+#include "perf/clock.h"
 
 #define MAXN     16
 #define TAG_DATA 1
@@ -44,12 +45,6 @@ static double now_ms(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static int cmpd(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
 }
 
 /* A receiver: takes messages of SIZE until TAG_QUIT, answers each. */

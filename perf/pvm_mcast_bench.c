@@ -28,24 +28,12 @@
 #include <time.h>
 
 #include <rcp/pvmrcp.h>
+#include "perf/clock.h"
 
 #define TAG_DATA 11
 #define TAG_ACK  12
 #define TAG_QUIT 13
 #define MAXHOSTS 64
-
-static double now_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
-
-static int cmpd(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
-}
 
 static int child(const char *mode, int size)
 {
@@ -137,9 +125,8 @@ int main(int argc, char **argv)
 	if (strcmp(mode, "stock"))
 		pvm_rcp_mcast_stats(&frames, NULL, NULL);
 	printf("%s,%d,%d,%d,%.1f,%.1f,%.1f,%s,%llu\n", mode, n, size, iters, t[iters / 2], t[0],
-	       (double)n * size / t[iters / 2], strcmp(mode, "stock") ? pvm_rcp_mcast_route(tids[0])
-	                                                              : "stock",
-	       frames);
+	       (double)n * size / t[iters / 2],
+	       strcmp(mode, "stock") ? pvm_rcp_mcast_route(tids[0]) : "stock", frames);
 	free(buf);
 	free(t);
 	pvm_exit();

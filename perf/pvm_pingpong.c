@@ -33,22 +33,11 @@
 #include <rcp/pvmrcp.h>
 #endif
 
+#include "perf/clock.h"
+
 #define MAXSZ    (4 << 20)
 #define TAG_PING 1
 #define TAG_QUIT 2
-
-static double now_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
-
-static int cmpd(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
-}
 
 static void configure(char **argv)
 {

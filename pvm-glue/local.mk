@@ -40,14 +40,14 @@ CLEANFILES += tests/pvm/env.sh
 TESTS += tests/pvm/run.sh
 
 bin_PROGRAMS += perf/rcp-pvm-pingpong
-perf_rcp_pvm_pingpong_SOURCES = perf/pvm_pingpong.c
+perf_rcp_pvm_pingpong_SOURCES = perf/pvm_pingpong.c perf/clock.h
 perf_rcp_pvm_pingpong_LDADD = libpvmrcp.la $(PVM_LIBS)
 # a real binary in the build tree: pvmd execs it from the ep= path
 perf_rcp_pvm_pingpong_LDFLAGS = -no-install
 # the same program built stock (libpvm3 only): pvm_bench.sh runs it
 # unchanged with LD_PRELOAD=libpvmrcp.so (row rcp-preload)
 noinst_PROGRAMS += perf/rcp-pvm-pingpong-stock
-perf_rcp_pvm_pingpong_stock_SOURCES = perf/pvm_pingpong.c
+perf_rcp_pvm_pingpong_stock_SOURCES = perf/pvm_pingpong.c perf/clock.h
 perf_rcp_pvm_pingpong_stock_CPPFLAGS = $(AM_CPPFLAGS) -DPP_STOCK
 perf_rcp_pvm_pingpong_stock_LDADD = $(PVM_LIBS)
 perf_rcp_pvm_pingpong_stock_LDFLAGS = -no-install
@@ -57,7 +57,7 @@ endif
 # (perf/pmcast_bench.sh runs it on an rcp-cluster; issue 20).
 if HAVE_PVM
 noinst_PROGRAMS += perf/rcp-pvm-mcast-bench
-perf_rcp_pvm_mcast_bench_SOURCES = perf/pvm_mcast_bench.c
+perf_rcp_pvm_mcast_bench_SOURCES = perf/pvm_mcast_bench.c perf/clock.h
 perf_rcp_pvm_mcast_bench_LDADD = libpvmrcp.la $(PVM_LIBS)
 perf_rcp_pvm_mcast_bench_LDFLAGS = -no-install
 endif

@@ -25,7 +25,7 @@ tests_pvm_pvmt_down_LDADD = libpvmrcp.la $(PVM_LIBS)
 tests_pvm_pvmt_down_LDFLAGS = -no-install
 # perf/cluster_bench.sh's multicast column: a real binary (pvmd execs it)
 noinst_PROGRAMS += perf/rcp-pvm-mcast
-perf_rcp_pvm_mcast_SOURCES = perf/pvm_mcast.c
+perf_rcp_pvm_mcast_SOURCES = perf/pvm_mcast.c perf/clock.h
 perf_rcp_pvm_mcast_LDADD = libpvmrcp.la $(PVM_LIBS)
 perf_rcp_pvm_mcast_LDFLAGS = -no-install
 endif

@@ -208,11 +208,33 @@ static int t_packed_order(void)
 	return 0;
 }
 
+/* The answers of the three checking children TIDS[0..2] to a message
+ * with tag T sent to all of them: one each, checked, and no more.  0 or
+ * -1 (why). */
+static int pk_answers(const int *tids, int t)
+{
+	int got[3] = {0, 0, 0}, nb, tag, src;
+	for (int i = 0; i < 3; i++) {
+		int b = pvm_recv(-1, -1);
+		CHECK(b > 0 && pvm_bufinfo(b, &nb, &tag, &src) == 0, "recv %d", b);
+		CHECK(tag == t + 1000, "tag %d, want %d (998: a child's check failed)", tag, t + 1000);
+		for (int j = 0; j < 3; j++)
+			if (src == tids[j])
+				got[j]++;
+		if (pk_check(t + 1000, NULL))
+			return -1;
+	}
+	CHECK(got[0] == 1 && got[1] == 1 && got[2] == 1, "answers %d %d %d", got[0], got[1],
+	      got[2]);
+	CHECK(pvm_nrecv(-1, -1) == 0, "a copy too many (to the caller?)");
+	return 0;
+}
+
 /* pvm_mcast of packed buffers (Raw, Default) to three checking children,
  * the caller and a duplicate in the list (neither gets a copy). */
 static int t_packed_mcast(void)
 {
-	int tids[5], nb, tag, src, got[3];
+	int tids[5];
 #ifndef PVMT_STOCK
 	long sent0 = pvm_rcp_packed_sent(0);
 #endif
@@ -223,21 +245,8 @@ static int t_packed_mcast(void)
 		int t = 300 + k; /* odd: Raw */
 		CHECK(pk_layout(t & 1 ? PvmDataRaw : PvmDataDefault, t, k * 333) == 0, "pack");
 		CHECK(pvm_mcast(tids, 5, t) >= 0, "mcast");
-		memset(got, 0, sizeof got);
-		for (int i = 0; i < 3; i++) {
-			int b = pvm_recv(-1, -1);
-			CHECK(b > 0 && pvm_bufinfo(b, &nb, &tag, &src) == 0, "recv %d", b);
-			CHECK(tag == t + 1000, "tag %d, want %d (998: a child's check failed)", tag,
-			      t + 1000);
-			for (int j = 0; j < 3; j++)
-				if (src == tids[j])
-					got[j]++;
-			if (pk_check(t + 1000, NULL))
-				return -1;
-		}
-		CHECK(got[0] == 1 && got[1] == 1 && got[2] == 1, "answers %d %d %d", got[0],
-		      got[1], got[2]);
-		CHECK(pvm_nrecv(-1, -1) == 0, "a copy too many");
+		if (pk_answers(tids, t))
+			return -1;
 	}
 #ifndef PVMT_STOCK
 	CHECK(pvm_rcp_packed_sent(0) - sent0 >= 9, "%ld of 12 packed copies went over RCP",
@@ -329,7 +338,7 @@ static int child_gchk(void)
  * buffers to three group members; the caller, also a member, gets none. */
 static int t_packed_bcast(void)
 {
-	int tids[3], nb, tag, src, got[3], me;
+	int tids[3], me;
 #ifndef PVMT_STOCK
 	long sent0 = pvm_rcp_packed_sent(0);
 #endif
@@ -342,21 +351,8 @@ static int t_packed_bcast(void)
 		int t = 500 + k; /* odd: Raw */
 		CHECK(pk_layout(t & 1 ? PvmDataRaw : PvmDataDefault, t, k * 333) == 0, "pack");
 		CHECK(pvm_bcast("pvmt-bc", t) >= 0, "bcast");
-		memset(got, 0, sizeof got);
-		for (int i = 0; i < 3; i++) {
-			int b = pvm_recv(-1, -1);
-			CHECK(b > 0 && pvm_bufinfo(b, &nb, &tag, &src) == 0, "recv %d", b);
-			CHECK(tag == t + 1000, "tag %d, want %d (998: a child's check failed)", tag,
-			      t + 1000);
-			for (int j = 0; j < 3; j++)
-				if (src == tids[j])
-					got[j]++;
-			if (pk_check(t + 1000, NULL))
-				return -1;
-		}
-		CHECK(got[0] == 1 && got[1] == 1 && got[2] == 1, "answers %d %d %d", got[0],
-		      got[1], got[2]);
-		CHECK(pvm_nrecv(-1, -1) == 0, "a copy too many (to the caller?)");
+		if (pk_answers(tids, t))
+			return -1;
 	}
 #ifndef PVMT_STOCK
 	/* the first bcast may find the children not yet known as relinked */
