@@ -25,6 +25,12 @@ cleanup() { C down >/dev/null 2>&1; rm -rf "$tmp"; }
 trap cleanup EXIT
 trap 'exit 130' HUP INT PIPE TERM
 
+# Not while tests/test_xdp runs: with it running beside, the job hung
+# before streaming (reproduced: test_xdp in a loop, 1 of 1; alone 10 of
+# 10 passed); the cause is not found yet (docs/cluster.md).  Both take
+# this lock.
+exec 9>"${TMPDIR:-/tmp}/rcp-netns-tests.lock"
+flock 9
 out=$(C up 4 --rate none 2>&1)
 st=$?
 [ $st -eq 0 ] || { echo "$out"; exit $st; }

@@ -35,6 +35,8 @@
 #include <rcp/nic.h>
 #include <rcp/rcp.h>
 
+#include <sys/file.h>
+
 #include "testutil.h"
 #include "common/sh.h"
 
@@ -86,6 +88,17 @@ static void setup_net(void)
 		test_skip_all("needs root (network namespaces, XDP attach)");
 	if (sh("ip -V >/dev/null 2>&1"))
 		test_skip_all("needs iproute2's ip");
+	{
+		/* Not beside tests/cluster_down.sh (it hung with this test
+		 * running; see there): both hold this lock while they run. */
+		const char *td = getenv("TMPDIR");
+		char lk[256];
+		int fd;
+		snprintf(lk, sizeof lk, "%s/rcp-netns-tests.lock", td && *td ? td : "/tmp");
+		fd = open(lk, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+		if (fd >= 0)
+			(void)flock(fd, LOCK_EX); /* released at exit */
+	}
 	sweep_stale();
 	snprintf(ns_a, sizeof ns_a, "rcpxdp-%d-a", pid);
 	snprintf(ns_b, sizeof ns_b, "rcpxdp-%d-b", pid);
