@@ -1383,11 +1383,11 @@ int main(int argc, char **argv)
 	o.spin_ns = spin_env && *spin_env ? strtoll(spin_env, NULL, 10) : 50000;
 	if (o.listen || o.connect) {
 		const char *a = o.listen ? o.listen : o.connect;
-		const char *t = !strncmp(a, "shm:", 4)   ? "shm"
-		                : !strncmp(a, "udp:", 4) ? "udp"
-		                : !strncmp(a, "xdp:", 4) ? "xdp" /* --listen/--connect only */
+		const char *t = !strncmp(a, "shm:", 4)     ? "shm"
+		                : !strncmp(a, "udp:", 4)   ? "udp"
+		                : !strncmp(a, "xdp:", 4)   ? "xdp"   /* --listen/--connect only */
 		                : !strncmp(a, "verbs:", 6) ? "verbs" /* likewise */
-		                : !strncmp(a, "tcp:", 4)   ? "tcp" /* kernel TCP across hosts */
+		                : !strncmp(a, "tcp:", 4)   ? "tcp"   /* kernel TCP across hosts */
 		                                           : NULL;
 		if (!t || (transport && strcmp(transport, t))) {
 			fprintf(stderr, PROG ": %s is not a %s address\n", a,

@@ -326,7 +326,7 @@ struct rcpc_core {
 	 * the only one it sends; the flush after it then has nothing to do
 	 * (a lone small send skips the nic's batch bookkeeping). */
 	uint8_t xmit_now;
-	uint8_t batched; /* a frame went with RCP_NIC_MORE since the last core_push */
+	uint8_t batched;   /* a frame went with RCP_NIC_MORE since the last core_push */
 	int naccepted;     /* channels with ch->accepted set */
 	uint64_t sweep_at; /* next look for half-open channels to reclaim */
 	uint32_t convs;    /* conversations begun: conv_epoch's counter */

@@ -135,7 +135,7 @@ static int chans_evict(rcpc_core *c, uint64_t now)
  * straggler, a failed channel.  A proven restart resets the channel here
  * (HANDSHAKE).  PEER, SRC, SRCLEN as rcpc_input's. */
 inline rcp_chan *rcpi_admit(rcpc_core *c, int peer, const void *src, size_t srclen,
-                     const struct rcpw_hdr *h, uint64_t now)
+                            const struct rcpw_hdr *h, uint64_t now)
 {
 	rcp_chan *ch;
 	int announce = 0;

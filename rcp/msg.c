@@ -409,7 +409,8 @@ static RCPI_HOT_INLINE void place(rcp_req *r, uint64_t off, const unsigned char 
 }
 
 /* The message starting now on CH matched receive R (R_POSTED or R_READY). */
-static RCPI_HOT_INLINE void recv_matched(rcp_chan *ch, rcp_req *r, uint32_t msg, uint64_t tag, size_t total)
+static RCPI_HOT_INLINE void recv_matched(rcp_chan *ch, rcp_req *r, uint32_t msg, uint64_t tag,
+                                         size_t total)
 {
 	/* A receive promised to this very message may already hold bytes:
 	 * data placed before the message's start frame was processed (the

@@ -33,8 +33,8 @@
 #include "common/rcp_common.h"
 #include "rcp/chan.h"
 
-inline void rcpi_hdr_fill(rcp_chan *ch, struct rcpw_hdr *h, uint8_t type, uint16_t flags, uint32_t seq,
-                   uint32_t msg, uint64_t tag, uint64_t arg, uint32_t len)
+inline void rcpi_hdr_fill(rcp_chan *ch, struct rcpw_hdr *h, uint8_t type, uint16_t flags,
+                          uint32_t seq, uint32_t msg, uint64_t tag, uint64_t arg, uint32_t len)
 {
 	rcpc_core *c = ch->core;
 	h->magic = RCPW_MAGIC;
@@ -87,8 +87,8 @@ inline void rcpi_hdr_seal(const rcpc_core *c, struct rcpw_hdr *h, const void *pa
 	}
 }
 
-inline int rcpi_xmit(rcp_chan *ch, const void *hdr, uint32_t hlen, const void *payload, uint32_t plen,
-              unsigned more)
+inline int rcpi_xmit(rcp_chan *ch, const void *hdr, uint32_t hlen, const void *payload,
+                     uint32_t plen, unsigned more)
 {
 	rcpc_core *c = ch->core;
 	struct iovec iov[2] = {{(void *)hdr, hlen}, {(void *)payload, plen}};
@@ -203,8 +203,9 @@ RCPI_HOT_INLINE int rcpi_slot_send(rcp_chan *ch, struct slot *s, uint64_t now)
 }
 
 /* Takes the next sequence number and a slot for a reliable frame. */
-RCPI_HOT_INLINE struct slot *rcpi_slot_new(rcp_chan *ch, rcp_req *req, uint8_t type, uint16_t flags, uint32_t msg,
-                           uint64_t tag, uint64_t arg, const void *payload, uint32_t plen, int copy)
+RCPI_HOT_INLINE struct slot *rcpi_slot_new(rcp_chan *ch, rcp_req *req, uint8_t type, uint16_t flags,
+                                           uint32_t msg, uint64_t tag, uint64_t arg,
+                                           const void *payload, uint32_t plen, int copy)
 {
 	uint32_t seq = ch->tx_next++;
 	struct slot *s = slot_of(ch, seq);

@@ -113,8 +113,9 @@ uint32_t rcpw_crc32c(uint32_t crc, const void *buf, size_t len)
 	return rcpw_crc32c_portable(crc, buf, len);
 }
 
-inline enum rcpw_verdict rcpw_parse(const void *frame, size_t len, uint32_t session, int require_crc,
-                             struct rcpw_hdr *h, const unsigned char **payload)
+inline enum rcpw_verdict rcpw_parse(const void *frame, size_t len, uint32_t session,
+                                    int require_crc, struct rcpw_hdr *h,
+                                    const unsigned char **payload)
 {
 	const unsigned char *p = frame;
 	uint16_t hl;

@@ -510,7 +510,8 @@ int rcp_rpc_create(rcp_ep *ep, const struct rcp_rpc_config *cfg, rcp_rpc **out)
 		return RCP_ENOMEM;
 	}
 	{
-		struct rcp_wait_src src = {.fd = -1, .progress = wait_look, .arm = wait_arm, .arg = rpc};
+		struct rcp_wait_src src = {
+		    .fd = -1, .progress = wait_look, .arm = wait_arm, .arg = rpc};
 		int id = rcp_ep_wait_add(ep, &src);
 		if (id < 0) {
 			rfp_fini(rpc);

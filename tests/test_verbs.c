@@ -176,14 +176,19 @@ static void t_no_device_mock(void **state)
 
 static void t_addresses(void **state)
 {
-	static const char *bad_local[] = {"verbs:",        "verbs:mock0",   "verbs:mock0:",
-	                                  "verbs:mock0:0", "verbs:mock0:x", "verbs:mock0:1:",
-	                                  "verbs:mock0:1:1:1", "verbs::1",  "verbs:mock0:1x"};
-	static const char *bad_peer[] = {"verbs:mock1:1",       "verbs:mock1:1@",
-	                                 "verbs:mock1:1@0x100", "verbs:mock1:1@0x100/0",
-	                                 "verbs:mock1:1@0x1/2", "verbs:mock1:1@zz/2",
-	                                 "verbs:mock1:1@0x100/49152", "udp:127.0.0.1:5",
-	                                 "verbs:mock1:1@0x1000000/2", "verbs:m:1@0x100/fe80::1"};
+	static const char *bad_local[] = {
+	    "verbs:",         "verbs:mock0",       "verbs:mock0:", "verbs:mock0:0", "verbs:mock0:x",
+	    "verbs:mock0:1:", "verbs:mock0:1:1:1", "verbs::1",     "verbs:mock0:1x"};
+	static const char *bad_peer[] = {"verbs:mock1:1",
+	                                 "verbs:mock1:1@",
+	                                 "verbs:mock1:1@0x100",
+	                                 "verbs:mock1:1@0x100/0",
+	                                 "verbs:mock1:1@0x1/2",
+	                                 "verbs:mock1:1@zz/2",
+	                                 "verbs:mock1:1@0x100/49152",
+	                                 "udp:127.0.0.1:5",
+	                                 "verbs:mock1:1@0x1000000/2",
+	                                 "verbs:m:1@0x100/fe80::1"};
 	struct pair p;
 	char s[RCP_NIC_ADDRSTR_MAX];
 	uint8_t blob[RCP_NIC_ADDR_MAX];

@@ -293,8 +293,8 @@ int main(int argc, char **argv)
 	for (int i = 0; sim_libs[i]; i++)
 		if (!access(sim_libs[i], R_OK))
 			simlib = sim_libs[i];
-	if (!find_prog("ibsim", ibsim, sizeof ibsim) || !find_prog("opensm", opensm, sizeof opensm) ||
-	    !simlib)
+	if (!find_prog("ibsim", ibsim, sizeof ibsim) ||
+	    !find_prog("opensm", opensm, sizeof opensm) || !simlib)
 		test_skip_all("ibsim, opensm or libumad2sim.so not installed (apt-get install "
 		              "ibsim-utils libumad2sim0 opensm)");
 	sl = readlink("/proc/self/exe", self, sizeof self - 1);
@@ -319,8 +319,9 @@ int main(int argc, char **argv)
 			(void)!write(fd, "interceptor_via_lib:libumad2sim.so\n", 35);
 			close(fd);
 		}
-		snprintf(opts, sizeof opts, "%s%sverify_asan_link_order=0:suppressions=%s/asan.supp",
-		         ao ? ao : "", ao && *ao ? ":" : "", dir);
+		snprintf(opts, sizeof opts,
+		         "%s%sverify_asan_link_order=0:suppressions=%s/asan.supp", ao ? ao : "",
+		         ao && *ao ? ":" : "", dir);
 		setenv("ASAN_OPTIONS", opts, 1);
 	}
 	/* Our own socket name: parallel runs get their own fabrics. */

@@ -265,7 +265,7 @@ static void deliver(struct mock_qp *s, const struct ibv_send_wr *wr, const uint8
 		union ibv_gid g;
 		dev_gid(s->dev, 1, &g);
 		memset(buf, 0, 20);
-		buf[20] = 0x45;           /* IPv4, 20-byte header */
+		buf[20] = 0x45;                  /* IPv4, 20-byte header */
 		memcpy(buf + 32, g.raw + 12, 4); /* source address */
 		wc.wc_flags = IBV_WC_GRH;
 	}
@@ -661,11 +661,8 @@ static int m_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *a, int mask)
 		if (from != IBV_QPS_RTR || !(mask & IBV_QP_SQ_PSN))
 			return EINVAL;
 		break;
-	case IBV_QPS_ERR:
-		qp_error(q);
-		return 0;
-	default:
-		return EINVAL;
+	case IBV_QPS_ERR: qp_error(q); return 0;
+	default: return EINVAL;
 	}
 	q->qp.state = a->qp_state;
 	return 0;

@@ -10,19 +10,19 @@
 #include "nic/verbs/api.h"
 
 struct mock_config {
-	int ndev;                /* devices "mock0".."mockN-1", one port each;
+	int ndev;                  /* devices "mock0".."mockN-1", one port each;
 	                            0: 2, <0: none */
-	enum ibv_mtu active_mtu; /* default IBV_MTU_2048 */
-	uint32_t max_inline;     /* default 188 (a ConnectX's UD inline) */
-	int roce;                /* Ethernet link layer: RoCE v2 GIDs, no LIDs */
+	enum ibv_mtu active_mtu;   /* default IBV_MTU_2048 */
+	uint32_t max_inline;       /* default 188 (a ConnectX's UD inline) */
+	int roce;                  /* Ethernet link layer: RoCE v2 GIDs, no LIDs */
 	enum ibv_port_state state; /* default ACTIVE */
-	int max_qp_wr;           /* default 16384 */
+	int max_qp_wr;             /* default 16384 */
 };
 
 struct mock_faults {
-	double drop;       /* each datagram lost on the "wire" with this probability */
-	int send_err;      /* the next N sends complete with IBV_WC_LOC_PROT_ERR */
-	int recv_len_err;  /* the next N receives complete with IBV_WC_LOC_LEN_ERR */
+	double drop;      /* each datagram lost on the "wire" with this probability */
+	int send_err;     /* the next N sends complete with IBV_WC_LOC_PROT_ERR */
+	int recv_len_err; /* the next N receives complete with IBV_WC_LOC_LEN_ERR */
 };
 
 struct mock_stats {
@@ -35,9 +35,9 @@ struct mock_stats {
 	uint64_t rq_full;        /* post_recv refused: receive queue full */
 	uint64_t cq_overflow;    /* a completion found its CQ full */
 	uint64_t err_cqes, flush_cqes;
-	uint64_t events;         /* completion events raised */
-	uint64_t resets;         /* QPs moved to RESET */
-	uint64_t max_sq_used;    /* deepest send queue seen */
+	uint64_t events;      /* completion events raised */
+	uint64_t resets;      /* QPs moved to RESET */
+	uint64_t max_sq_used; /* deepest send queue seen */
 };
 
 /* Installs the model as rcpi_verbs_api (CFG NULL: defaults). */

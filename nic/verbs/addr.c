@@ -42,7 +42,8 @@ int rcpi_vb_parse_local(const char *rest, char *dev, size_t devlen, uint8_t *por
 	unsigned long p, g;
 	char *end;
 
-	if (!c || c == rest || (size_t)(c - rest) >= devlen || memchr(rest, '@', (size_t)(c - rest)))
+	if (!c || c == rest || (size_t)(c - rest) >= devlen ||
+	    memchr(rest, '@', (size_t)(c - rest)))
 		return RCP_EADDR;
 	memcpy(dev, rest, (size_t)(c - rest));
 	dev[c - rest] = 0;
@@ -177,8 +178,7 @@ static int peer_insert(struct verbs_nic *v, const struct vb_dest *d, int *peer)
 		return RCP_EAGAIN;
 	v->peers[i].ah = rcpi_vb_ah(v, d);
 	if (!v->peers[i].ah) {
-		rcpi_warn("verbs: %s: cannot make an address handle for QPN 0x%x",
-		          v->dev, d->qpn);
+		rcpi_warn("verbs: %s: cannot make an address handle for QPN 0x%x", v->dev, d->qpn);
 		return RCP_EPEER;
 	}
 	v->peers[i].d = *d;

@@ -252,8 +252,8 @@ static int sq_room(struct verbs_nic *v)
 }
 
 /* Appends one send WR to the chain; SIGNAL forces a completion. */
-static void chain_add(struct verbs_nic *v, struct ibv_ah *ah, uint32_t qpn,
-                      const struct iovec *iov, int iovcnt, size_t total, int signal)
+static void chain_add(struct verbs_nic *v, struct ibv_ah *ah, uint32_t qpn, const struct iovec *iov,
+                      int iovcnt, size_t total, int signal)
 {
 	uint64_t seq = v->sq_next++;
 	struct ibv_send_wr *w = &v->chain[v->nchain];

@@ -22,19 +22,19 @@
 #include "common/rcp_common.h"
 #include "nic/verbs/umad.h"
 
-#define MAD_SIZE       256
-#define SA_CLASS       0x03
-#define SA_VERSION     2
-#define SA_QKEY        0x80010000u
-#define M_GET          0x01
-#define M_SET          0x02
-#define M_GET_RESP     0x81
-#define M_DELETE       0x15
-#define M_DELETE_RESP  0x95
-#define ATTR_PATH      0x0035
-#define ATTR_MCMEMBER  0x0038
-#define SA_DATA        56 /* the record's offset in the MAD */
-#define SA_RETRIES     3
+#define MAD_SIZE      256
+#define SA_CLASS      0x03
+#define SA_VERSION    2
+#define SA_QKEY       0x80010000u
+#define M_GET         0x01
+#define M_SET         0x02
+#define M_GET_RESP    0x81
+#define M_DELETE      0x15
+#define M_DELETE_RESP 0x95
+#define ATTR_PATH     0x0035
+#define ATTR_MCMEMBER 0x0038
+#define SA_DATA       56 /* the record's offset in the MAD */
+#define SA_RETRIES    3
 
 /* Path record component mask bits (IBA 15.2.5.16). */
 #define PR_DGID     (1ull << 2)

@@ -70,7 +70,8 @@ static int dev_open(struct verbs_nic *v)
 			rc = v->ctx ? 0 : RCP_EPERM;
 			if (!v->ctx)
 				rcpi_warn("verbs: cannot open device %s (permissions of "
-				          "/dev/infiniband/uverbs*?)", v->dev);
+				          "/dev/infiniband/uverbs*?)",
+				          v->dev);
 			break;
 		}
 		if (name && strlen(names) + strlen(name) + 3 < sizeof names) {
@@ -118,7 +119,8 @@ static int port_setup(struct verbs_nic *v, const struct rcp_nic_config *cfg)
 		return RCP_ESYS;
 	}
 	if (v->port > da.phys_port_cnt) {
-		rcpi_warn("verbs: %s has %u port(s), no port %u", v->dev, da.phys_port_cnt, v->port);
+		rcpi_warn("verbs: %s has %u port(s), no port %u", v->dev, da.phys_port_cnt,
+		          v->port);
 		return RCP_ENODEV;
 	}
 	memset(&pa, 0, sizeof pa);
@@ -158,7 +160,9 @@ static int port_setup(struct verbs_nic *v, const struct rcp_nic_config *cfg)
 	v->rq = VB_RQ_DEF;
 	if (cfg && cfg->rx_bytes) {
 		size_t want = cfg->rx_bytes / v->mtu;
-		v->rq = want < VB_RQ_MIN ? VB_RQ_MIN : want > VB_RQ_MAX ? VB_RQ_MAX : (uint32_t)want;
+		v->rq = want < VB_RQ_MIN   ? VB_RQ_MIN
+		        : want > VB_RQ_MAX ? VB_RQ_MAX
+		                           : (uint32_t)want;
 	}
 	if ((int)v->rq > da.max_qp_wr)
 		v->rq = (uint32_t)da.max_qp_wr;
@@ -282,9 +286,9 @@ static int vb_open(const char *rest, const struct rcp_nic_config *cfg, rcp_nic *
 		rc = rcpi_vb_rq_fill(v);
 	if (rc)
 		goto fail;
-	rcpi_debug("verbs: %s port %u: %s, QPN 0x%x, LID %u, mtu %u, inline %u, RQ %u",
-	           v->dev, v->port, v->roce ? "RoCE" : "InfiniBand", v->qp->qp_num, v->lid,
-	           v->mtu, v->inline_max, v->rq);
+	rcpi_debug("verbs: %s port %u: %s, QPN 0x%x, LID %u, mtu %u, inline %u, RQ %u", v->dev,
+	           v->port, v->roce ? "RoCE" : "InfiniBand", v->qp->qp_num, v->lid, v->mtu,
+	           v->inline_max, v->rq);
 	*out = &v->base;
 	return 0;
 fail:

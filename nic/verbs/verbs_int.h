@@ -15,19 +15,19 @@
 #include "nic/nic_int.h"
 #include "nic/verbs/api.h"
 
-#define VB_GRH      40u  /* a UD receive starts with room for the GRH */
-#define VB_RXPAD    24u  /* slot offset of the posted buffer: payload 64-aligned */
-#define VB_BURST    64   /* completions polled, WRs chained per post */
-#define VB_SIGNAL   32   /* one send in VB_SIGNAL is signalled */
-#define VB_SQ       512  /* send queue entries (a multiple of VB_SIGNAL) */
-#define VB_RQ_DEF   1024 /* receive queue entries by default */
-#define VB_RQ_MIN   64
-#define VB_RQ_MAX   16384
-#define VB_REPOST   16 /* receives reposted per batch */
-#define VB_PEERS    4096
-#define VB_BLOB     24u       /* id, flags, LID, QPN, GID: see addr.c */
-#define VB_QKEY     0x52435000u /* "RCP\0": high bit clear (not a controlled key) */
-#define VB_MAX_SGE  4
+#define VB_GRH     40u  /* a UD receive starts with room for the GRH */
+#define VB_RXPAD   24u  /* slot offset of the posted buffer: payload 64-aligned */
+#define VB_BURST   64   /* completions polled, WRs chained per post */
+#define VB_SIGNAL  32   /* one send in VB_SIGNAL is signalled */
+#define VB_SQ      512  /* send queue entries (a multiple of VB_SIGNAL) */
+#define VB_RQ_DEF  1024 /* receive queue entries by default */
+#define VB_RQ_MIN  64
+#define VB_RQ_MAX  16384
+#define VB_REPOST  16 /* receives reposted per batch */
+#define VB_PEERS   4096
+#define VB_BLOB    24u         /* id, flags, LID, QPN, GID: see addr.c */
+#define VB_QKEY    0x52435000u /* "RCP\0": high bit clear (not a controlled key) */
+#define VB_MAX_SGE 4
 
 /* Blob flags. */
 enum { VB_F_GID = 1u << 0 };
@@ -60,21 +60,21 @@ struct verbs_nic {
 
 	char dev[64];
 	uint8_t port;
-	int gid_index;    /* -1: none (IB without GRH) */
-	uint8_t roce;     /* Ethernet link layer: every AH needs a GRH */
-	uint8_t gid[16];  /* ours at gid_index */
+	int gid_index;   /* -1: none (IB without GRH) */
+	uint8_t roce;    /* Ethernet link layer: every AH needs a GRH */
+	uint8_t gid[16]; /* ours at gid_index */
 	uint16_t lid;
 	uint16_t pkey_index;
 	uint8_t sl;
-	uint32_t mtu;     /* payload bytes: the port's active MTU or less */
+	uint32_t mtu; /* payload bytes: the port's active MTU or less */
 	uint32_t inline_max;
 	uint32_t max_sge;
 
 	/* receive: RQ slots of `stride` bytes; the buffer posted at slot +
 	 * VB_RXPAD, so the GRH fills [24, 64) and the payload starts at 64 */
 	uint32_t rq, stride;
-	uint32_t rq_posted;    /* receives the QP holds */
-	uint32_t *repost;      /* slots waiting to go back */
+	uint32_t rq_posted; /* receives the QP holds */
+	uint32_t *repost;   /* slots waiting to go back */
 	uint32_t nrepost;
 	struct ibv_wc wc[VB_BURST]; /* polled, not yet handed up */
 	int nwc, wcpos;
@@ -91,15 +91,15 @@ struct verbs_nic {
 	int nchain;
 	uint8_t broken; /* a fatal completion: restart the QP */
 
-	uint32_t events; /* completion events read, not yet acknowledged */
-	uint64_t err_cqe;  /* error completions seen (for tests and logs) */
+	uint32_t events;  /* completion events read, not yet acknowledged */
+	uint64_t err_cqe; /* error completions seen (for tests and logs) */
 	uint64_t restarts;
 
 	struct vb_peer *peers;
 	struct {
 		struct ibv_ah *ah;
 		uint64_t seq; /* destroy once sq_done reaches it */
-	} *dead;
+	} * dead;
 	int ndead, dead_cap;
 	int npeers;
 	int last_peer;

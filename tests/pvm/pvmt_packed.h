@@ -118,13 +118,15 @@ static int t_packed(void)
 		for (int e = 0; e < 2; e++)
 			for (int i = 0; i < PK_N; i++) {
 				int t = 100 + 2 * k++ + (e == 0), b; /* odd tag: Raw */
-				CHECK(pk_layout(e == 0 ? PvmDataRaw : PvmDataDefault, t, ns[i]) == 0,
+				CHECK(pk_layout(e == 0 ? PvmDataRaw : PvmDataDefault, t, ns[i]) ==
+				          0,
 				      "pack");
 				CHECK(pvm_send(tid, t) == 0, "send");
 				b = pvm_recv(tid, -1);
 				CHECK(b > 0 && pvm_bufinfo(b, &nb, &tag, &src) == 0, "recv %d", b);
-				CHECK(tag == t + 1000, "tag %d, want %d (998: the child's check failed)",
-				      tag, t + 1000);
+				CHECK(tag == t + 1000,
+				      "tag %d, want %d (998: the child's check failed)", tag,
+				      t + 1000);
 				CHECK(src == tid && nb > 0, "src t%x len %d", (unsigned)src, nb);
 				if (pk_check(t + 1000, NULL))
 					return -1;
@@ -217,7 +219,8 @@ static int pk_answers(const int *tids, int t)
 	for (int i = 0; i < 3; i++) {
 		int b = pvm_recv(-1, -1);
 		CHECK(b > 0 && pvm_bufinfo(b, &nb, &tag, &src) == 0, "recv %d", b);
-		CHECK(tag == t + 1000, "tag %d, want %d (998: a child's check failed)", tag, t + 1000);
+		CHECK(tag == t + 1000, "tag %d, want %d (998: a child's check failed)", tag,
+		      t + 1000);
 		for (int j = 0; j < 3; j++)
 			if (src == tids[j])
 				got[j]++;
@@ -303,8 +306,8 @@ static int t_packed_inplace(void)
 			CHECK(pk_inplace_send(tid, t, ns[i]) == 0, "pack+send in place");
 			b = pvm_recv(tid, -1);
 			CHECK(b > 0 && pvm_bufinfo(b, &nb, &tag, &src) == 0, "recv %d", b);
-			CHECK(tag == t + 1000, "tag %d, want %d (998: the child's check failed)", tag,
-			      t + 1000);
+			CHECK(tag == t + 1000, "tag %d, want %d (998: the child's check failed)",
+			      tag, t + 1000);
 			if (pk_check(t + 1000, NULL))
 				return -1;
 		}
@@ -374,7 +377,8 @@ static int child_pstream(void)
 		return 1;
 	for (int k = 0;; k++) {
 		int t = 1000 + k;
-		if (pk_layout(k & 1 ? PvmDataRaw : PvmDataDefault, t, 1000) || pvm_send(parent, t) < 0)
+		if (pk_layout(k & 1 ? PvmDataRaw : PvmDataDefault, t, 1000) ||
+		    pvm_send(parent, t) < 0)
 			return 1;
 	}
 }
@@ -412,8 +416,8 @@ static int t_packed_killed(void)
 	}
 	/* what it sent before it died and is here: whole, in order */
 	while ((b = pvm_nrecv(victim, -1)) > 0) {
-		CHECK(pvm_bufinfo(b, &nb, &tag, &src) == 0 && tag == next, "late message %d, want %d",
-		      tag, next);
+		CHECK(pvm_bufinfo(b, &nb, &tag, &src) == 0 && tag == next,
+		      "late message %d, want %d", tag, next);
 		if (pk_check(tag, NULL))
 			return -1;
 		next++;
@@ -483,7 +487,8 @@ static int t_packed_bounded(void)
 		CHECK(b > 0 && pvm_bufinfo(b, &nb, &tag, &src) == 0, "recv %d", b);
 		CHECK(pvm_upkbyte(buf, FLOOD_SZ, 1) == 0, "unpack");
 		memcpy(&got, buf, sizeof got);
-		CHECK(got == k && buf[FLOOD_SZ - 1] == (char)k, "message %d where %d was due", got, k);
+		CHECK(got == k && buf[FLOOD_SZ - 1] == (char)k, "message %d where %d was due", got,
+		      k);
 	}
 	printf("packed-bounded: the sender's peak memory grew by %d kB for %d kB sent\n", (int)grew,
 	       FLOOD_N * FLOOD_SZ / 1024);
