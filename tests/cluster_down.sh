@@ -33,8 +33,8 @@ trap cleanup EXIT
 trap 'exit 130' HUP INT PIPE TERM
 
 # Not while tests/test_xdp runs: with it running beside, the job hung
-# before streaming (reproduced: test_xdp in a loop, 1 of 1; alone 10 of
-# 10 passed); the cause is not found yet (docs/cluster.md).  Both take
+# before streaming (reproduced: test_xdp in a loop, 1 of 1; alone, 6 runs
+# of 6 passed); the cause is not proven yet (docs/cluster.md).  Both take
 # this lock.
 exec 9>"${TMPDIR:-/tmp}/rcp-netns-tests.lock"
 flock 9
