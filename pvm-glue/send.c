@@ -484,6 +484,30 @@ static int enc_ok(int enc)
 	return enc_known > 0 && (enc == enc_sig[0] || enc == enc_sig[1] || enc == enc_sig[2]);
 }
 
+/* In-place messages above this size go by pvmd: stock's direct route
+ * sends them from the user's memory, while ours are copied twice
+ * (pvm_pkmesg into a temporary buffer, then into the message) and
+ * libpvm3 allocates a fresh fragment of their size for each: at 4 MiB
+ * stock took 2.2 ms a round trip, RCP 14.5 ms (docs/results.md, issue 22).
+ * Smaller ones are far faster over RCP (3.0 against 62.6 us at 8 B). */
+#define INPLACE_RCP_MAX 16384
+
+/* Does buffer SBUF (*MI filled) go over RCP: an encoding we carry, and
+ * an in-place message not above INPLACE_RCP_MAX (its length counted
+ * first, as pvm_send would). */
+static int for_rcp(int sbuf, struct pvmminfo *mi)
+{
+	if (pvmrcpi_real.getminfo(sbuf, mi) < 0 || !enc_ok(mi->enc))
+		return 0;
+	if (mi->enc == enc_sig[2] && enc_sig[2] != enc_sig[0]) {
+		void *mp = pvmrcpi_real.midtobuf(sbuf);
+		if (!mp || pvmrcpi_real.pmsg_setlen(mp) < 0 ||
+		    pvmrcpi_real.getminfo(sbuf, mi) < 0 || mi->len > INPLACE_RCP_MAX)
+			return 0;
+	}
+	return 1;
+}
+
 /* The bytes pvm_pkmesg writes for buffer SBUF in a PvmDataRaw buffer:
  * 8 native ints {len, ctx, tag, wid, enc, crc, src, dst}, then each
  * fragment as {int length, bytes}; the receiver's pvm_upkmesg rebuilds
@@ -573,7 +597,7 @@ static int packed_send(int tid, int tag)
 
 	if (sbuf <= 0 || !pr_encodable(ctx, tag) || !pr_tid_is_task(tid) || tid == S.mytid)
 		return 0;
-	if (pvmrcpi_real.getminfo(sbuf, &mi) < 0 || !enc_ok(mi.enc))
+	if (!for_rcp(sbuf, &mi))
 		return 0;
 	p = pvmrcpi_peer(tid, 1);
 	if (!p)
@@ -633,8 +657,7 @@ static int packed_mcast(int *tids, int ntask, int tag, int *rcout)
 	char *bytes = NULL;
 	size_t len = 0;
 
-	if (sbuf <= 0 || !pr_encodable(ctx, tag) || pvmrcpi_real.getminfo(sbuf, &mi) < 0 ||
-	    !enc_ok(mi.enc))
+	if (sbuf <= 0 || !pr_encodable(ctx, tag) || !for_rcp(sbuf, &mi))
 		return 0;
 	/* every tid first, as stock: a bad one means nothing is sent */
 	for (int i = 0; i < ntask; i++)
