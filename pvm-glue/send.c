@@ -512,24 +512,17 @@ static int for_rcp(int sbuf, struct pvmminfo *mi)
  * 8 native ints {len, ctx, tag, wid, enc, crc, src, dst}, then each
  * fragment as {int length, bytes}; the receiver's pvm_upkmesg rebuilds
  * the buffer from them, encoding included, so pvm_upk* there decode them
- * as stock; an in-place message is labelled raw (enc_ok).  malloc'd
+ * as stock; an in-place message is labelled raw (enc_ok).  SBUF passed
+ * for_rcp, which counted an in-place message's length.  malloc'd
  * into *OUT (*LEN bytes); 0 or a PVM code. */
 static int packed_bytes(int sbuf, char **out, size_t *len)
 {
 	int tmp = pvm_mkbuf(PvmDataRaw), old, save, hdr[8], rc;
-	struct pvmminfo mi;
 	size_t cap, n;
 	char *b = NULL;
 
 	if (tmp < 0)
 		return tmp;
-	if (pvmrcpi_real.getminfo(sbuf, &mi) >= 0 && mi.enc == enc_sig[2] &&
-	    enc_sig[2] != enc_sig[0]) {
-		/* in place: its length is counted at send (glue.h, real) */
-		void *mp = pvmrcpi_real.midtobuf(sbuf);
-		if (mp)
-			pvmrcpi_real.pmsg_setlen(mp);
-	}
 	old = pvm_setsbuf(tmp);
 	rc = pvm_pkmesg(sbuf);
 	pvm_setsbuf(old);
