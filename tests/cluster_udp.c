@@ -29,7 +29,7 @@
 #include <unistd.h>
 
 #define MAGIC_DATA 0x44415441u
-#define MAGIC_END 0x454e4421u
+#define MAGIC_END  0x454e4421u
 
 struct hdr {
 	uint32_t magic;
