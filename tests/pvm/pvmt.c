@@ -383,16 +383,32 @@ static int pin(int cpu)
 	return sched_setaffinity(0, sizeof set, &set);
 }
 
-/* Pins itself to the CPU the parent sends (tag 30), then echoes. */
+/* Pins itself to the CPU the parent sends (tag 30), then echoes; before
+ * each reply it offers the CPU to the parent (sched_yield).  Woken on the
+ * parent's CPU, this task may preempt the parent inside its send (stock
+ * PVM: pvmd forwards the ping at once) and answer before the parent
+ * receives: the parent then never waits and shared-cpu has nothing to
+ * count (3 of 3 tries in a fresh-clone CI run).  Yielding first lets a
+ * preempted parent reach its receive and wait there, as it would for a
+ * peer that computes before it answers. */
 static int child_pinned_echo(void)
 {
-	int parent = pvm_parent(), atid, atag, alen;
+	int parent = pvm_parent(), atid, atag = 0, alen;
 	int32_t cpu = -1;
+	char buf[64];
 	if (pvm_precv(parent, 30, &cpu, 1, PVM_INT, &atid, &atag, &alen) < 0)
 		return 1;
 	cpu = pin(cpu);
 	pvm_psend(parent, 30, &cpu, 1, PVM_INT);
-	return child_echo();
+	for (;;) {
+		if (pvm_precv(parent, -1, buf, sizeof buf, PVM_BYTE, &atid, &atag, &alen) < 0 ||
+		    atag == T_QUIT)
+			break;
+		sched_yield();
+		if (pvm_psend(parent, atag, buf, alen, PVM_BYTE) < 0)
+			break;
+	}
+	return atag == T_QUIT ? 0 : 1;
 }
 
 #include "pvmt_packed.h"
