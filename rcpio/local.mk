@@ -54,3 +54,15 @@ EXTRA_DIST += perf/rcpio_bench.sh
 # The same program across a 4-host rcp-cluster (root, rcpio; else SKIP).
 TESTS += tests/cluster_rcpio.sh
 EXTRA_DIST += tests/cluster_rcpio.sh
+
+if HAVE_CMOCKA
+if HAVE_RCPIO
+# The owner side of rcpio.put with a requester killed mid-transfer (udp).
+check_PROGRAMS += tests/test_rcpio_xfer
+TESTS += tests/test_rcpio_xfer
+tests_test_rcpio_xfer_SOURCES = tests/test_rcpio_xfer.c rcpio/xfer.c rcpio/pool.c rcpio/meta.c \
+	tests/testutil.h
+tests_test_rcpio_xfer_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) $(PMEM2_CFLAGS)
+tests_test_rcpio_xfer_LDADD = librcp.la $(CMOCKA_LIBS) $(PMEM2_LIBS)
+endif
+endif

@@ -134,6 +134,13 @@ struct put_job {
 	uint32_t slot, off, len;
 };
 
+/* The end of a put's pull, whatever its status: the pin and the held
+ * bytes are given back here and only here.  A pull that failed — the
+ * requester died or went silent mid-transfer (RCP_EPEER after
+ * RCP_PEER_TIMEOUT) — may have landed part of its bytes: the range is
+ * marked dirty all the same, so the file gets what the slot holds and
+ * the two never disagree (a write cut short by a dead writer may leave
+ * old and new bytes mixed, as a torn write would). */
 static void put_done(void *arg, int status)
 {
 	struct put_job *j = arg;
@@ -142,13 +149,15 @@ static void put_done(void *arg, int status)
 	pthread_mutex_lock(n->lock);
 	sl = rcpio_pool_slot(n->pool, j->slot);
 	sl->pins--;
-	if (!status) {
-		if (j->off < sl->lo)
-			sl->lo = j->off;
-		if (j->off + j->len > sl->hi)
-			sl->hi = j->off + j->len;
+	n->st.held_bytes -= j->len;
+	if (j->off < sl->lo)
+		sl->lo = j->off;
+	if (j->off + j->len > sl->hi)
+		sl->hi = j->off + j->len;
+	if (!status)
 		n->st.puts_served++;
-	}
+	else
+		n->st.puts_failed++;
 	pthread_mutex_unlock(n->lock);
 	rcp_rpc_respond(j->h, NULL, status);
 	rcp_bulk_free(j->remote);
@@ -211,6 +220,9 @@ static void h_put(rcp_rpc_handle *h, void *arg)
 	j->slot = in.slot;
 	j->off = in.off;
 	j->len = (uint32_t)len;
+	pthread_mutex_lock(n->lock);
+	n->st.held_bytes += len;
+	pthread_mutex_unlock(n->lock);
 	rc = rcp_bulk_transfer(n->sbulk, rcp_rpc_handle_chan(h), RCP_BULK_PULL, in.data, 0,
 	                       n->spool, (uint64_t)in.slot * rcpio_pool_stride(n->pool) + in.off,
 	                       len, put_done, j, NULL);
@@ -523,7 +535,9 @@ int rcpio_net_pull(rcpio_net *n, rcpio_peer *owner, uint64_t fid, uint64_t block
 	return 0;
 }
 
-void rcpio_net_get_stats(const rcpio_net *n, struct rcpio_net_stats *st)
+void rcpio_net_get_stats(rcpio_net *n, struct rcpio_net_stats *st)
 {
+	pthread_mutex_lock(n->lock);
 	*st = n->st;
+	pthread_mutex_unlock(n->lock);
 }

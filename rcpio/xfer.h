@@ -37,6 +37,10 @@ typedef struct rcpio_peer rcpio_peer;
 struct rcpio_net_stats {
 	uint64_t queries_sent, queries_served, puts_sent, puts_served, puts_stale;
 	uint64_t pulls, pull_bytes, put_bytes, readies_sent, evicts_sent, errors;
+	/* Owner side of rcpio.put: puts whose pull failed (the requester died
+	 * or went silent mid-transfer), and the pool bytes pinned right now
+	 * by puts in flight (0 once every transfer has ended, either way). */
+	uint64_t puts_failed, held_bytes;
 };
 
 /* Starts the endpoints and the progress thread.  TRANSPORT: "shm" or
@@ -73,6 +77,7 @@ int rcpio_net_pull(rcpio_net *n, rcpio_peer *owner, uint64_t fid, uint64_t block
                    uint64_t gen, uint32_t off, void *dst, size_t len);
 /* Lets the client endpoint make progress (while spinning on BUSY). */
 void rcpio_net_poll(rcpio_net *n);
-void rcpio_net_get_stats(const rcpio_net *n, struct rcpio_net_stats *st);
+/* A copy of the counters, taken under the lock given at create. */
+void rcpio_net_get_stats(rcpio_net *n, struct rcpio_net_stats *st);
 
 #endif
