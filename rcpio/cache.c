@@ -554,6 +554,12 @@ int rcpio_cache_sync(rcpio_file *f)
 	struct stat st;
 	int rc = rcpio_net_drain(g.net), rc2 = 0;
 
+	/* Every rank's puts into our slots are served before we write back:
+	 * a put is synchronous, so once every rank is here none is in flight.
+	 * Without this, a rank still in a put to us when we write back would
+	 * see its sync return with its bytes dirty here, neither in the file
+	 * nor committed (found by the write_at_all crash test). */
+	PMPI_Barrier(f->comm);
 	pthread_mutex_lock(&g.lock);
 	g.wb_pause++;
 	wb_quiet();
@@ -857,13 +863,14 @@ void rcpio_cache_finalize(void)
 		        " stale=%" PRIu64 " evictions=%" PRIu64 " writebacks=%" PRIu64
 		        " writeback_bytes=%" PRIu64 " recovered=%" PRIu64 " dropped_stale=%" PRIu64
 		        " commits=%" PRIu64 " rollbacks=%" PRIu64 " bg_writebacks=%" PRIu64
-		        " queries_served=%" PRIu64 " puts_served=%" PRIu64
-		        " pool_committed=%u pool_refused=%d pool_rolled_back=%d\n",
+		        " queries_served=%" PRIu64 " puts_served=%" PRIu64 " puts_failed=%" PRIu64
+		        " held_bytes=%" PRIu64 " pool_committed=%u pool_refused=%d pool_rolled_back=%d\n",
 		        g.wrank, g.c.hits_local, g.c.hits_remote, ns.pull_bytes, g.c.puts_remote,
 		        ns.put_bytes, g.c.misses, g.c.fs_reads, g.c.bypass, g.c.busy, g.c.stale,
 		        g.c.evictions, g.c.writebacks, g.c.writeback_bytes, g.c.recovered,
 		        g.c.dropped_stale, g.c.commits, g.c.rollbacks, g.c.bg_writebacks,
-		        ns.queries_served, ns.puts_served, g.pinfo.committed, g.pinfo.refused,
+		        ns.queries_served, ns.puts_served, ns.puts_failed, ns.held_bytes,
+		        g.pinfo.committed, g.pinfo.refused,
 		        g.pinfo.rolled_back);
 	}
 	if (g.wb_on) {

@@ -260,13 +260,27 @@ int MPI_File_write_at(MPI_File fh, MPI_Offset offset, const void *buf, int count
 	         : PMPI_File_write_at(fh, offset, buf, count, dt, st);
 }
 
-/* The collective forms move the same bytes; they are not commit points
- * (docs/rcpio.md: only sync and close commit). */
+/* The collective forms are commit points (docs/rcpio.md, "Commit"): the
+ * paper's delayed commit batches metadata updates until the program's own
+ * synchronisation, and a collective call is one — every rank of the file
+ * is in it.  The bytes move first; the commit (write-back, then the
+ * all-ranks commit of rcpio_cache_sync) follows on every rank even if
+ * this rank's transfer failed, so the collective stays matched.  A commit
+ * that fails here is rolled back on every rank like any other, and is not
+ * the call's error: the bytes moved, what is not committed stays dirty in
+ * the cache, and the next sync or close — whose promise durability is —
+ * tries again and reports. */
+static int commit_after(struct handle *h, int rc)
+{
+	(void)rcpio_cache_sync(h->f);
+	return rc;
+}
+
 int MPI_File_read_at_all(MPI_File fh, MPI_Offset offset, void *buf, int count, MPI_Datatype dt,
                          MPI_Status *st)
 {
 	struct handle *h = find(fh);
-	return h ? io(h, offset, buf, count, dt, st, 0)
+	return h ? commit_after(h, io(h, offset, buf, count, dt, st, 0))
 	         : PMPI_File_read_at_all(fh, offset, buf, count, dt, st);
 }
 
@@ -274,7 +288,7 @@ int MPI_File_write_at_all(MPI_File fh, MPI_Offset offset, const void *buf, int c
                           MPI_Datatype dt, MPI_Status *st)
 {
 	struct handle *h = find(fh);
-	return h ? io(h, offset, (void *)(uintptr_t)buf, count, dt, st, 1)
+	return h ? commit_after(h, io(h, offset, (void *)(uintptr_t)buf, count, dt, st, 1))
 	         : PMPI_File_write_at_all(fh, offset, buf, count, dt, st);
 }
 
@@ -306,13 +320,14 @@ int MPI_File_write(MPI_File fh, const void *buf, int count, MPI_Datatype dt, MPI
 int MPI_File_read_all(MPI_File fh, void *buf, int count, MPI_Datatype dt, MPI_Status *st)
 {
 	struct handle *h = find(fh);
-	return h ? io_fp(h, buf, count, dt, st, 0) : PMPI_File_read_all(fh, buf, count, dt, st);
+	return h ? commit_after(h, io_fp(h, buf, count, dt, st, 0))
+	         : PMPI_File_read_all(fh, buf, count, dt, st);
 }
 
 int MPI_File_write_all(MPI_File fh, const void *buf, int count, MPI_Datatype dt, MPI_Status *st)
 {
 	struct handle *h = find(fh);
-	return h ? io_fp(h, (void *)(uintptr_t)buf, count, dt, st, 1)
+	return h ? commit_after(h, io_fp(h, (void *)(uintptr_t)buf, count, dt, st, 1))
 	         : PMPI_File_write_all(fh, buf, count, dt, st);
 }
 

@@ -15,7 +15,10 @@
  * kills itself (SIGKILL) on every rank: writes that were never committed.
  * "crash-only0" / "crash-except0": the same, written by rank 0 alone / by
  * every rank but 0.  "touch0": rank 0 alone reads the whole file (so that,
- * on fresh pools, it caches and owns every block).
+ * on fresh pools, it caches and owns every block).  "crash-all": every
+ * rank writes its records (the reference bytes) with the collective
+ * MPI_File_write_at_all, never syncs, and is killed: each collective call
+ * is a commit point, so the next job recovers all of it.
  * Exit 0 when everything matches; rank 0 prints "rcpio_mpi: ok".
  */
 #include <mpi.h>
@@ -67,6 +70,17 @@ int main(int argc, char **argv)
 		MPI_File_close(&fh);
 		MPI_Finalize();
 		return 0;
+	}
+	if (argc > 2 && !strcmp(argv[2], "crash-all")) {
+		for (int i = 0; i < nrec; i++) {
+			long long off = ((long long)i * size + rank) * rec;
+			for (int k = 0; k < rec; k++)
+				buf[k] = pat(off + k);
+			if (MPI_File_write_at_all(fh, off, buf, rec, MPI_BYTE, &st) != MPI_SUCCESS)
+				return fail(rank, "write_at_all", off);
+		}
+		MPI_Barrier(MPI_COMM_WORLD);
+		raise(SIGKILL);
 	}
 	if (argc > 2 && !strncmp(argv[2], "crash", 5)) {
 		int writes = !strcmp(argv[2], "crash-only0")     ? rank == 0

@@ -13,15 +13,19 @@
 #     without committing and is killed; the next job reads the last committed data (the reference),
 #     with the overwritten blocks refused from the pools, the rest recovered;
 #     the same with only the owner or only the others writing;
+#  4b. collective calls commit: a job writes with MPI_File_write_at_all
+#     only, never syncs, and is killed; the next job recovers every block;
 #  5. pool full: 4 slots per rank for 37 blocks: clean blocks evicted,
 #     dirty ones written back, the file still equals the reference;
 #     the same with background write-back (RCPIO_WRITEBACK_MS=1);
 #  6. a corrupted pool header: refused (counted), data still right;
-#  7. one rank's commits fail (RCPIO_FAIL_COMMIT): every rank rolls back,
+#  7. one rank's commits fail (RCPIO_FAIL_COMMIT): every rank rolls back
+#     at each of the 4 commit points (2 syncs, read_all, close),
 #     the next job recovers nothing and reads the right data anyway;
 #  8. rcpio-cachectl show counts the committed blocks, drop removes pools;
 #  9. RCP on udp under the faults wrapper (drops, duplicates, reordering,
-#     corruption): the same program, the same bytes.
+#     corruption): the same program, the same bytes;
+# 10. 8 ranks (more than the cores: --oversubscribe): run 2 and restart.
 # TAP.  Skips (77) without mpirun or librcpio.
 set -u
 b=${abs_builddir:-$PWD}
@@ -74,8 +78,9 @@ pr=$(sum "$tmp/o1" puts_remote) ps=$(sum "$tmp/o1" puts_served)
 echo "# run: remote hits $hr, pulled $pb bytes, remote puts $pr (served $ps), fs reads $fr, $blocks blocks"
 [ "$hr" -gt 0 ] && [ "$pb" -ge $((3 * $(stat -c %s "$tmp/plain.dat"))) ]
 check $? "reads of other ranks' bytes came by bulk pulls from their pools ($pb bytes)"
-[ "$pr" -gt 0 ] && [ "$pr" = "$ps" ]
-check $? "writes into blocks other ranks own went by rcpio.put ($pr, all served)"
+hb=$(sum "$tmp/o1" held_bytes) pf=$(sum "$tmp/o1" puts_failed)
+[ "$pr" -gt 0 ] && [ "$pr" = "$ps" ] && [ "$pf" = 0 ] && [ "$hb" = 0 ]
+check $? "writes into blocks other ranks own went by rcpio.put ($pr, all served, $hb bytes still held)"
 [ "$fr" -le "$blocks" ]
 check $? "the file system was read at most once per block ($fr <= $blocks)"
 
@@ -119,6 +124,17 @@ for who in except0 only0; do
 	check $? "crash with writes by $who of the owner: committed data read, $rec of $blocks blocks recovered"
 done
 
+rm -f "$tmp"/pool/*
+run "$tmp/o4a" 16m "$tmp/c4.dat" crash-all
+echo "# crash-all job exit status $? (killed on purpose)"
+run "$tmp/o4b" 16m "$tmp/c4.dat" read
+st=$?
+rec=$(sum "$tmp/o4b" recovered) fr=$(sum "$tmp/o4b" fs_reads)
+echo "# after write_at_all and a kill: recovered $rec, fs reads $fr"
+[ $st = 0 ] && [ "$rec" = "$blocks" ] && [ "$fr" = 0 ]
+check $? "write_at_all is a commit point: after a kill with no sync, all $rec of $blocks blocks recovered"
+[ $st = 0 ] || tail -3 "$tmp/o4b"
+
 run "$tmp/o5" 256k "$tmp/c2.dat" both 3000 200
 st=$?
 check $st "pool full (4 slots a rank, 37 blocks): data still right"
@@ -150,7 +166,7 @@ run "$tmp/o7" 16m "$tmp/c.dat"
 check $? "rank 1's commits fail: the program still reads and writes right"
 cm=$(sum "$tmp/o7" commits) rb=$(sum "$tmp/o7" rollbacks)
 echo "# failed commits: commits $cm, rollbacks $rb"
-[ "$cm" = 0 ] && [ "$rb" = $((3 * NP)) ]
+[ "$cm" = 0 ] && [ "$rb" = $((4 * NP)) ]
 check $? "a commit failing on one rank is rolled back on all ($rb rollbacks, $cm commits)"
 extra=
 run "$tmp/o8" 16m "$tmp/c.dat" read
@@ -170,6 +186,26 @@ check $? "udp under faults: file on disk equals the reference"
 hr=$(sum "$tmp/o9" hits_remote)
 [ "$hr" -gt 0 ]
 check $? "udp under faults: remote hits by bulk ($hr)"
+
+# More ranks than cores: 8 (--oversubscribe), every check of the first run
+# and the restart again.
+rm -f "$tmp"/pool/*
+NP=8
+run "$tmp/o10" 16m "$tmp/c8.dat"
+st=$?
+[ $st = 0 ] || tail -5 "$tmp/o10"
+timeout 300 mpirun --allow-run-as-root --oversubscribe -np $NP "$prog" "$tmp/plain8.dat" >/dev/null 2>&1 &&
+	cmp -s "$tmp/plain8.dat" "$tmp/c8.dat"
+check $(( st + $? )) "8 ranks: writes and reads match, the file equals plain MPI-IO's"
+b8=$(( ($(stat -c %s "$tmp/plain8.dat") + 65535) / 65536 ))
+hr=$(sum "$tmp/o10" hits_remote) pr=$(sum "$tmp/o10" puts_remote) fr=$(sum "$tmp/o10" fs_reads)
+run "$tmp/o11" 16m "$tmp/c8.dat" read
+st=$?
+rec=$(sum "$tmp/o11" recovered)
+echo "# 8 ranks: remote hits $hr, remote puts $pr, fs reads $fr; restart recovered $rec of $b8 blocks"
+[ $st = 0 ] && [ "$hr" -gt 0 ] && [ "$pr" -gt 0 ] && [ "$fr" -le "$b8" ] && [ "$rec" = "$b8" ]
+check $? "8 ranks: bulk hits and puts, at most one fs read per block, restart recovers all $b8 blocks"
+NP=4
 
 "$ctl" drop "$tmp"/pool/*.pool >/dev/null && [ -z "$(ls "$tmp/pool")" ]
 check $? "rcpio-cachectl drop removes the pools"
