@@ -10,15 +10,53 @@
  *   PHASES, a word of letters run in order on one open of the file:
  *     w write all pieces, s MPI_File_sync, r read own pieces back,
  *     o read the pieces of the next rank (bytes another rank wrote),
- *     c close and open again (r/o after it read a file already cached).
+ *     c close and open again (r/o after it read a file already cached),
+ *     d drop the file from the page cache (every rank: fdatasync, then
+ *       posix_fadvise DONTNEED; not timed, no line): the next read goes
+ *       to the disk, not to memory,
+ *     z compute: BENCH_COMPUTE_MS (default 1000) ms asleep — the cores
+ *       computing are not this 2-core machine's; a background writer
+ *       runs meanwhile,
+ *     k the job dies (SIGKILL on every rank after a barrier), as a job
+ *       killed after its checkpoint.
  * One CSV line per phase on rank 0: pattern,phase,nprocs,xfer,bytes,
- * seconds,MBps (slowest rank's time; bytes of all ranks).  Reads are
- * checked byte for byte; exit 1 on a mismatch.
+ * seconds,MBps (slowest rank's time; bytes of all ranks); first a line
+ * of phase O, the first MPI_File_open (rcpio: recovery from the pools).
+ * Reads are checked byte for byte; exit 1 on a mismatch.
  */
+#include <fcntl.h>
 #include <mpi.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static void report(const char *pattern, char phase, int size, long long xfer, double bytes,
+                   double t)
+{
+	double tmax;
+	int rank;
+	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+	MPI_Reduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+	if (!rank)
+		printf("%s,%c,%d,%lld,%.0f,%.6f,%.1f\n", pattern, phase, size, xfer, bytes, tmax,
+		       bytes ? bytes / tmax / 1e6 : 0.0);
+	fflush(stdout);
+}
+
+/* Phase d: the next read of PATH must come from the disk. */
+static void drop_cache(const char *path)
+{
+	int fd = open(path, O_RDONLY);
+	if (fd >= 0) {
+		fdatasync(fd);
+		posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+		close(fd);
+	}
+	MPI_Barrier(MPI_COMM_WORLD);
+}
 
 static unsigned char pat(long long off)
 {
@@ -49,11 +87,28 @@ int main(int argc, char **argv)
 	n = per / xfer;
 	phases = argv[5];
 	buf = malloc((size_t)xfer);
-	MPI_File_open(MPI_COMM_WORLD, argv[1], MPI_MODE_CREATE | MPI_MODE_RDWR, MPI_INFO_NULL, &fh);
+	if (phases[0] == 'd') /* before the open: a new job reading from the disk */
+		drop_cache(argv[1]);
+	MPI_Barrier(MPI_COMM_WORLD);
+	{
+		double t0 = MPI_Wtime();
+		MPI_File_open(MPI_COMM_WORLD, argv[1], MPI_MODE_CREATE | MPI_MODE_RDWR,
+		              MPI_INFO_NULL, &fh);
+		report(argv[2], 'O', size, xfer, 0, MPI_Wtime() - t0);
+	}
 	for (const char *ph = phases; *ph; ph++) {
-		double t0, t, tmax;
+		double t0, t;
 		int who = *ph == 'o' ? (rank + 1) % size : rank;
+		if (*ph == 'd') {
+			if (ph != phases)
+				drop_cache(argv[1]);
+			continue;
+		}
 		MPI_Barrier(MPI_COMM_WORLD);
+		if (*ph == 'k') {
+			fflush(stdout);
+			raise(SIGKILL);
+		}
 		t0 = MPI_Wtime();
 		for (long long i = 0; i < n && (*ph == 'w' || *ph == 'r' || *ph == 'o'); i++) {
 			long long off = strided ? (i * size + who) * xfer : who * per + i * xfer;
@@ -74,18 +129,20 @@ int main(int argc, char **argv)
 		}
 		if (*ph == 's')
 			MPI_File_sync(fh);
+		if (*ph == 'z') {
+			const char *e = getenv("BENCH_COMPUTE_MS");
+			long ms = e ? atol(e) : 1000;
+			struct timespec ts = {ms / 1000, ms % 1000 * 1000000L};
+			while (nanosleep(&ts, &ts))
+				;
+		}
 		if (*ph == 'c') {
 			MPI_File_close(&fh);
 			MPI_File_open(MPI_COMM_WORLD, argv[1], MPI_MODE_RDWR, MPI_INFO_NULL, &fh);
 		}
 		t = MPI_Wtime() - t0;
-		MPI_Reduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
-		if (!rank) {
-			double bytes =
-			    (*ph == 'w' || *ph == 'r' || *ph == 'o') ? (double)per * size : 0;
-			printf("%s,%c,%d,%lld,%.0f,%.6f,%.1f\n", argv[2], *ph, size, xfer, bytes,
-			       tmax, bytes ? bytes / tmax / 1e6 : 0.0);
-		}
+		report(argv[2], *ph, size, xfer,
+		       (*ph == 'w' || *ph == 'r' || *ph == 'o') ? (double)per * size : 0, t);
 	}
 	MPI_File_close(&fh);
 	{

@@ -49,7 +49,7 @@ perf_rcpio_bench_SOURCES = perf/rcpio_bench.c
 perf_rcpio_bench_CFLAGS = $(AM_CFLAGS) $(MPI_CFLAGS)
 perf_rcpio_bench_LDADD = $(MPI_LIBS)
 endif
-EXTRA_DIST += perf/rcpio_bench.sh
+EXTRA_DIST += perf/rcpio_bench.sh perf/rcpio_plot.py
 
 # The same program across a 4-host rcp-cluster (root, rcpio; else SKIP).
 TESTS += tests/cluster_rcpio.sh
