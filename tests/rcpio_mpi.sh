@@ -194,17 +194,17 @@ NP=8
 run "$tmp/o10" 16m "$tmp/c8.dat"
 st=$?
 [ $st = 0 ] || tail -5 "$tmp/o10"
-timeout 300 mpirun --allow-run-as-root --oversubscribe -np $NP "$prog" "$tmp/plain8.dat" >/dev/null 2>&1 &&
-	cmp -s "$tmp/plain8.dat" "$tmp/c8.dat"
-check $(( st + $? )) "8 ranks: writes and reads match, the file equals plain MPI-IO's"
-b8=$(( ($(stat -c %s "$tmp/plain8.dat") + 65535) / 65536 ))
+# (rank 0 checks the file on disk after close byte for byte itself.)
+check $st "8 ranks: writes and reads match, and the file on disk after close"
+b8=$(( ($(stat -c %s "$tmp/c8.dat") + 65535) / 65536 ))
 hr=$(sum "$tmp/o10" hits_remote) pr=$(sum "$tmp/o10" puts_remote) fr=$(sum "$tmp/o10" fs_reads)
 run "$tmp/o11" 16m "$tmp/c8.dat" read
 st=$?
-rec=$(sum "$tmp/o11" recovered)
-echo "# 8 ranks: remote hits $hr, remote puts $pr, fs reads $fr; restart recovered $rec of $b8 blocks"
-[ $st = 0 ] && [ "$hr" -gt 0 ] && [ "$pr" -gt 0 ] && [ "$fr" -le "$b8" ] && [ "$rec" = "$b8" ]
-check $? "8 ranks: bulk hits and puts, at most one fs read per block, restart recovers all $b8 blocks"
+rec=$(sum "$tmp/o11" recovered) fr2=$(sum "$tmp/o11" fs_reads) mi=$(sum "$tmp/o11" misses)
+echo "# 8 ranks: remote hits $hr, remote puts $pr, fs reads $fr; restart recovered $rec of $b8 blocks, fs reads $fr2, misses $mi"
+[ $st = 0 ] && [ "$hr" -gt 0 ] && [ "$pr" -gt 0 ] && [ "$fr" -le "$b8" ] && [ "$rec" = "$b8" ] &&
+	[ "$fr2" = 0 ] && [ "$mi" = 0 ]
+check $? "8 ranks: bulk hits and puts, at most one fs read per block; restart recovers all $b8 blocks, no fs read"
 NP=4
 
 "$ctl" drop "$tmp"/pool/*.pool >/dev/null && [ -z "$(ls "$tmp/pool")" ]
