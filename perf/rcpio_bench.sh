@@ -87,7 +87,6 @@ if [ "$MODE" = ckpt ]; then
 		mpiio) f="$dir/p-ckpt.dat" run=mpi ;;
 		rcpio-wb) run=rcwb ;;
 		esac
-		[ $impl = rcpio-cold ] && run=rc
 		if [ $impl = rcpio-cold ]; then
 			rc "$prog" "$f" segmented "$xfer" "$per" ws >/dev/null
 			rm -rf "$pooldir"
