@@ -864,14 +864,14 @@ void rcpio_cache_finalize(void)
 		        " writeback_bytes=%" PRIu64 " recovered=%" PRIu64 " dropped_stale=%" PRIu64
 		        " commits=%" PRIu64 " rollbacks=%" PRIu64 " bg_writebacks=%" PRIu64
 		        " queries_served=%" PRIu64 " puts_served=%" PRIu64 " puts_failed=%" PRIu64
-		        " held_bytes=%" PRIu64 " pool_committed=%u pool_refused=%d pool_rolled_back=%d\n",
+		        " held_bytes=%" PRIu64
+		        " pool_committed=%u pool_refused=%d pool_rolled_back=%d\n",
 		        g.wrank, g.c.hits_local, g.c.hits_remote, ns.pull_bytes, g.c.puts_remote,
 		        ns.put_bytes, g.c.misses, g.c.fs_reads, g.c.bypass, g.c.busy, g.c.stale,
 		        g.c.evictions, g.c.writebacks, g.c.writeback_bytes, g.c.recovered,
 		        g.c.dropped_stale, g.c.commits, g.c.rollbacks, g.c.bg_writebacks,
 		        ns.queries_served, ns.puts_served, ns.puts_failed, ns.held_bytes,
-		        g.pinfo.committed, g.pinfo.refused,
-		        g.pinfo.rolled_back);
+		        g.pinfo.committed, g.pinfo.refused, g.pinfo.rolled_back);
 	}
 	if (g.wb_on) {
 		pthread_mutex_lock(&g.lock);
