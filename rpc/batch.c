@@ -47,12 +47,12 @@ void rpci_flush_q(rcp_rpc *rpc, struct outq *q)
 		rpc->st.batched_out += q->n;
 	rc = p && p->failed
 	         ? p->failed
-	         : rpci_send_msg(q->ch, q->tag, q->buf, q->len, rpci_aux_cb, NULL, &held);
+	         : rpci_send_msg(q->ch, q->tag, q->buf, q->len, rpci_aux_free_cb, NULL, &held);
 	q->len = 0;
 	q->n = 0;
 	if (held) {
 		/* rcp still reads the batch: the buffer goes with the send */
-		(void)rpci_aux_add(rpc, held, AUX_SEND_FREE, q->buf, NULL); /* else leaked */
+		(void)rpci_aux_add(rpc, held, AUX_SEND_FREE, q->buf, NULL, NULL); /* else leaked */
 		q->buf = NULL;
 		q->cap = 0;
 	}

@@ -16,8 +16,11 @@
  * still holds, and an aux that cannot be allocated leaves its buffer
  * leaked rather than freed early.
  *
- * Calls no other file of rpc/ but the completion callback it sets on aux
- * requests (rpci_aux_cb).
+ * An aux carries the completion callback of its owner's file (an overflow
+ * response: client.c; an overflow request: server.c) or, for a buffer
+ * that is only to be freed, this file's rpci_aux_free_cb.
+ *
+ * A leaf: it calls no other file of rpc/.
  */
 #include <stdlib.h>
 
@@ -131,7 +134,20 @@ int rpci_send_msg(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, rcp_r
 	return rc;
 }
 
-struct aux *rpci_aux_add(rcp_rpc *rpc, rcp_req *rq, int kind, void *buf, void *owner)
+/* An aux send (or an orphaned receive) completed: its buffer is free. */
+void rpci_aux_free_cb(rcp_req *rq, const struct rcp_status *st, void *user)
+{
+	struct aux *a = user;
+	(void)rq;
+	(void)st;
+	rpci_aux_begin(a);
+	free(a->buf);
+	rpci_aux_end(a);
+}
+
+/* Tracks RQ (an rcp request still using BUF) as an aux of KIND for OWNER:
+ * CB runs when it completes (NULL: rpci_aux_free_cb, which frees BUF). */
+struct aux *rpci_aux_add(rcp_rpc *rpc, rcp_req *rq, int kind, void *buf, void *owner, rcp_req_cb cb)
 {
 	struct aux *a = rpc->freeaux;
 	if (a)
@@ -152,16 +168,28 @@ struct aux *rpci_aux_add(rcp_rpc *rpc, rcp_req *rq, int kind, void *buf, void *o
 	if (rpc->aux)
 		rpc->aux->prev = a;
 	rpc->aux = a;
-	rcp_req_set_cb(rq, rpci_aux_cb, a);
+	rcp_req_set_cb(rq, cb ? cb : rpci_aux_free_cb, a);
 	return a;
 }
 
-void rpci_aux_del(rcp_rpc *rpc, struct aux *a)
+/* The start of every aux callback: the request is rcp's no more. */
+void rpci_aux_begin(struct aux *a)
 {
+	rcp_rpc *rpc = a->rpc;
+	rpc->st.polls++;
 	if (a->prev)
 		a->prev->next = a->next;
 	else
 		rpc->aux = a->next;
 	if (a->next)
 		a->next->prev = a->prev;
+	a->rq = NULL;
+}
+
+/* The end of every aux callback: the record back to the pool. */
+void rpci_aux_end(struct aux *a)
+{
+	rcp_rpc *rpc = a->rpc;
+	a->next = rpc->freeaux;
+	rpc->freeaux = a;
 }

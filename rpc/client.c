@@ -17,9 +17,9 @@
  * Requests (one frame each) go detached (rpci_send_msg): rcp sends them or
  * keeps a copy, so no completion comes back for them.
  *
- * Calls the files below it (batch.c, complete.c, deadline.c, peer.c, bufs.c,
- * hdr.c, calls.c) and rfp.c; nothing in rpc/ but progress (rpc.c) calls
- * it.
+ * Calls the files below it (batch.c, complete.c, deadline.c, peer.c,
+ * bufs.c, hdr.c, calls.c) and rfp.c; of rpc/, only rfp.c calls it
+ * (rpci_peer_repost).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -28,6 +28,8 @@
 #include "rpc/rpc_int.h"
 
 static void sreq_cb(rcp_req *rq, const struct rcp_status *st, void *user);
+static void recv_cb(rcp_req *rq, const struct rcp_status *st, void *user);
+static void ovf_cb(rcp_req *rq, const struct rcp_status *st, void *user);
 
 static struct rcp_rpc_req *req_by_cookie(rcp_rpc *rpc, uint64_t cookie)
 {
@@ -54,7 +56,7 @@ void rpci_peer_repost(rcp_rpc *rpc, struct peer *p)
 		struct rbuf *b = rpci_rbuf_get(rpc);
 		if (!b)
 			return;
-		if (rcp_irecv_cb(rpc->ep, p->ch, TAG_RESP, b->data, rpc->msg_max, rpci_recv_cb, b,
+		if (rcp_irecv_cb(rpc->ep, p->ch, TAG_RESP, b->data, rpc->msg_max, recv_cb, b,
 		                 &b->rq)) {
 			rpci_rbuf_put(rpc, b);
 			return;
@@ -99,7 +101,7 @@ static void on_response_one(rcp_rpc *rpc, struct peer *p, struct rbuf *b, const 
 				free(buf);
 				rpci_done(r, RCP_ENOMEM);
 			} else {
-				r->ovf_aux = rpci_aux_add(rpc, rq, AUX_RECV_REQ, buf, r);
+				r->ovf_aux = rpci_aux_add(rpc, rq, AUX_RECV_REQ, buf, r, ovf_cb);
 				if (!r->ovf_aux) {
 					/* cannot track it: let rcp fail it */
 					rpci_done(r, RCP_ENOMEM);
@@ -118,7 +120,7 @@ static void on_response_one(rcp_rpc *rpc, struct peer *p, struct rbuf *b, const 
 }
 
 /* A response receive completed on P: one response or a batch. */
-void rpci_on_response(rcp_rpc *rpc, struct peer *p, struct rbuf *b, const struct rcp_status *st)
+static void on_response(rcp_rpc *rpc, struct peer *p, struct rbuf *b, const struct rcp_status *st)
 {
 	struct rpc_hdr h;
 	uint32_t n;
@@ -211,7 +213,7 @@ int rcp_rpc_forward(rcp_rpc *rpc, rcp_chan *ch, uint64_t id, const void *in, voi
 		/* This slot's last request send is still with rcp (its call
 		 * ended first: timeout, cancel): rcp may still read the
 		 * buffer, so it goes with the send and is freed after it. */
-		if (!rpci_aux_add(rpc, r->sreq, AUX_SEND_FREE, r->sbuf, NULL)) {
+		if (!rpci_aux_add(rpc, r->sreq, AUX_SEND_FREE, r->sbuf, NULL, NULL)) {
 			rc = RCP_ENOMEM;
 			goto fail;
 		}
@@ -293,7 +295,7 @@ int rcp_rpc_forward(rcp_rpc *rpc, rcp_chan *ch, uint64_t id, const void *in, voi
 		if (ovf) {
 			rcp_req *rq;
 			rc = rcp_isend(ch, TAG_OVF(hd.cookie), ovf, used, &rq);
-			if (rc || !rpci_aux_add(rpc, rq, AUX_SEND_FREE, ovf, NULL)) {
+			if (rc || !rpci_aux_add(rpc, rq, AUX_SEND_FREE, ovf, NULL, NULL)) {
 				/* the header is out; the server times the overflow
 				 * out with the channel; fail the call here */
 				if (rc)
@@ -369,4 +371,40 @@ static void sreq_cb(rcp_req *rq, const struct rcp_status *st, void *user)
 	(void)st;
 	r->rpc->st.polls++;
 	r->sreq = NULL;
+}
+
+/* A response receive completed (rcp callback). */
+static void recv_cb(rcp_req *rq, const struct rcp_status *st, void *user)
+{
+	struct rbuf *b = user;
+	rcp_rpc *rpc = b->rpc;
+	(void)rq;
+	rpc->st.polls++;
+	b->rq = NULL;
+	rpci_blist_del(&b->peer->posted, b);
+	on_response(rpc, b->peer, b, st);
+}
+
+/* An overflowed response's receive completed (or, orphaned by rpci_done,
+ * only its buffer is left to free). */
+static void ovf_cb(rcp_req *rq, const struct rcp_status *st, void *user)
+{
+	struct aux *a = user;
+	(void)rq;
+	rpci_aux_begin(a);
+	if (a->kind == AUX_RECV_REQ) {
+		struct rcp_rpc_req *r = a->owner;
+		r->ovf_aux = NULL;
+		if (r->peer->expect)
+			r->peer->expect--;
+		if (st->error)
+			rpci_done(r, st->error == RCP_ETRUNC ? RCP_EPROTO : st->error);
+		else {
+			r->ovf_resp = a->buf;
+			a->buf = NULL;
+			rpci_finish_resp(r, 0, r->ovf_resp, st->len);
+		}
+	}
+	free(a->buf);
+	rpci_aux_end(a);
 }

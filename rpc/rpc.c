@@ -3,20 +3,24 @@
  * The call engine's other parts are files of their own, each calling only
  * the files below it:
  *
- *   rpc.c       context, progress rounds, timeouts fired, waiting, destroy
- *     |
- *   client.c    forward, response receives    server.c  request ring, handles,
- *     |         and responses in                |       handlers, respond
+ *   rpc.c       context: create, progress rounds, waiting, destroy
+ *   client.c    forward, cancel; response receives and the responses in
+ *   server.c    request ring, handles, handlers, respond
+ *     |         (the three entry points: none calls another)
  *   batch.c     requests and responses queued in a round, sent as one message
  *     |
  *   complete.c  a client request's completion (the state machine), callbacks
  *     |
  *   deadline.c  deadline heap     peer.c   peers by channel
- *   bufs.c      buffers, aux requests, detached sends
+ *   bufs.c      buffers lent to rcp, aux requests, detached sends
  *   hdr.c       header checks     calls.c  the registry
  *
- * (rfp.c, remote fetch, sits beside client.c and server.c and calls back
- * into them through the rpci_* functions of rpc_int.h.)
+ * Each rcp request is posted, and its completion callback kept, by the
+ * file that handles its result (client.c's and server.c's recv_cb and
+ * ovf_cb, bufs.c's rpci_aux_free_cb), so no callback calls up.
+ * rfp.c (remote fetch) is the exception: client.c, server.c, complete.c
+ * and rpc.c call its hooks, and it calls back into them
+ * (rpci_peer_repost, rpci_dispatch, rpci_done, rpci_finish_resp).
  *
  * COMPLETIONS.  The context never looks for completions: every rcp
  * request it owns (posted receives, overflow messages, a send rcp could
@@ -164,68 +168,6 @@ static void fire_timeouts(rcp_rpc *rpc, uint64_t now)
 		r->rfp_slot = 0;
 		rpci_done(r, RCP_ETIMEDOUT); /* takes it off the heap */
 	}
-}
-
-/* A posted receive completed (rcp callback). */
-void rpci_recv_cb(rcp_req *rq, const struct rcp_status *st, void *user)
-{
-	struct rbuf *b = user;
-	rcp_rpc *rpc = b->rpc;
-	(void)rq;
-	rpc->st.polls++;
-	b->rq = NULL;
-	if (b->peer) {
-		rpci_blist_del(&b->peer->posted, b);
-		rpci_on_response(rpc, b->peer, b, st);
-	} else {
-		rpci_blist_del(&rpc->srv, b);
-		if (rpc->closing) {
-			rpci_rbuf_put(rpc, b); /* destroy: requests are no longer handled */
-			return;
-		}
-		rpci_on_request(rpc, b, st);
-		if (rpc->serving)
-			rpci_srv_post(rpc);
-	}
-}
-
-/* An overflow message (or a send left by a recycled request) completed. */
-void rpci_aux_cb(rcp_req *rq, const struct rcp_status *st, void *user)
-{
-	struct aux *a = user;
-	rcp_rpc *rpc = a->rpc;
-	(void)rq;
-	rpc->st.polls++;
-	rpci_aux_del(rpc, a);
-	a->rq = NULL;
-	switch (a->kind) {
-	case AUX_RECV_REQ: {
-		struct rcp_rpc_req *r = a->owner;
-		r->ovf_aux = NULL;
-		if (r->peer->expect)
-			r->peer->expect--;
-		if (st->error)
-			rpci_done(r, st->error == RCP_ETRUNC ? RCP_EPROTO : st->error);
-		else {
-			r->ovf_resp = a->buf;
-			a->buf = NULL;
-			rpci_finish_resp(r, 0, r->ovf_resp, st->len);
-		}
-		free(a->buf);
-		break;
-	}
-	case AUX_RECV_HANDLE: {
-		struct rcp_rpc_handle *h = a->owner;
-		if (st->error || st->len != h->inlen)
-			rcp_rpc_respond(h, NULL, RCP_EPROTO);
-		else
-			rpci_run_handler(rpc, h);
-		break;
-	}
-	default: free(a->buf); break;
-	}
-	a->next = rpc->freeaux;
-	rpc->freeaux = a;
 }
 
 static int progress(rcp_rpc *rpc)

@@ -65,7 +65,7 @@ enum { Q_FREE, Q_PENDING, Q_OVF_WAIT, Q_DONE };
 struct rbuf {
 	rcp_rpc *rpc;
 	unsigned char *data;
-	rcp_req *rq;                /* posted, with rpci_recv_cb (COMPLETIONS, rpc.c) */
+	rcp_req *rq;                /* posted, with client.c's or server.c's recv_cb */
 	struct rbuf *next;          /* free list */
 	struct rbuf *lprev, *lnext; /* posted list */
 	struct peer *peer;          /* posted on: a peer, NULL the server's */
@@ -84,7 +84,7 @@ struct blist {
 enum { AUX_SEND_FREE, AUX_RECV_REQ, AUX_RECV_HANDLE, AUX_ORPHAN };
 struct aux {
 	rcp_rpc *rpc;
-	rcp_req *rq; /* with rpci_aux_cb */
+	rcp_req *rq; /* with its owner's callback (rpci_aux_add) */
 	int kind;
 	void *buf;
 	void *owner;
@@ -230,8 +230,11 @@ void rpci_rbuf_unref(rcp_rpc *rpc, struct rbuf *b);
 int rpci_grow_buf(unsigned char **buf, size_t *cap, size_t need);
 int rpci_send_msg(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, rcp_req_cb cb,
                   void *user, rcp_req **held);
-struct aux *rpci_aux_add(rcp_rpc *rpc, rcp_req *rq, int kind, void *buf, void *owner);
-void rpci_aux_del(rcp_rpc *rpc, struct aux *a);
+struct aux *rpci_aux_add(rcp_rpc *rpc, rcp_req *rq, int kind, void *buf, void *owner,
+                         rcp_req_cb cb);
+void rpci_aux_free_cb(rcp_req *rq, const struct rcp_status *st, void *user);
+void rpci_aux_begin(struct aux *a);
+void rpci_aux_end(struct aux *a);
 
 /* peer.c: peers by channel. */
 uint32_t rpci_ptr_hash(const void *p);
@@ -252,18 +255,8 @@ void rpci_flush_q(rcp_rpc *rpc, struct outq *q);
 void rpci_flush_all(rcp_rpc *rpc);
 int rpci_queue_msg(rcp_rpc *rpc, struct outq *q, const void *msg, size_t len, uint32_t *gen);
 
-/* client.c */
+/* client.c: response receives up to a peer's expectations. */
 void rpci_peer_repost(rcp_rpc *rpc, struct peer *p);
-void rpci_on_response(rcp_rpc *rpc, struct peer *p, struct rbuf *b, const struct rcp_status *st);
-
-/* server.c */
-int rpci_srv_post(rcp_rpc *rpc);
-void rpci_run_handler(rcp_rpc *rpc, struct rcp_rpc_handle *h);
-void rpci_on_request(rcp_rpc *rpc, struct rbuf *b, const struct rcp_status *st);
-
-/* rpc.c: the rcp completion callbacks of receives and aux requests. */
-void rpci_recv_cb(rcp_req *rq, const struct rcp_status *st, void *user);
-void rpci_aux_cb(rcp_req *rq, const struct rcp_status *st, void *user);
 
 /* ---- remote fetch hooks (rpc/rfp.c) ---- */
 int rfp_init(rcp_rpc *rpc);

@@ -16,7 +16,7 @@
  * silently (the client would wait for its timeout).
  *
  * Calls the files below it (batch.c, peer.c's hash, bufs.c, hdr.c,
- * calls.c) and rfp.c; nothing in rpc/ but progress (rpc.c) calls it.
+ * calls.c) and rfp.c; of rpc/, only rfp.c calls it (rpci_dispatch).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -24,16 +24,18 @@
 #include "rpc/rpc_int.h"
 
 static void send_cb(rcp_req *rq, const struct rcp_status *st, void *user);
+static void recv_cb(rcp_req *rq, const struct rcp_status *st, void *user);
+static void ovf_cb(rcp_req *rq, const struct rcp_status *st, void *user);
 
 /* Posts one request receive on the server ring. */
-int rpci_srv_post(rcp_rpc *rpc)
+static int srv_post(rcp_rpc *rpc)
 {
 	struct rbuf *b = rpci_rbuf_get(rpc);
 	int rc;
 	if (!b)
 		return RCP_ENOMEM;
-	rc = rcp_irecv_cb(rpc->ep, RCP_ANY_CHAN, TAG_REQ, b->data, rpc->msg_max, rpci_recv_cb, b,
-	                  &b->rq);
+	rc =
+	    rcp_irecv_cb(rpc->ep, RCP_ANY_CHAN, TAG_REQ, b->data, rpc->msg_max, recv_cb, b, &b->rq);
 	if (rc) {
 		rpci_rbuf_put(rpc, b);
 		return rc;
@@ -56,7 +58,7 @@ int rcp_rpc_set_handler(rcp_rpc *rpc, uint64_t id, rcp_rpc_handler fn, void *arg
 	if (fn && !rpc->serving) {
 		rpc->serving = 1;
 		for (int i = 0; i < rpc->nrecvs; i++) {
-			int rc = rpci_srv_post(rpc);
+			int rc = srv_post(rpc);
 			if (rc)
 				return rc;
 		}
@@ -112,7 +114,7 @@ static void respond_status(rcp_rpc *rpc, rcp_chan *ch, const struct rpc_hdr *req
 }
 
 /* Runs the handler of H (input complete). */
-void rpci_run_handler(rcp_rpc *rpc, struct rcp_rpc_handle *h)
+static void run_handler(rcp_rpc *rpc, struct rcp_rpc_handle *h)
 {
 	rpc->st.handled++;
 	rpc->events++;
@@ -140,7 +142,7 @@ void rpci_dispatch(rcp_rpc *rpc, rcp_chan *ch, uint64_t id, uint64_t cookie, con
 		rcp_rpc_respond(h, NULL, RCP_ENOENT);
 		return;
 	}
-	rpci_run_handler(rpc, h);
+	run_handler(rpc, h);
 }
 
 /* One request of a request message (header checked): a handle for it, the
@@ -168,7 +170,7 @@ static void on_request_one(rcp_rpc *rpc, struct rbuf *b, rcp_chan *ch, const str
 			int posted =
 			    d && buf &&
 			    !rcp_irecv(rpc->ep, ch, TAG_OVF(hd->cookie), buf, hd->aux, &rq);
-			if (posted && rpci_aux_add(rpc, rq, AUX_ORPHAN, buf, NULL)) {
+			if (posted && rpci_aux_add(rpc, rq, AUX_ORPHAN, buf, NULL, NULL)) {
 				handle_put(rpc, d);
 				respond_status(rpc, ch, hd, RCP_ENOENT);
 				return;
@@ -192,7 +194,7 @@ static void on_request_one(rcp_rpc *rpc, struct rbuf *b, rcp_chan *ch, const str
 		rcp_req *rq;
 		if (hd->aux > ((uint64_t)1 << 32) || !(h->ovf_in = malloc(hd->aux ? hd->aux : 1)) ||
 		    rcp_irecv(rpc->ep, ch, TAG_OVF(hd->cookie), h->ovf_in, hd->aux, &rq) ||
-		    (!rpci_aux_add(rpc, rq, AUX_RECV_HANDLE, h->ovf_in, h) &&
+		    (!rpci_aux_add(rpc, rq, AUX_RECV_HANDLE, h->ovf_in, h, ovf_cb) &&
 		     !(h->ovf_in = NULL))) {
 			/* (an untracked receive keeps its buffer: ovf_in NULL) */
 			rpc->st.bad_msgs++;
@@ -208,13 +210,13 @@ static void on_request_one(rcp_rpc *rpc, struct rbuf *b, rcp_chan *ch, const str
 	h->rb = b;
 	h->in = b->data + off + HDR_LEN;
 	h->inlen = hd->len;
-	rpci_run_handler(rpc, h);
+	run_handler(rpc, h);
 }
 
 /* A request receive completed: one request or a batch of them (BATCHES
  * above).  The whole message is checked before any request in it runs: a
  * bad header anywhere drops it all (counted once in bad_msgs). */
-void rpci_on_request(rcp_rpc *rpc, struct rbuf *b, const struct rcp_status *st)
+static void on_request(rcp_rpc *rpc, struct rbuf *b, const struct rcp_status *st)
 {
 	struct rpc_hdr hd;
 	uint32_t n;
@@ -355,7 +357,7 @@ int rcp_rpc_respond(rcp_rpc_handle *h, const void *out, int status)
 	if (!rc && ovf) {
 		rcp_req *rq;
 		int src = rcp_isend(h->ch, TAG_OVF(h->cookie), ovf, used, &rq);
-		if (src || !rpci_aux_add(rpc, rq, AUX_SEND_FREE, ovf, NULL)) {
+		if (src || !rpci_aux_add(rpc, rq, AUX_SEND_FREE, ovf, NULL, NULL)) {
 			if (src)
 				free(ovf); /* the channel failed; else leaked (rpci_aux_add) */
 			rc = src ? RCP_EPEER : RCP_ENOMEM;
@@ -396,4 +398,36 @@ static void send_cb(rcp_req *rq, const struct rcp_status *st, void *user)
 		h->next->sprev = h->sprev;
 	h->sreq = NULL;
 	handle_put(rpc, h);
+}
+
+/* A request receive of the ring completed (rcp callback). */
+static void recv_cb(rcp_req *rq, const struct rcp_status *st, void *user)
+{
+	struct rbuf *b = user;
+	rcp_rpc *rpc = b->rpc;
+	(void)rq;
+	rpc->st.polls++;
+	b->rq = NULL;
+	rpci_blist_del(&rpc->srv, b);
+	if (rpc->closing) {
+		rpci_rbuf_put(rpc, b); /* destroy: requests are no longer handled */
+		return;
+	}
+	on_request(rpc, b, st);
+	if (rpc->serving)
+		srv_post(rpc);
+}
+
+/* An overflowed request's input is in: the handler runs. */
+static void ovf_cb(rcp_req *rq, const struct rcp_status *st, void *user)
+{
+	struct aux *a = user;
+	struct rcp_rpc_handle *h = a->owner;
+	(void)rq;
+	rpci_aux_begin(a);
+	if (st->error || st->len != h->inlen)
+		rcp_rpc_respond(h, NULL, RCP_EPROTO);
+	else
+		run_handler(a->rpc, h);
+	rpci_aux_end(a);
 }
