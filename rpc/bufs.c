@@ -85,6 +85,15 @@ void rpci_rbuf_put(rcp_rpc *rpc, struct rbuf *b)
 	rpc->freerb = b;
 }
 
+/* The start of a receive's completion callback: B is rcp's no more, and
+ * off the posted list L. */
+void rpci_rbuf_done(struct blist *l, struct rbuf *b)
+{
+	b->rpc->st.polls++;
+	b->rq = NULL;
+	rpci_blist_del(l, b);
+}
+
 /* Drops one reference of a request buffer shared by the handles of a
  * batch (BATCHES above). */
 void rpci_rbuf_unref(rcp_rpc *rpc, struct rbuf *b)

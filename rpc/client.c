@@ -177,6 +177,18 @@ static struct rcp_rpc_req *req_get(rcp_rpc *rpc)
 	return r;
 }
 
+/* R is pending now, on its peer's list (taken off by complete.c's
+ * live_del when it completes). */
+static void live_add(struct peer *p, struct rcp_rpc_req *r)
+{
+	r->state = Q_PENDING;
+	r->pnext = p->live;
+	r->pprev = NULL;
+	if (p->live)
+		p->live->pprev = r;
+	p->live = r;
+}
+
 int rcp_rpc_forward(rcp_rpc *rpc, rcp_chan *ch, uint64_t id, const void *in, void *out,
                     int64_t timeout_ns, rcp_rpc_cb cb, void *arg, rcp_rpc_req **req)
 {
@@ -301,12 +313,7 @@ int rcp_rpc_forward(rcp_rpc *rpc, rcp_chan *ch, uint64_t id, const void *in, voi
 				if (rc)
 					free(ovf);
 				ovf = NULL;
-				r->state = Q_PENDING;
-				r->pnext = p->live;
-				r->pprev = NULL;
-				if (p->live)
-					p->live->pprev = r;
-				p->live = r;
+				live_add(p, r);
 				rpci_done(r, rc ? rc : RCP_ENOMEM);
 				rpc->st.forwarded++;
 				if (req)
@@ -316,12 +323,7 @@ int rcp_rpc_forward(rcp_rpc *rpc, rcp_chan *ch, uint64_t id, const void *in, voi
 			rpc->st.overflow_in++;
 		}
 	}
-	r->state = Q_PENDING;
-	r->pnext = p->live;
-	r->pprev = NULL;
-	if (p->live)
-		p->live->pprev = r;
-	p->live = r;
+	live_add(p, r);
 	if (timeout_ns > 0) {
 		r->deadline = rcpi_now_ns() + (uint64_t)timeout_ns;
 		if (rpci_timer_add(rpc, r)) {
@@ -379,9 +381,7 @@ static void recv_cb(rcp_req *rq, const struct rcp_status *st, void *user)
 	struct rbuf *b = user;
 	rcp_rpc *rpc = b->rpc;
 	(void)rq;
-	rpc->st.polls++;
-	b->rq = NULL;
-	rpci_blist_del(&b->peer->posted, b);
+	rpci_rbuf_done(&b->peer->posted, b);
 	on_response(rpc, b->peer, b, st);
 }
 

@@ -227,6 +227,7 @@ void rpci_blist_del(struct blist *l, struct rbuf *b);
 struct rbuf *rpci_rbuf_get(rcp_rpc *rpc);
 void rpci_rbuf_put(rcp_rpc *rpc, struct rbuf *b);
 void rpci_rbuf_unref(rcp_rpc *rpc, struct rbuf *b);
+void rpci_rbuf_done(struct blist *l, struct rbuf *b);
 int rpci_grow_buf(unsigned char **buf, size_t *cap, size_t need);
 int rpci_send_msg(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, rcp_req_cb cb,
                   void *user, rcp_req **held);

@@ -406,9 +406,7 @@ static void recv_cb(rcp_req *rq, const struct rcp_status *st, void *user)
 	struct rbuf *b = user;
 	rcp_rpc *rpc = b->rpc;
 	(void)rq;
-	rpc->st.polls++;
-	b->rq = NULL;
-	rpci_blist_del(&rpc->srv, b);
+	rpci_rbuf_done(&rpc->srv, b);
 	if (rpc->closing) {
 		rpci_rbuf_put(rpc, b); /* destroy: requests are no longer handled */
 		return;
