@@ -56,16 +56,10 @@ void rpci_blist_del(struct blist *l, struct rbuf *b)
 	b->lprev = b->lnext = NULL;
 }
 
-struct rbuf *rpci_rbuf_get(rcp_rpc *rpc)
+/* rpci_rbuf_get's slow path (rpc_int.h): the free list is empty. */
+struct rbuf *rpci_rbuf_new(rcp_rpc *rpc)
 {
-	struct rbuf *b = rpc->freerb;
-	if (b) {
-		rpc->freerb = b->next;
-		b->refs = 1;
-		b->canceling = 0;
-		return b;
-	}
-	b = calloc(1, sizeof *b);
+	struct rbuf *b = calloc(1, sizeof *b);
 	if (!b)
 		return NULL;
 	b->rpc = rpc;
