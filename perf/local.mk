@@ -3,7 +3,8 @@ perf_rcp_nic_pingpong_SOURCES = perf/nic_pingpong.c
 perf_rcp_nic_pingpong_LDADD = librcp.la
 
 bin_PROGRAMS += perf/rcp-pingpong
-perf_rcp_pingpong_SOURCES = perf/rcp_pingpong.c perf/tcp_pingpong.c perf/tcp_pingpong.h
+perf_rcp_pingpong_SOURCES = perf/rcp_pingpong.c perf/rcp_pingpong.h perf/pp_run.c perf/pp_client.c \
+	perf/pp_server.c perf/pp_proto.c perf/tcp_pingpong.c perf/tcp_pingpong.h
 perf_rcp_pingpong_LDADD = librcp.la
 EXTRA_DIST += perf/sweep.sh perf/plot.py perf/pingpong_smoke.sh perf/udp_ratio.sh perf/key_cost.sh perf/hog_runs.sh perf/rounds.sh
 TESTS += perf/pingpong_smoke.sh

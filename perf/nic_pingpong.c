@@ -43,6 +43,8 @@
 
 #include <rcp/nic.h>
 
+#include "perf/clock.h"
+
 struct opts {
 	const char *transports;
 	const char *modes;
@@ -51,30 +53,6 @@ struct opts {
 	int csv, pin, faults_ok;
 	long timeout_ms;
 };
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static void pin_cpu(int cpu)
-{
-	cpu_set_t set;
-	long n = sysconf(_SC_NPROCESSORS_ONLN);
-	if (n < 2)
-		return;
-	CPU_ZERO(&set);
-	CPU_SET(cpu % n, &set);
-	sched_setaffinity(0, sizeof set, &set);
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
-}
 
 static void report(const struct opts *o, const char *transport, const char *mode, uint64_t *rtt,
                    long n)

@@ -41,6 +41,7 @@
 
 #include <rcp/nic.h>
 #include "common/sh.h"
+#include "perf/clock.h"
 
 #define PROG "rcp-xdp-pingpong"
 
@@ -96,19 +97,6 @@ static void use_cluster(const char *name)
 static int enter(int side)
 {
 	return rcpi_netns_enter(ns[side]);
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
 }
 
 /* One side of a nic ping-pong.  The parent (side 0) times. */
@@ -272,12 +260,8 @@ static int side_run(const char *t, int side, int rfd, int wfd, size_t size, long
 
 static void pin_to(int cpu)
 {
-	cpu_set_t set;
-	if (!pin)
-		return;
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	sched_setaffinity(0, sizeof set, &set);
+	if (pin)
+		pin_cpu(cpu);
 }
 
 static int run(const char *t, size_t size, long iters, int csv)

@@ -2,7 +2,7 @@
  * rpc/proc.c — argument encoding and decoding (procs).
  *
  * No XDR: values are copied in host byte order, unaligned (memcpy), and
- * the rpc message header says which order that was (rpc/rpc.c refuses a
+ * the rpc message header says which order that was (rpc/hdr.c refuses a
  * foreign one before any proc runs).  One proc function serves the three
  * operations: ENCODE writes into the buffer, SIZE only counts, DECODE
  * reads from it with every access bounds-checked — the buffer comes from

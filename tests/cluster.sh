@@ -7,19 +7,13 @@
 # behind.  No timing is asserted: counters only (tc, nft, datagrams).
 # Skips (77) without root or network namespaces.  TAP, one line a check.
 set -u
-top=${srcdir:-.}
-b=${abs_builddir:-$PWD}
-rcpc="$top/tools/rcp-cluster"
+. "${srcdir:-.}/tests/cluster_lib.sh"
 udp="$b/tests/cluster-udp"
 pp="$b/perf/rcp-pingpong"
 name="t$$"
-C() { "$rcpc" --name "$name" "$@"; }
 X() { "$rcpc" --name "$name" exec "$@"; }
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/rcpc-test.XXXXXX") || exit 99
-cleanup() { C down >/dev/null 2>&1; rm -rf "$tmp"; }
-trap cleanup EXIT
-trap 'exit 130' HUP INT PIPE TERM
+cl_tmp rcpc-test
 
 out=$(C up 4 --rate 1gbit --loss 0 2>&1)
 st=$?

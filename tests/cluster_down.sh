@@ -12,12 +12,9 @@
 # received from h4 before, error returns after, rounds after.
 # TAP.  Skips (77) without root, namespaces or pvm.
 set -u
-top=$(cd "${srcdir:-.}" && pwd)
-b=${abs_builddir:-$PWD}
-rcpc="$top/tools/rcp-cluster"
+. "${srcdir:-.}/tests/cluster_lib.sh"
 name="d$$"
 limit=${CLUSTER_DOWN_TIMEOUT:-60} # seconds; the peer timeout is 1 s
-C() { "$rcpc" --name "$name" "$@"; }
 
 [ -x "$b/tests/pvm/pvmt-down" ] || { echo "SKIP: tests/pvm/pvmt-down not built (no pvm)"; exit 77; }
 # Off by default: under the suite's parallel load it fails now and then in
@@ -27,10 +24,7 @@ if [ -z "${RCPTEST_CLUSTER_DOWN:-}" ]; then
 	echo "SKIP: flaky under load, open findings in docs/cluster.md; run with RCPTEST_CLUSTER_DOWN=1"
 	exit 77
 fi
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/rcpc-down.XXXXXX") || exit 99
-cleanup() { C down >/dev/null 2>&1; rm -rf "$tmp"; }
-trap cleanup EXIT
-trap 'exit 130' HUP INT PIPE TERM
+cl_tmp rcpc-down
 
 # Not while tests/test_xdp runs: with it running beside, the job hung
 # before streaming (reproduced: test_xdp in a loop, 1 of 1; alone, 6 runs

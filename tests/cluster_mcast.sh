@@ -11,29 +11,15 @@
 # h1 sends the bytes three times.  Counters only, no timing.
 # TAP.  Skips (77) without root, namespaces or pvm.
 set -u
-top=$(cd "${srcdir:-.}" && pwd)
-b=${abs_builddir:-$PWD}
-rcpc="$top/tools/rcp-cluster"
+. "${srcdir:-.}/tests/cluster_lib.sh"
 name="m$$"
-C() { "$rcpc" --name "$name" "$@"; }
 
 [ -x "$b/tests/pvm/pvmt" ] || { echo "SKIP: tests/pvm/pvmt not built (no pvm)"; exit 77; }
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/rcpc-mcast.XXXXXX") || exit 99
-cleanup() { C down >/dev/null 2>&1; rm -rf "$tmp"; }
-trap cleanup EXIT
-trap 'exit 130' HUP INT PIPE TERM
-
-out=$(C up 5 --rate none --loss 2% 2>&1)
-st=$?
-[ $st -eq 0 ] || { echo "$out"; exit $st; }
-mkdir -p "$tmp/ep"
-cp "$b/tests/pvm/pvmt" "$tmp/ep/" || exit 99
-out=$(C pvm start --ep "$tmp/ep" 2>&1)
-st=$?
-[ $st -eq 0 ] || { echo "$out"; exit $st; }
+cl_tmp rcpc-mcast
+cl_up 5 --rate none --loss 2%
+cl_pvm "$b/tests/pvm/pvmt"
 export RCP_LOG=${RCP_LOG:-warn}
-printf 'leak:libpvm3\nleak:libgpvm3\nleak:pvm_\n' >"$tmp/lsan.supp"
-export LSAN_OPTIONS="suppressions=$tmp/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+cl_lsan_pvm
 rc=0
 txb() { C exec h1 cat /sys/class/net/eth0/statistics/tx_bytes; }
 

@@ -11,30 +11,15 @@
 # shm and udp peers at once (one rcp_mcast per endpoint).
 # TAP (pvmt's lines).  Skips (77) without root, namespaces or pvm.
 set -u
-top=$(cd "${srcdir:-.}" && pwd)
-b=${abs_builddir:-$PWD}
-rcpc="$top/tools/rcp-cluster"
+. "${srcdir:-.}/tests/cluster_lib.sh"
 name="p$$"
-C() { "$rcpc" --name "$name" "$@"; }
 
 [ -x "$b/tests/pvm/pvmt" ] || { echo "SKIP: tests/pvm/pvmt not built (no pvm)"; exit 77; }
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/rcpc-pvm.XXXXXX") || exit 99
-cleanup() { C down >/dev/null 2>&1; rm -rf "$tmp"; }
-trap cleanup EXIT
-trap 'exit 130' HUP INT PIPE TERM
-
-out=$(C up 4 --rate none 2>&1)
-st=$?
-[ $st -eq 0 ] || { echo "$out"; exit $st; }
-mkdir -p "$tmp/ep"
-cp "$b/tests/pvm/pvmt" "$b/tests/pvm/pvmt-stock" "$tmp/ep/" || exit 99
-out=$(C pvm start --ep "$tmp/ep" 2>&1)
-st=$?
-[ $st -eq 0 ] || { echo "$out"; exit $st; }
+cl_tmp rcpc-pvm
+cl_up 4 --rate none
+cl_pvm "$b/tests/pvm/pvmt" "$b/tests/pvm/pvmt-stock"
 export RCP_LOG=${RCP_LOG:-warn}
-# libpvm3 keeps a few allocations until exit; not ours to fix (as run.sh).
-printf 'leak:libpvm3\nleak:libgpvm3\nleak:pvm_\n' >"$tmp/lsan.supp"
-export LSAN_OPTIONS="suppressions=$tmp/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+cl_lsan_pvm
 rc=0
 # fail SECTION: a timeout (124) printed nothing for the case it hung in
 fail() {
@@ -119,8 +104,5 @@ else
 	done
 fi
 
-C pvm halt
-left=$(for i in 1 2 3 4; do ip netns pids "rcpc-$name-h$i" 2>/dev/null; done)
-if [ -z "$left" ]; then echo "ok - pvm halt: no pvmd or task left"; else
-	echo "not ok - pvm halt left processes: $left"; rc=1; fi
+cl_pvm_halt 4
 exit $rc

@@ -9,11 +9,9 @@
 # job on the hosts recovers every block from the pools.
 # TAP.  Skips (77) without root/namespaces, mpirun or librcpio.
 set -u
-top=$(cd "${srcdir:-.}" && pwd)
-b=${abs_builddir:-$PWD}
+. "${srcdir:-.}/tests/cluster_lib.sh"
 lib="$b/.libs/librcpio.so"
 prog="$b/tests/rcpio_mpi"
-rcpc="$top/tools/rcp-cluster"
 name="r$$"
 [ -x "$prog" ] && [ -f "$lib" ] || { echo "SKIP: librcpio or tests/rcpio_mpi not built (libpmem2-dev, libopenmpi-dev)"; exit 77; }
 command -v mpirun >/dev/null || { echo "SKIP: mpirun not found (openmpi-bin)"; exit 77; }
@@ -21,11 +19,7 @@ if ldd "$lib" | grep -q libasan; then
 	echo "SKIP: sanitizer build (tests/rcpio_mpi.sh covers librcpio under ASan)"
 	exit 77
 fi
-C() { "$rcpc" --name "$name" "$@"; }
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/rcpio-cl.XXXXXX") || exit 99
-cleanup() { C down >/dev/null 2>&1; rm -rf "$tmp"; }
-trap cleanup EXIT
-trap 'exit 130' HUP INT PIPE TERM
+cl_tmp rcpio-cl
 out=$(C up 4 --rate 1gbit --loss 1% 2>&1)
 st=$?
 [ $st -eq 77 ] && { echo "$out"; exit 77; }

@@ -9,21 +9,12 @@
 # reorder, corrupt).  TAP.  Skips (77) without root, namespaces or XDP;
 # the PVM part skips without pvm.
 set -u
-top=$(cd "${srcdir:-.}" && pwd)
-b=${abs_builddir:-$PWD}
-rcpc="$top/tools/rcp-cluster"
+. "${srcdir:-.}/tests/cluster_lib.sh"
 name="x$$"
-C() { "$rcpc" --name "$name" "$@"; }
 rpc="$b/tests/cluster-xdp-rpc"
 [ -x "$rpc" ] || { echo "SKIP: tests/cluster-xdp-rpc not built"; exit 77; }
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/rcpc-xdp.XXXXXX") || exit 99
-cleanup() { C down >/dev/null 2>&1; rm -rf "$tmp"; }
-trap cleanup EXIT
-trap 'exit 130' HUP INT PIPE TERM
-
-out=$(C up 3 --rate none 2>&1)
-st=$?
-[ $st -eq 0 ] || { echo "$out"; exit $st; }
+cl_tmp rcpc-xdp
+cl_up 3 --rate none
 export RCP_LOG=${RCP_LOG:-warn} RCP_TRANSPORT=xdp
 rc=0
 

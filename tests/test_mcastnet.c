@@ -64,9 +64,23 @@ static void grp_close(struct grp *g)
 		rcp_mcn_close(g->mem[i]);
 }
 
+/* Opens the group (grp_open's arguments) and sends LEN bytes of the
+ * seeded pattern to all NMEM members; returns the bytes, *ID the message. */
+static unsigned char *grp_send(struct grp *g, const char *faults, uint64_t dead_ns, uint32_t window,
+                               size_t len, uint64_t *id)
+{
+	unsigned char *buf;
+	grp_open(g, faults, dead_ns, window);
+	buf = malloc(len ? len : 1);
+	CHECK(buf != NULL);
+	test_fill(buf, len, g_seed);
+	CHECK(rcp_mcn_send(g->snd, g->names, NMEM, buf, len, id) == 0);
+	return buf;
+}
+
 /* Progresses the sender and the members in LIVE (bitmask) until the
- * message is done; STATUS gets the members' outcomes. */
-static void run_until_done(struct grp *g, unsigned live, int *status)
+ * message (to the first N members) is done; STATUS gets their outcomes. */
+static void run_until_done(struct grp *g, unsigned live, int *status, int n)
 {
 	long r;
 	for (r = 0; r < ROUNDS; r++) {
@@ -74,7 +88,7 @@ static void run_until_done(struct grp *g, unsigned live, int *status)
 		for (int i = 0; i < NMEM; i++)
 			if (live >> i & 1)
 				rcp_mcn_progress(g->mem[i]);
-		if (rcp_mcn_send_status(g->snd, status, NMEM) == 0)
+		if (rcp_mcn_send_status(g->snd, status, n) == 0)
 			break;
 	}
 	CHECK(r < ROUNDS);
@@ -98,12 +112,9 @@ static void one_message(const char *faults, size_t len, struct rcp_mcn_stats *ss
 	struct grp g = {0};
 	int status[NMEM];
 	uint64_t id;
-	unsigned char *buf = malloc(len ? len : 1);
-	grp_open(&g, faults, 0, 0);
-	test_fill(buf, len, g_seed);
-	CHECK(rcp_mcn_send(g.snd, g.names, NMEM, buf, len, &id) == 0);
+	unsigned char *buf = grp_send(&g, faults, 0, 0, len, &id);
 	CHECK(rcp_mcn_send(g.snd, g.names, NMEM, buf, len, &id) == RCP_EBUSY);
-	run_until_done(&g, (1u << NMEM) - 1, status);
+	run_until_done(&g, (1u << NMEM) - 1, status, NMEM);
 	for (int i = 0; i < NMEM; i++) {
 		CHECK(status[i] == 0);
 		check_claim(g.mem[i], id, buf, len);
@@ -173,11 +184,9 @@ static void t_slowest_window(void **state)
 	int status[NMEM];
 	uint64_t id;
 	size_t len = 4 << 20;
-	unsigned char *buf = malloc(len);
+	unsigned char *buf;
 	(void)state;
-	grp_open(&g, "", 0, 16);
-	test_fill(buf, len, g_seed);
-	CHECK(rcp_mcn_send(g.snd, g.names, NMEM, buf, len, &id) == 0);
+	buf = grp_send(&g, "", 0, 16, len, &id);
 	for (int r = 0; r < 2000; r++) { /* member 2 asleep */
 		rcp_mcn_progress(g.snd);
 		rcp_mcn_progress(g.mem[0]);
@@ -186,7 +195,7 @@ static void t_slowest_window(void **state)
 	rcp_mcn_get_stats(g.snd, &s);
 	CHECK(s.data_sent == 16); /* the window, no more */
 	CHECK(rcp_mcn_send_status(g.snd, status, NMEM) == RCP_EAGAIN);
-	run_until_done(&g, 7, status);
+	run_until_done(&g, 7, status, NMEM);
 	for (int i = 0; i < NMEM; i++) {
 		CHECK(status[i] == 0);
 		check_claim(g.mem[i], id, buf, len);
@@ -201,14 +210,13 @@ static void t_dead_member(void **state)
 	struct grp g = {0};
 	struct rcp_mcn_stats s;
 	int status[NMEM];
+	int st2[2];
 	uint64_t id;
 	size_t len = 256 << 10;
-	unsigned char *buf = malloc(len);
+	unsigned char *buf;
 	(void)state;
-	grp_open(&g, "", 20 * 1000000ull, 0);
-	test_fill(buf, len, g_seed);
-	CHECK(rcp_mcn_send(g.snd, g.names, NMEM, buf, len, &id) == 0);
-	run_until_done(&g, 3, status); /* member 2 dead */
+	buf = grp_send(&g, "", 20 * 1000000ull, 0, len, &id);
+	run_until_done(&g, 3, status, NMEM); /* member 2 dead */
 	CHECK(status[0] == 0 && status[1] == 0);
 	CHECK(status[2] == RCP_EPEER);
 	rcp_mcn_get_stats(g.snd, &s);
@@ -217,18 +225,8 @@ static void t_dead_member(void **state)
 	check_claim(g.mem[1], id, buf, len);
 	/* the next message goes on without it */
 	CHECK(rcp_mcn_send(g.snd, g.names, 2, buf, 1000, &id) == 0);
-	{
-		int st2[2];
-		long r;
-		for (r = 0; r < ROUNDS; r++) {
-			rcp_mcn_progress(g.snd);
-			rcp_mcn_progress(g.mem[0]);
-			rcp_mcn_progress(g.mem[1]);
-			if (rcp_mcn_send_status(g.snd, st2, 2) == 0)
-				break;
-		}
-		CHECK(r < ROUNDS && st2[0] == 0 && st2[1] == 0);
-	}
+	run_until_done(&g, 3, st2, 2);
+	CHECK(st2[0] == 0 && st2[1] == 0);
 	grp_close(&g);
 	free(buf);
 }
@@ -275,78 +273,81 @@ static size_t frame(uint8_t *b, int type, uint32_t group, uint32_t epoch, uint32
 	return 48 + plen;
 }
 
+/* The raw endpoint that forges frames to the group, and its frame. */
+struct forge {
+	rcp_nic *raw;
+	int gp;
+	uint32_t grp; /* the group's hash, as the members compute it */
+	uint8_t b[2048];
+};
+
+static void forge_send(struct forge *f, size_t len)
+{
+	struct iovec iov = {f->b, len};
+	CHECK(rcp_nic_send(f->raw, f->gp, &iov, 1, 0) == 0);
+}
+
+/* Sends a DATA frame of epoch 7 to the group (frame()'s arguments). */
+static void forge_data(struct forge *f, uint32_t msg, uint32_t nfr, uint32_t fsz, uint64_t total,
+                       uint64_t bloom, uint32_t idx, size_t plen)
+{
+	forge_send(f, frame(f->b, 1, f->grp, 7, msg, nfr, fsz, total, bloom, idx, plen));
+}
+
+/* Lets member 0 take what was sent (a bound of rounds), then its stats. */
+static void settle(struct grp *g, struct rcp_mcn_stats *s)
+{
+	for (int r = 0; r < 200; r++)
+		rcp_mcn_progress(g->mem[0]);
+	rcp_mcn_get_stats(g->mem[0], s);
+}
+
 static void t_forged(void **state)
 {
 	struct grp g = {0};
 	struct rcp_mcn_stats s0, s;
 	struct rcp_nic_config nc = {.faults = ""};
-	rcp_nic *raw;
-	int gp;
-	uint8_t b[2048];
-	uint32_t grp = (uint32_t)fnv(g_group);
+	struct forge f = {.grp = (uint32_t)fnv(g_group)};
 	uint64_t all = ~0ull, none;
 	uint64_t me = 1ull << (fnv("member0") % 64);
 	size_t n;
 	(void)state;
 	grp_open(&g, "", 0, 0);
 	none = ~me & ~(1ull << (fnv("member1") % 64)) & ~(1ull << (fnv("member2") % 64));
-	CHECK(rcp_nic_open("udp:127.0.0.1:", &nc, &raw) == 0);
-	CHECK(rcp_nic_peer_add_str(raw, g_group, &gp) == 0);
-#define SEND(len)                                                                                  \
-	do {                                                                                       \
-		struct iovec iov = {b, (len)};                                                     \
-		CHECK(rcp_nic_send(raw, gp, &iov, 1, 0) == 0);                                     \
-	} while (0)
-#define SETTLE()                                                                                   \
-	do {                                                                                       \
-		for (int r_ = 0; r_ < 200; r_++)                                                   \
-			rcp_mcn_progress(g.mem[0]);                                                \
-		rcp_mcn_get_stats(g.mem[0], &s);                                                   \
-	} while (0)
+	CHECK(rcp_nic_open("udp:127.0.0.1:", &nc, &f.raw) == 0);
+	CHECK(rcp_nic_peer_add_str(f.raw, g_group, &f.gp) == 0);
 	rcp_mcn_get_stats(g.mem[0], &s0);
 	/* bad: magic, group, idx >= nfr, short payload, nfr inconsistent
 	 * with total, oversized total, truncated header */
-	n = frame(b, 1, grp, 7, 1, 2, 1000, 1500, all, 0, 1000);
-	b[0] ^= 1;
-	SEND(n);
-	n = frame(b, 1, grp + 1, 7, 1, 2, 1000, 1500, all, 0, 1000);
-	SEND(n);
-	n = frame(b, 1, grp, 7, 1, 2, 1000, 1500, all, 2, 500);
-	SEND(n);
-	n = frame(b, 1, grp, 7, 1, 2, 1000, 1500, all, 0, 999);
-	SEND(n);
-	n = frame(b, 1, grp, 7, 1, 3, 1000, 1500, all, 0, 1000);
-	SEND(n);
-	n = frame(b, 1, grp, 7, 1, 2, 1u << 31, 1ull << 31, all, 0, 1000);
-	SEND(n);
-	SEND(20);
-	SETTLE();
+	n = frame(f.b, 1, f.grp, 7, 1, 2, 1000, 1500, all, 0, 1000);
+	f.b[0] ^= 1; /* the magic */
+	forge_send(&f, n);
+	forge_send(&f, frame(f.b, 1, f.grp + 1, 7, 1, 2, 1000, 1500, all, 0, 1000));
+	forge_data(&f, 1, 2, 1000, 1500, all, 2, 500);
+	forge_data(&f, 1, 2, 1000, 1500, all, 0, 999);
+	forge_data(&f, 1, 3, 1000, 1500, all, 0, 1000);
+	forge_data(&f, 1, 2, 1u << 31, 1ull << 31, all, 0, 1000);
+	forge_send(&f, 20);
+	settle(&g, &s);
 	CHECK(s.bad_recv - s0.bad_recv == 7);
 	CHECK(s.data_recv == s0.data_recv);
 	/* not for this member: foreign */
-	n = frame(b, 1, grp, 7, 1, 2, 1000, 1500, none, 0, 1000);
-	SEND(n);
-	SETTLE();
+	forge_data(&f, 1, 2, 1000, 1500, none, 0, 1000);
+	settle(&g, &s);
 	CHECK(s.foreign_recv - s0.foreign_recv == 1);
 	/* a real message 5 of epoch 7, whole; then frames of message 4 and
 	 * again of 5 are stale; a changed shape of a partial message is bad */
-	n = frame(b, 1, grp, 7, 5, 2, 1000, 1500, me, 0, 1000);
-	SEND(n);
-	n = frame(b, 1, grp, 7, 5, 2, 1000, 1500, me, 1, 500);
-	SEND(n);
-	SETTLE();
+	forge_data(&f, 5, 2, 1000, 1500, me, 0, 1000);
+	forge_data(&f, 5, 2, 1000, 1500, me, 1, 500);
+	settle(&g, &s);
 	CHECK(s.msgs_recv - s0.msgs_recv == 1);
-	n = frame(b, 1, grp, 7, 4, 2, 1000, 1500, me, 0, 1000);
-	SEND(n);
-	n = frame(b, 1, grp, 7, 5, 2, 1000, 1500, me, 0, 1000);
-	SEND(n);
-	SETTLE();
+	forge_data(&f, 4, 2, 1000, 1500, me, 0, 1000);
+	forge_data(&f, 5, 2, 1000, 1500, me, 0, 1000);
+	settle(&g, &s);
 	CHECK(s.stale_recv - s0.stale_recv == 2);
-	n = frame(b, 1, grp, 7, 6, 2, 1000, 1500, me, 0, 1000);
-	SEND(n);
-	n = frame(b, 1, grp, 7, 6, 3, 1000, 2500, me, 1, 1000);
-	SEND(n);
-	SETTLE();
+	forge_data(&f, 6, 2, 1000, 1500, me, 0, 1000);
+	forge_data(&f, 6, 3, 1000, 2500, me, 1, 1000);
+	settle(&g, &s);
 	CHECK(s.bad_recv - s0.bad_recv == 8);
 	{
 		void *p;
@@ -356,10 +357,8 @@ static void t_forged(void **state)
 		free(p);
 	}
 	/* acks to the sender from nobody it sends to: stale, nothing repaired */
-	rcp_nic_close(raw);
+	rcp_nic_close(f.raw);
 	grp_close(&g);
-#undef SEND
-#undef SETTLE
 }
 
 /* A member that answers every poll but never moves its acknowledgement

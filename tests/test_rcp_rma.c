@@ -197,17 +197,68 @@ static void stats(struct sim *s, int i, struct rcp_ep_stats *st)
 enum path { RTS_GET, RTS_SPLIT, READY_PUT, READY_SPLIT };
 static const char *const path_name[] = {"RTS+get", "RTS+split", "READY+put", "READY+split"};
 
-/* Posts one LEN-byte message 0 -> 1 by PATH (buffers SRC, DST) with the
- * executor in manual mode; returns once every transfer it asks for is
- * held (nothing else can move). */
-static struct sim *path_start(enum path p, uint64_t seed, struct exec *x, struct sim_one two[2],
-                              unsigned char *src, unsigned char *dst, size_t len)
-{
-	uint64_t split = p == RTS_SPLIT || p == READY_SPLIT ? 16384 : 0;
-	struct sim *s = rma_pair(seed, split, 0, x);
-	int recv_first = p == READY_PUT || p == READY_SPLIT;
+/* What a test of one message holds: its buffers (allocated once per
+ * test) and, per run, the seed, the executor, the pair and the two
+ * requests (two[0] the send on node 0, two[1] the receive on node 1). */
+struct tcase {
+	unsigned char *src, *dst;
+	size_t len;
+	uint64_t seed;
+	struct exec *x;
+	struct sim_one two[2];
+	struct sim *s;
+};
 
-	x->manual = 1;
+static void tc_init(struct tcase *t)
+{
+	memset(t, 0, sizeof *t);
+	t->len = 64 * 1024;
+	t->src = malloc(t->len);
+	t->dst = malloc(t->len);
+	assert_non_null(t->src);
+	assert_non_null(t->dst);
+}
+
+static void tc_fini(struct tcase *t)
+{
+	free(t->src);
+	free(t->dst);
+}
+
+/* A fresh executor (manual: results only through exec_give) and a pair
+ * for SEED, SPLIT as rma_pair's. */
+static void tc_pair(struct tcase *t, uint64_t seed, uint64_t split)
+{
+	t->seed = seed;
+	t->x = calloc(1, sizeof *t->x);
+	assert_non_null(t->x);
+	memset(t->two, 0, sizeof t->two);
+	t->s = rma_pair(seed, split, 0, t->x);
+	t->x->manual = 1;
+}
+
+static void tc_free(struct tcase *t)
+{
+	sim_free(t->s);
+	free(t->x);
+	t->s = NULL;
+	t->x = NULL;
+}
+
+/* Posts one message 0 -> 1 by PATH on a fresh pair (tc_pair); returns
+ * once every transfer it asks for is held (nothing else can move). */
+static void path_start(struct tcase *t, enum path p, uint64_t seed)
+{
+	int recv_first = p == READY_PUT || p == READY_SPLIT;
+	struct sim_one *two = t->two;
+	unsigned char *src, *dst;
+	struct sim *s;
+	size_t len = t->len;
+
+	tc_pair(t, seed, p == RTS_SPLIT || p == READY_SPLIT ? 16384 : 0);
+	s = t->s;
+	src = t->src;
+	dst = t->dst;
 	test_fill(src, len, seed);
 	memset(dst, 0, len);
 	if (recv_first) {
@@ -233,26 +284,24 @@ static struct sim *path_start(enum path p, uint64_t seed, struct exec *x, struct
 		         (unsigned long long)seed);
 	assert_int_equal(*rcpc_rma_queued(sim_core(s, 0)), 0);
 	assert_int_equal(*rcpc_rma_queued(sim_core(s, 1)), 0);
-	return s;
 }
 
-static void path_end(enum path p, uint64_t seed, struct exec *x, struct sim *s,
-                     struct sim_one two[2], const unsigned char *src, const unsigned char *dst,
-                     size_t len)
+/* The message of path_start, its transfers all given back: both sides
+ * complete, every byte right, every token given back once, none stale. */
+static void path_end(struct tcase *t, enum path p)
 {
 	struct rcp_ep_stats a, b;
-	if (sim_run(s, sim_two_done, two, 100 * MS))
+	if (sim_run(t->s, sim_two_done, t->two, 100 * MS))
 		fail_msg("%s: did not complete after its transfers came back (seed %#llx)",
-		         path_name[p], (unsigned long long)seed);
-	assert_int_equal(two[0].st.error, 0);
-	assert_int_equal(two[1].st.error, 0);
-	assert_int_equal(two[1].st.len, len);
-	assert_int_equal(test_check(dst, len, seed), -1);
-	(void)src;
-	assert_int_equal(x->n, 0);
-	assert_int_equal(x->taken, x->given);
-	stats(s, 0, &a);
-	stats(s, 1, &b);
+		         path_name[p], (unsigned long long)t->seed);
+	assert_int_equal(t->two[0].st.error, 0);
+	assert_int_equal(t->two[1].st.error, 0);
+	assert_int_equal(t->two[1].st.len, t->len);
+	assert_int_equal(test_check(t->dst, t->len, t->seed), -1);
+	assert_int_equal(t->x->n, 0);
+	assert_int_equal(t->x->taken, t->x->given);
+	stats(t->s, 0, &a);
+	stats(t->s, 1, &b);
 	assert_int_equal(a.rma_stale + b.rma_stale, 0);
 	assert_true(a.rma_msgs + b.rma_msgs > 0);
 }
@@ -261,47 +310,42 @@ static void path_end(enum path p, uint64_t seed, struct exec *x, struct sim *s,
 static void t_paths(void **state)
 {
 	static const int events[] = {1, 2, 1, 2};
-	const size_t len = 64 * 1024;
-	unsigned char *src = malloc(len), *dst = malloc(len);
+	struct tcase t;
 	(void)state;
-	assert_non_null(src);
-	assert_non_null(dst);
+	tc_init(&t);
 	for (int p = RTS_GET; p <= READY_SPLIT; p++) {
 		for (int rev = 0; rev < 2; rev++) {
-			uint64_t seed = test_seed(11) + (uint64_t)(2 * p + rev);
-			struct exec *x = calloc(1, sizeof *x);
-			struct sim_one two[2] = {{0}};
-			struct sim *s = path_start((enum path)p, seed, x, two, src, dst, len);
+			struct exec *x;
+			path_start(&t, (enum path)p, test_seed(11) + (uint64_t)(2 * p + rev));
+			x = t.x;
 			if (x->n != events[p] || x->taken != events[p])
 				fail_msg("%s: %d transfers asked for, %d expected (seed %#llx)",
 				         path_name[p], x->taken, events[p],
-				         (unsigned long long)seed);
+				         (unsigned long long)t.seed);
 			if (p == RTS_GET)
 				assert_true(x->h[0].node == 1 && !x->h[0].ev.write);
 			if (p == READY_PUT)
 				assert_true(x->h[0].node == 0 && x->h[0].ev.write &&
-				            x->h[0].ev.len == len);
+				            x->h[0].ev.len == t.len);
 			if (events[p] == 2) {
 				/* One half back: the side whose half is still held
 				 * does not complete, though the peer's FIN comes. */
 				int first = rev ? 1 : 0, other = x->h[1 - first].node;
 				assert_true(x->h[0].node != x->h[1].node);
 				exec_give(x, first, 0);
-				(void)sim_run(s, never, NULL, 20 * MS);
-				if (sim_one_done(&two[other]))
+				(void)sim_run(t.s, never, NULL, 20 * MS);
+				if (sim_one_done(&t.two[other]))
 					fail_msg("%s: node %d completed with its half held (seed "
 					         "%#llx)",
-					         path_name[p], other, (unsigned long long)seed);
+					         path_name[p], other, (unsigned long long)t.seed);
 			}
 			while (x->n)
 				exec_give(x, rev ? x->n - 1 : 0, 0);
-			path_end((enum path)p, seed, x, s, two, src, dst, len);
-			sim_free(s);
-			free(x);
+			path_end(&t, (enum path)p);
+			tc_free(&t);
 		}
 	}
-	free(src);
-	free(dst);
+	tc_fini(&t);
 }
 
 /* ---- many messages, late, out of order, some failing -------------------- */
@@ -439,79 +483,71 @@ static void t_random(void **state)
 
 static void t_cancel_held(void **state)
 {
-	const size_t len = 64 * 1024;
-	unsigned char *src = malloc(len), *dst = malloc(len);
+	struct tcase t;
 	(void)state;
+	tc_init(&t);
 	for (int p = RTS_GET; p <= READY_SPLIT; p++) {
-		uint64_t seed = test_seed(21) + (uint64_t)p;
-		struct exec *x = calloc(1, sizeof *x);
-		struct sim_one two[2] = {{0}};
-		struct sim *s = path_start((enum path)p, seed, x, two, src, dst, len);
+		path_start(&t, (enum path)p, test_seed(21) + (uint64_t)p);
 		/* A request whose transfer is held cannot be canceled (the
 		 * nic may be using its buffer), nor one waiting for it. */
-		assert_int_equal(rcpc_cancel(two[0].r, sim_now(s)), RCP_EBUSY);
-		assert_int_equal(rcpc_cancel(two[1].r, sim_now(s)), RCP_EBUSY);
-		while (x->n)
-			exec_give(x, 0, 0);
-		path_end((enum path)p, seed, x, s, two, src, dst, len);
-		sim_free(s);
-		free(x);
+		assert_int_equal(rcpc_cancel(t.two[0].r, sim_now(t.s)), RCP_EBUSY);
+		assert_int_equal(rcpc_cancel(t.two[1].r, sim_now(t.s)), RCP_EBUSY);
+		while (t.x->n)
+			exec_give(t.x, 0, 0);
+		path_end(&t, (enum path)p);
+		tc_free(&t);
 	}
-	free(src);
-	free(dst);
+	tc_fini(&t);
 }
 
 static void t_close_queued(void **state)
 {
-	const size_t len = 64 * 1024;
-	unsigned char *src = malloc(len), *dst = malloc(len);
-	uint64_t seed = test_seed(31);
-	struct exec *x = calloc(1, sizeof *x);
-	struct sim_one two[2] = {{0}};
+	struct tcase t;
 	struct rcp_status st = {0};
-	struct sim *s = rma_pair(seed, 0, 0, x);
+	struct sim *s;
 	(void)state;
-
-	x->manual = 1;
-	test_fill(src, len, seed);
-	assert_int_equal(rcpc_isend(sim_chan(s, 0, 1), 7, src, len, sim_now(s), &two[0].r), 0);
+	tc_init(&t);
+	tc_pair(&t, test_seed(31), 0);
+	s = t.s;
+	test_fill(t.src, t.len, t.seed);
+	assert_int_equal(rcpc_isend(sim_chan(s, 0, 1), 7, t.src, t.len, sim_now(s), &t.two[0].r),
+	                 0);
 	(void)sim_run(s, never, NULL, 200 * US);
 	assert_int_equal(
-	    rcpc_irecv(sim_core(s, 1), sim_chan(s, 1, 0), 7, dst, len, sim_now(s), &two[1].r), 0);
+	    rcpc_irecv(sim_core(s, 1), sim_chan(s, 1, 0), 7, t.dst, t.len, sim_now(s), &t.two[1].r),
+	    0);
 	assert_int_equal(*rcpc_rma_queued(sim_core(s, 1)), 1); /* asked, not taken */
 	sim_chan_close(s, 1, 0);
 	/* Never started: dropped with the channel, the receive failed. */
 	assert_int_equal(*rcpc_rma_queued(sim_core(s, 1)), 0);
-	assert_int_equal(rcpc_req_done(two[1].r, &st), 1);
+	assert_int_equal(rcpc_req_done(t.two[1].r, &st), 1);
 	assert_int_equal(st.error, RCP_ECLOSED);
 	(void)sim_run(s, never, NULL, 10 * MS);
-	assert_int_equal(x->taken, 0);
-	sim_free(s);
-	free(x);
-	free(src);
-	free(dst);
+	assert_int_equal(t.x->taken, 0);
+	tc_free(&t);
+	tc_fini(&t);
 }
 
 static void t_close_held(void **state)
 {
-	const size_t len = 64 * 1024;
-	unsigned char *src = malloc(len), *dst = malloc(len);
+	struct tcase t;
 	(void)state;
+	tc_init(&t);
 	for (int p = RTS_GET; p <= READY_SPLIT; p++) {
-		uint64_t seed = test_seed(41) + (uint64_t)p;
-		struct exec *x = calloc(1, sizeof *x);
-		struct sim_one two[2] = {{0}};
 		struct rcp_ep_stats b;
-		struct sim *s = path_start((enum path)p, seed, x, two, src, dst, len);
+		struct exec *x;
+		struct sim *s;
 		uint64_t sent;
 		int mine = -1;
+		path_start(&t, (enum path)p, test_seed(41) + (uint64_t)p);
+		x = t.x;
+		s = t.s;
 		for (int i = 0; i < x->n; i++)
 			if (x->h[i].node == 1)
 				mine = i;
 		if (mine < 0) {
 			/* READY+put: the receiver holds no transfer. */
-			sim_free(s);
-			free(x);
+			tc_free(&t);
 			continue;
 		}
 		/* The receiver closes its channel while its get is held: the
@@ -520,69 +556,64 @@ static void t_close_held(void **state)
 		 * and nothing is sent for it. */
 		sim_chan_close(s, 1, 0);
 		(void)sim_run(s, never, NULL, 5 * MS);
-		if (sim_one_done(&two[1]))
+		if (sim_one_done(&t.two[1]))
 			fail_msg("%s: receive completed while its get was held (seed %#llx)",
-			         path_name[p], (unsigned long long)seed);
+			         path_name[p], (unsigned long long)t.seed);
 		stats(s, 1, &b);
 		sent = b.frames_sent;
 		exec_give(x, mine, 0);
 		rcpc_flush(sim_core(s, 1), sim_now(s)); /* a FIN would go now */
 		stats(s, 1, &b);
 		assert_int_equal(b.frames_sent, sent);
-		assert_true(sim_one_done(&two[1]));
-		assert_int_equal(two[1].st.error, RCP_ECLOSED);
+		assert_true(sim_one_done(&t.two[1]));
+		assert_int_equal(t.two[1].st.error, RCP_ECLOSED);
 		while (x->n)
 			exec_give(x, 0, 0);
-		sim_free(s);
-		free(x);
+		tc_free(&t);
 	}
-	free(src);
-	free(dst);
+	tc_fini(&t);
 }
 
 static void t_peer_dies_held(void **state)
 {
-	const size_t len = 64 * 1024;
-	unsigned char *src = malloc(len), *dst = malloc(len);
-	uint64_t seed = test_seed(51);
-	struct exec *x = calloc(1, sizeof *x);
-	struct sim_one two[2] = {{0}};
-	struct sim *s = path_start(RTS_GET, seed, x, two, src, dst, len);
+	struct tcase t;
 	(void)state;
-
+	tc_init(&t);
+	path_start(&t, RTS_GET, test_seed(51));
 	/* The sender dies with the receiver's get held: the channel fails
 	 * on the peer timeout (20 ms), the receive waits for its get. */
-	sim_kill(s, 0);
-	(void)sim_run(s, never, NULL, 200 * MS);
-	assert_false(sim_one_done(&two[1]));
-	assert_int_equal(x->n, 1);
-	exec_give(x, 0, 0); /* the simulated nic: RCP_EPEER, the peer is gone */
-	assert_true(sim_one_done(&two[1]));
-	assert_int_equal(two[1].st.error, RCP_EPEER);
-	sim_free(s);
-	free(x);
-	free(src);
-	free(dst);
+	sim_kill(t.s, 0);
+	(void)sim_run(t.s, never, NULL, 200 * MS);
+	assert_false(sim_one_done(&t.two[1]));
+	assert_int_equal(t.x->n, 1);
+	exec_give(t.x, 0, 0); /* the simulated nic: RCP_EPEER, the peer is gone */
+	assert_true(sim_one_done(&t.two[1]));
+	assert_int_equal(t.two[1].st.error, RCP_EPEER);
+	tc_free(&t);
+	tc_fini(&t);
 }
 
 static void t_stale_tokens(void **state)
 {
-	const size_t len = 64 * 1024;
-	unsigned char *src = malloc(len), *dst = malloc(len);
-	uint64_t seed = test_seed(61);
-	struct exec *x = calloc(1, sizeof *x);
-	struct sim_one two[2] = {{0}}, more[2] = {{0}};
+	struct tcase t;
+	struct sim_one more[2] = {{0}};
 	struct rcp_ep_stats b;
-	struct sim *s = path_start(RTS_GET, seed, x, two, src, dst, len);
-	rcpc_core *c = sim_core(s, 1);
+	struct exec *x;
+	struct sim *s;
+	rcpc_core *c;
 	uint64_t a_tok;
 	(void)state;
+	tc_init(&t);
+	path_start(&t, RTS_GET, test_seed(61));
+	x = t.x;
+	s = t.s;
+	c = sim_core(s, 1);
 
 	/* Given back twice: the second is stale. */
 	assert_int_equal(x->n, 1);
 	a_tok = x->h[0].ev.token;
 	exec_give(x, 0, 0);
-	path_end(RTS_GET, seed, x, s, two, src, dst, len);
+	path_end(&t, RTS_GET);
 	assert_int_equal(rcpc_rma_done(c, a_tok, 0, sim_now(s)), RCP_ENOENT);
 	/* Made up. */
 	assert_int_equal(rcpc_rma_done(c, 0, 0, sim_now(s)), RCP_ENOENT);
@@ -592,9 +623,10 @@ static void t_stale_tokens(void **state)
 
 	/* The next transfer takes the same op, a newer generation: the old
 	 * token must not complete it. */
-	test_fill(src, len, seed + 1);
-	assert_int_equal(rcpc_isend(sim_chan(s, 0, 1), 8, src, len, sim_now(s), &more[0].r), 0);
-	assert_int_equal(rcpc_irecv(c, sim_chan(s, 1, 0), 8, dst, len, sim_now(s), &more[1].r), 0);
+	test_fill(t.src, t.len, t.seed + 1);
+	assert_int_equal(rcpc_isend(sim_chan(s, 0, 1), 8, t.src, t.len, sim_now(s), &more[0].r), 0);
+	assert_int_equal(rcpc_irecv(c, sim_chan(s, 1, 0), 8, t.dst, t.len, sim_now(s), &more[1].r),
+	                 0);
 	(void)sim_run(s, never, NULL, 5 * MS);
 	assert_int_equal(x->n, 1);
 	assert_int_equal((uint32_t)x->h[0].ev.token, (uint32_t)a_tok);
@@ -612,10 +644,8 @@ static void t_stale_tokens(void **state)
 	stats(s, 1, &b);
 	assert_int_equal(b.rma_stale, 5);
 	x->n = 0;
-	sim_free(s);
-	free(x);
-	free(src);
-	free(dst);
+	tc_free(&t);
+	tc_fini(&t);
 }
 
 int main(void)

@@ -182,12 +182,18 @@ static size_t put_hdr(unsigned char *m, int kind, uint16_t flags, int32_t status
 	return HDR_LEN;
 }
 
-/* A request for t.inc of V with COOKIE at M; returns its length. */
-static size_t put_req(unsigned char *m, uint64_t cookie, uint32_t v)
+/* A request (KIND K_REQ) or a good response (K_RESP) of t.inc carrying V,
+ * with COOKIE, at M; returns its length. */
+static size_t put_msg(unsigned char *m, int kind, uint64_t cookie, uint32_t v)
 {
-	size_t n = put_hdr(m, K_REQ, 0, 0, 4, cookie, 0);
+	size_t n = put_hdr(m, kind, 0, 0, 4, cookie, 0);
 	memcpy(m + n, &v, 4); /* rcp_proc_u32: host order */
 	return n + 4;
+}
+
+static size_t put_req(unsigned char *m, uint64_t cookie, uint32_t v)
+{
+	return put_msg(m, K_REQ, cookie, v);
 }
 
 static void send_raw(rcp_chan *ch, uint64_t tag, const void *m, size_t len)
@@ -209,6 +215,22 @@ static void settle(void)
 		round_all();
 }
 
+/* Sends the N bytes at M to the server as one request message, which it
+ * must drop whole: bad_msgs BAD above S0 by now, and no handler run.  WHAT
+ * names the case in the failure. */
+static void send_dropped(const char *what, rcp_chan *ch, const unsigned char *m, size_t n,
+                         const struct rcp_rpc_stats *s0, uint64_t bad)
+{
+	struct rcp_rpc_stats s;
+	send_raw(ch, TAG_REQ, m, n);
+	settle();
+	rcp_rpc_get_stats(S.rpc, &s);
+	if (s.bad_msgs - s0->bad_msgs != bad || s.handled != s0->handled)
+		fail_msg("%s: bad_msgs +%llu (want +%llu), handlers run %llu (want 0)", what,
+		         (unsigned long long)(s.bad_msgs - s0->bad_msgs), (unsigned long long)bad,
+		         (unsigned long long)(s.handled - s0->handled));
+}
+
 static void test_batch_bad_req(void **state)
 {
 	unsigned char m[512], got[512];
@@ -227,30 +249,18 @@ static void test_batch_bad_req(void **state)
 	n += put_hdr(m + n, K_REQ, 0, 0, 5, 2, 0);
 	memset(m + n, 0, 4);
 	n += 4;
-	send_raw(ch, TAG_REQ, m, n);
-	settle();
-	rcp_rpc_get_stats(S.rpc, &s);
-	assert_int_equal(s.bad_msgs - s0.bad_msgs, 1);
-	assert_int_equal(s.handled - s0.handled, 0);
+	send_dropped("payload past the end", ch, m, n, &s0, 1);
 
 	/* 2: a good request, then 12 bytes: shorter than a header */
 	n = put_req(m, 3, 10);
 	memset(m + n, 0, 12);
 	n += 12;
-	send_raw(ch, TAG_REQ, m, n);
-	settle();
-	rcp_rpc_get_stats(S.rpc, &s);
-	assert_int_equal(s.bad_msgs - s0.bad_msgs, 2);
-	assert_int_equal(s.handled - s0.handled, 0);
+	send_dropped("trailing bytes shorter than a header", ch, m, n, &s0, 2);
 
 	/* 3: an overflow header inside a batch */
 	n = put_req(m, 4, 10);
 	n += put_hdr(m + n, K_REQ, F_OVF, 0, 0, 5, 100);
-	send_raw(ch, TAG_REQ, m, n);
-	settle();
-	rcp_rpc_get_stats(S.rpc, &s);
-	assert_int_equal(s.bad_msgs - s0.bad_msgs, 3);
-	assert_int_equal(s.handled - s0.handled, 0);
+	send_dropped("overflow header in a batch", ch, m, n, &s0, 3);
 
 	/* 4: a good batch of two: both answered, in one response message */
 	assert_int_equal(rcp_irecv(raw, ch, TAG_RESP, got, sizeof got, &rr), 0);
@@ -317,9 +327,7 @@ static void test_batch_bad_resp(void **state)
 	back = st.chan;
 
 	/* a good response, then a header whose payload runs past the end */
-	n = put_hdr(m, K_RESP, 0, 0, 4, h.cookie, 0);
-	memcpy(m + n, &v, 4);
-	n += 4;
+	n = put_msg(m, K_RESP, h.cookie, v);
 	n += put_hdr(m + n, K_RESP, 0, 0, 9, h.cookie + 1, 0);
 	memset(m + n, 0, 8);
 	n += 8;
@@ -330,9 +338,7 @@ static void test_batch_bad_resp(void **state)
 	assert_int_equal(resp_done, 0); /* dropped whole: the good one too */
 
 	/* the good response alone completes the call */
-	n = put_hdr(m, K_RESP, 0, 0, 4, h.cookie, 0);
-	memcpy(m + n, &v, 4);
-	n += 4;
+	n = put_msg(m, K_RESP, h.cookie, v);
 	send_raw(back, TAG_RESP, m, n);
 	for (i = 0; i < ROUNDS && !resp_done; i++)
 		round_all();

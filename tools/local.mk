@@ -8,7 +8,7 @@ dist_bin_SCRIPTS = tools/rcp-cluster
 check_PROGRAMS += tests/cluster-udp
 tests_cluster_udp_SOURCES = tests/cluster_udp.c
 TESTS += tests/cluster.sh
-EXTRA_DIST += tests/cluster.sh
+EXTRA_DIST += tests/cluster.sh tests/cluster_lib.sh
 
 # A PVM virtual machine across 4 hosts (needs pvm: tests/pvm/pvmt).
 TESTS += tests/cluster_pvm.sh

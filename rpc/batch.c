@@ -1,0 +1,99 @@
+/*
+ * rpc/batch.c — requests and responses queued during a progress round and
+ * sent as one rcp message per channel.
+ *
+ * BATCHES.  Requests forwarded and responses given while the context's
+ * progress runs (from callbacks and handlers: the steady state of a client
+ * keeping calls in flight and of a server) are not sent one by one: they
+ * are appended to a queue of their channel (a request queue per peer; a
+ * few response queues by channel hash) and each queue goes out as one rcp
+ * message when the round ends, nested rounds included, or earlier when
+ * the next one would pass msg_max.  A message thus holds one or more
+ * [header, payload] in a row; a lone one is exactly the message of old.
+ * rcp's per-message cost (sequence, slot, frame, ack, matching, posting
+ * the receive again) is then paid once per batch, which is what lifts the
+ * rate at 16 calls in flight.  A receiver checks every header of a
+ * message (hdr.c) before it uses any; one bad header drops the whole
+ * message (bad_msgs +1).  Calls forwarded outside progress go at once, as
+ * before (a lone call's latency is unchanged); RCP_RPC_BATCH=0 turns
+ * batching off.  One response receive may now carry several calls'
+ * responses: the client's surplus receives stay posted while calls are
+ * pending and are canceled when none is (rpci_peer_repost, client.c).
+ *
+ * Every queued message is sent by the end of the progress round that
+ * queued it (rpc.c's progress calls rpci_flush_all).
+ *
+ * Calls complete.c (a batch of requests that cannot be sent fails its calls)
+ * and bufs.c; used by the client, the server and progress.
+ */
+#include <string.h>
+
+#include "rpc/rpc_int.h"
+
+/* Sends the messages queued on Q as one rcp message (BATCHES above).  If
+ * a batch of requests cannot be sent, its calls fail with the error (a
+ * batch of responses is lost as a lost message would be: its calls time
+ * out or fail with the channel). */
+void rpci_flush_q(rcp_rpc *rpc, struct outq *q)
+{
+	struct peer *p = q->peer;
+	rcp_req *held = NULL;
+	uint32_t gen;
+	int rc;
+	if (!q->n)
+		return;
+	gen = ++q->gen;
+	if (q->n > 1)
+		rpc->st.batched_out += q->n;
+	rc = p && p->failed
+	         ? p->failed
+	         : rpci_send_msg(q->ch, q->tag, q->buf, q->len, rpci_aux_free_cb, NULL, &held);
+	q->len = 0;
+	q->n = 0;
+	if (held) {
+		/* rcp still reads the batch: the buffer goes with the send */
+		(void)rpci_aux_add(rpc, held, AUX_SEND_FREE, q->buf, NULL, NULL); /* else leaked */
+		q->buf = NULL;
+		q->cap = 0;
+	}
+	if (rc && p)
+		for (struct rcp_rpc_req *r = p->live, *nx; r; r = nx) {
+			nx = r->pnext;
+			if (r->qgen == gen) {
+				if (p->expect)
+					p->expect--;
+				rpci_done(r, rc);
+			}
+		}
+}
+
+void rpci_flush_all(rcp_rpc *rpc)
+{
+	while (rpc->dirty) {
+		struct outq *q = rpc->dirty;
+		rpc->dirty = q->next;
+		q->dirty = 0;
+		rpci_flush_q(rpc, q);
+	}
+}
+
+/* Appends message MSG (LEN bytes, header included) to Q; its batch number
+ * in *GEN (NULL: not wanted).  The batch goes out first if MSG would not
+ * fit. */
+int rpci_queue_msg(rcp_rpc *rpc, struct outq *q, const void *msg, size_t len, uint32_t *gen)
+{
+	if (q->n && q->len + len > rpc->msg_max)
+		rpci_flush_q(rpc, q);
+	if (rpci_grow_buf(&q->buf, &q->cap, q->len + len))
+		return RCP_ENOMEM;
+	memcpy(q->buf + q->len, msg, len);
+	q->len += len;
+	if (!q->n++ && !q->dirty) {
+		q->dirty = 1;
+		q->next = rpc->dirty;
+		rpc->dirty = q;
+	}
+	if (gen)
+		*gen = q->gen + 1;
+	return 0;
+}

@@ -1,0 +1,410 @@
+/*
+ * rpc/client.c — the client side: forwarding a call, its response
+ * receives, and the responses that come back.
+ *
+ * RECEIVES.  A client keeps, per server channel, one response receive
+ * posted on (that channel, TAG_RESP) for every call whose response may
+ * still come ("expect"), so the response is pre-posted, and the channel
+ * counts as busy for rcp's liveness checks: a server that dies or falls
+ * silent fails the channel after RCP_PEER_TIMEOUT and every call on it
+ * completes with RCP_EPEER.  Responses carry the cookie (index |
+ * generation << 24 of the client's request slot); a response whose cookie
+ * no longer names a pending call (timed out, canceled) is counted as stale
+ * and dropped, and its receive is reposted only if responses are still
+ * expected.  A response receive may carry a batch of responses (BATCHES,
+ * batch.c).
+ *
+ * Requests (one frame each) go detached (rpci_send_msg): rcp sends them or
+ * keeps a copy, so no completion comes back for them.
+ *
+ * Calls the files below it (batch.c, complete.c, deadline.c, peer.c,
+ * bufs.c, hdr.c, calls.c) and rfp.c; of rpc/, only rfp.c calls it
+ * (rpci_peer_repost).
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rpc/rpc_int.h"
+
+static void sreq_cb(rcp_req *rq, const struct rcp_status *st, void *user);
+static void recv_cb(rcp_req *rq, const struct rcp_status *st, void *user);
+static void ovf_cb(rcp_req *rq, const struct rcp_status *st, void *user);
+
+static struct rcp_rpc_req *req_by_cookie(rcp_rpc *rpc, uint64_t cookie)
+{
+	uint32_t idx = (uint32_t)(cookie & COOKIE_IDX);
+	struct rcp_rpc_req *r;
+	if (idx >= rpc->nreqs)
+		return NULL;
+	r = rpc->reqs[idx];
+	if ((r->state != Q_PENDING && r->state != Q_OVF_WAIT) ||
+	    (r->gen & COOKIE_GEN) != (uint32_t)(cookie >> 24))
+		return NULL;
+	return r;
+}
+
+/* Reposts response receives on P up to its expectations.  A batch of
+ * responses uses one receive for several calls, so receives can outnumber
+ * the expectations for a while: the surplus stays posted while calls are
+ * pending (the next calls use it) and is canceled once none is, so an idle
+ * channel has no receive posted (rcp would ping its peer for it). */
+void rpci_peer_repost(rcp_rpc *rpc, struct peer *p)
+{
+	uint32_t want = p->expect + p->watch;
+	while (!p->failed && p->posted.n - p->trimming < want) {
+		struct rbuf *b = rpci_rbuf_get(rpc);
+		if (!b)
+			return;
+		if (rcp_irecv_cb(rpc->ep, p->ch, TAG_RESP, b->data, rpc->msg_max, recv_cb, b,
+		                 &b->rq)) {
+			rpci_rbuf_put(rpc, b);
+			return;
+		}
+		b->peer = p;
+		rpci_blist_push(&p->posted, b);
+	}
+	if (!want && p->posted.n > p->trimming)
+		for (struct rbuf *b = p->posted.tail; b; b = b->lprev)
+			if (!b->canceling && rcp_cancel(b->rq) == 0) {
+				b->canceling = 1;
+				p->trimming++;
+			}
+}
+
+/* One response of a response message (header checked, CHK from rpci_sub_hdr).
+ * B stays referenced by the call whose output may point into it. */
+static void on_response_one(rcp_rpc *rpc, struct peer *p, struct rbuf *b, const struct rpc_hdr *h,
+                            size_t off, int chk)
+{
+	struct rcp_rpc_req *r = req_by_cookie(rpc, h->cookie);
+
+	if (p->expect)
+		p->expect--;
+	if (!r || r->peer != p) {
+		rpc->st.stale_responses++;
+		return;
+	}
+	rfp_cli_note_reply(rpc, p->rfp, r->call->id, h->aux);
+	if (chk == 1) {
+		rpc->st.foreign_order++;
+		rpci_done(r, RCP_ENOTSUP);
+	} else if (h->flags & F_OVF) {
+		/* The payload follows on TAG_OVF(cookie). */
+		if (h->status || h->aux > (uint64_t)SIZE_MAX / 2) {
+			rpci_done(r, h->status ? h->status : RCP_EPROTO);
+		} else {
+			rcp_req *rq;
+			unsigned char *buf = malloc(h->aux ? h->aux : 1);
+			if (!buf ||
+			    rcp_irecv(rpc->ep, p->ch, TAG_OVF(h->cookie), buf, h->aux, &rq)) {
+				free(buf);
+				rpci_done(r, RCP_ENOMEM);
+			} else {
+				r->ovf_aux = rpci_aux_add(rpc, rq, AUX_RECV_REQ, buf, r, ovf_cb);
+				if (!r->ovf_aux) {
+					/* cannot track it: let rcp fail it */
+					rpci_done(r, RCP_ENOMEM);
+				} else {
+					r->ovf_aux->gen = r->gen;
+					r->state = Q_OVF_WAIT;
+					p->expect++; /* keep the channel watched meanwhile */
+				}
+			}
+		}
+	} else {
+		b->refs++;
+		r->resp = b;
+		rpci_finish_resp(r, h->status, b->data + off + HDR_LEN, h->len);
+	}
+}
+
+/* A response receive completed on P: one response or a batch. */
+static void on_response(rcp_rpc *rpc, struct peer *p, struct rbuf *b, const struct rcp_status *st)
+{
+	struct rpc_hdr h;
+	uint32_t n;
+
+	if (b->canceling)
+		p->trimming--;
+	if (st->error == RCP_EPEER || st->error == RCP_ECLOSED || st->error == RCP_ECANCELED) {
+		rpci_rbuf_put(rpc, b);
+		if (st->error != RCP_ECANCELED)
+			rpci_fail_peer(rpc, p, st->error);
+		return;
+	}
+	if (st->error || rpci_msg_check(rpc, b->data, st, K_RESP, &n)) {
+		/* dropped whole; no call's response is in it as far as we
+		 * know, so every call keeps its receive (reposted) */
+		if (st->error)
+			rpc->st.bad_msgs++;
+		rpci_rbuf_put(rpc, b);
+		rpci_peer_repost(rpc, p);
+		return;
+	}
+	if (n > 1)
+		rpc->st.batched_in += n;
+	for (size_t off = 0; off < st->len; off += HDR_LEN + h.len)
+		on_response_one(rpc, p, b, &h, off,
+		                rpci_sub_hdr(b->data, st->len, off, K_RESP, &h));
+	rpci_rbuf_unref(rpc, b); /* ours (rbuf_get's) */
+	rpci_peer_repost(rpc, p);
+}
+
+static struct rcp_rpc_req *req_get(rcp_rpc *rpc)
+{
+	struct rcp_rpc_req *r = rpc->freereqs;
+	if (r) {
+		rpc->freereqs = r->dnext;
+		return r;
+	}
+	if (rpc->nreqs > COOKIE_IDX)
+		return NULL;
+	if (rpc->nreqs == rpc->reqcap) {
+		uint32_t cap = rpc->reqcap ? rpc->reqcap * 2 : 64;
+		struct rcp_rpc_req **n = realloc(rpc->reqs, cap * sizeof *n);
+		if (!n)
+			return NULL;
+		rpc->reqs = n;
+		rpc->reqcap = cap;
+	}
+	r = calloc(1, sizeof *r);
+	if (!r)
+		return NULL;
+	r->rpc = rpc;
+	r->idx = rpc->nreqs;
+	rpc->reqs[rpc->nreqs++] = r;
+	return r;
+}
+
+/* R is pending now, on its peer's list (taken off by complete.c's
+ * live_del when it completes). */
+static void live_add(struct peer *p, struct rcp_rpc_req *r)
+{
+	r->state = Q_PENDING;
+	r->pnext = p->live;
+	r->pprev = NULL;
+	if (p->live)
+		p->live->pprev = r;
+	p->live = r;
+}
+
+int rcp_rpc_forward(rcp_rpc *rpc, rcp_chan *ch, uint64_t id, const void *in, void *out,
+                    int64_t timeout_ns, rcp_rpc_cb cb, void *arg, rcp_rpc_req **req)
+{
+	struct call *c;
+	struct peer *p;
+	struct rcp_rpc_req *r;
+	struct rpc_hdr hd;
+	size_t used = 0;
+	unsigned char *ovf = NULL;
+	int rc;
+
+	if (!rpc || !ch || (!cb && !req))
+		return RCP_EINVAL;
+	if (req)
+		*req = NULL;
+	c = rpci_call_find(rpc, id);
+	if (!c)
+		return RCP_ENOENT;
+	p = rpci_peer_get(rpc, ch);
+	if (!p)
+		return RCP_ENOMEM;
+	if (p->failed)
+		return p->failed;
+	r = req_get(rpc);
+	if (!r)
+		return RCP_ENOMEM;
+	r->call = c;
+	r->out = out;
+	r->cb = cb;
+	r->arg = arg;
+	r->peer = p;
+	r->status = 0;
+	if (r->sreq) {
+		/* This slot's last request send is still with rcp (its call
+		 * ended first: timeout, cancel): rcp may still read the
+		 * buffer, so it goes with the send and is freed after it. */
+		if (!rpci_aux_add(rpc, r->sreq, AUX_SEND_FREE, r->sbuf, NULL, NULL)) {
+			rc = RCP_ENOMEM;
+			goto fail;
+		}
+		r->sbuf = NULL;
+		r->scap = 0;
+	}
+	r->sreq = NULL;
+	r->rfp_slot = 0;
+	r->qgen = 0;
+	hd.order = RPC_ORDER;
+	hd.kind = K_REQ;
+	hd.version = RPC_VERSION;
+	hd.flags = 0;
+	hd.status = 0;
+	hd.id = id;
+	hd.cookie = ((uint64_t)(r->gen & COOKIE_GEN) << 24) | r->idx;
+	hd.aux = 0;
+	if (c->in_proc) {
+		if (r->scap < HDR_LEN + 64 && rpci_grow_buf(&r->sbuf, &r->scap, HDR_LEN + 64)) {
+			rc = RCP_ENOMEM;
+			goto fail;
+		}
+		rc = rcp_proc_encode(c->in_proc, in, r->sbuf + HDR_LEN,
+		                     (r->scap < rpc->msg_max ? r->scap : rpc->msg_max) - HDR_LEN,
+		                     &used);
+		if (rc == RCP_ERANGE) {
+			size_t need = rcp_proc_size(c->in_proc, in, &rc);
+			if (rc)
+				;
+			else if (HDR_LEN + need <= rpc->msg_max) {
+				rc = rpci_grow_buf(&r->sbuf, &r->scap, HDR_LEN + need);
+				if (!rc)
+					rc = rcp_proc_encode(c->in_proc, in, r->sbuf + HDR_LEN,
+					                     r->scap - HDR_LEN, &used);
+			} else if (!(ovf = malloc(need ? need : 1))) {
+				rc = RCP_ENOMEM;
+			} else {
+				rc = rcp_proc_encode(c->in_proc, in, ovf, need, &used);
+			}
+		}
+		if (rc) {
+			rc = rc == RCP_ENOMEM ? rc : RCP_EPROTO;
+			goto fail;
+		}
+	} else if (r->scap < HDR_LEN && rpci_grow_buf(&r->sbuf, &r->scap, HDR_LEN)) {
+		rc = RCP_ENOMEM;
+		goto fail;
+	}
+	if (ovf) {
+		hd.flags = F_OVF;
+		hd.aux = used;
+		hd.len = 0;
+	} else {
+		hd.len = (uint32_t)used;
+	}
+	memcpy(r->sbuf, &hd, HDR_LEN);
+	if (timeout_ns == 0)
+		timeout_ns = rpc->def_timeout;
+	r->deadline = 0;
+	/* Remote fetch: the request goes into the server's segment. */
+	if (!ovf && rfp_cli_submit(rpc, p, r, c->id, r->sbuf, HDR_LEN + hd.len, &r->rfp_slot)) {
+		rc = 0;
+	} else {
+		/* The response receive first (pre-posted), then the request. */
+		p->expect++;
+		rpci_peer_repost(rpc, p);
+		if (rpc->depth && rpc->batch && !ovf) {
+			rc = rpci_queue_msg(rpc, &p->rq, r->sbuf, HDR_LEN + hd.len, &r->qgen);
+		} else {
+			if (p->rq.n)
+				rpci_flush_q(rpc, &p->rq); /* in order */
+			rc = rpci_send_msg(ch, TAG_REQ, r->sbuf, HDR_LEN + hd.len, sreq_cb, r,
+			                   &r->sreq);
+		}
+		if (rc) {
+			p->expect--;
+			goto fail;
+		}
+		if (ovf) {
+			rcp_req *rq;
+			rc = rcp_isend(ch, TAG_OVF(hd.cookie), ovf, used, &rq);
+			if (rc || !rpci_aux_add(rpc, rq, AUX_SEND_FREE, ovf, NULL, NULL)) {
+				/* the header is out; the server times the overflow
+				 * out with the channel; fail the call here */
+				if (rc)
+					free(ovf);
+				ovf = NULL;
+				live_add(p, r);
+				rpci_done(r, rc ? rc : RCP_ENOMEM);
+				rpc->st.forwarded++;
+				if (req)
+					*req = r;
+				return 0;
+			}
+			rpc->st.overflow_in++;
+		}
+	}
+	live_add(p, r);
+	if (timeout_ns > 0) {
+		r->deadline = rcpi_now_ns() + (uint64_t)timeout_ns;
+		if (rpci_timer_add(rpc, r)) {
+			rpci_done(r, RCP_ENOMEM); /* sent, but it could never time out */
+			rpc->st.forwarded++;
+			if (req)
+				*req = r;
+			return 0;
+		}
+	}
+	rpc->st.forwarded++;
+	if (req)
+		*req = r;
+	return 0;
+fail:
+	free(ovf);
+	r->state = Q_DONE;
+	rpci_req_release(r);
+	return rc;
+}
+
+int rcp_rpc_cancel(rcp_rpc_req *req)
+{
+	if (!req || req->state == Q_FREE)
+		return RCP_EINVAL;
+	rfp_cli_abandon(req->rpc, req->peer, req->rfp_slot);
+	req->rfp_slot = 0;
+	rpci_done(req, RCP_ECANCELED);
+	return 0;
+}
+
+int rcp_rpc_req_free(rcp_rpc_req *req)
+{
+	if (!req || req->cb || req->state == Q_FREE)
+		return RCP_EINVAL;
+	if (req->state != Q_DONE)
+		return RCP_EBUSY;
+	rpci_req_release(req);
+	return 0;
+}
+
+/* A client request's send completed. */
+static void sreq_cb(rcp_req *rq, const struct rcp_status *st, void *user)
+{
+	struct rcp_rpc_req *r = user;
+	(void)rq;
+	(void)st;
+	r->rpc->st.polls++;
+	r->sreq = NULL;
+}
+
+/* A response receive completed (rcp callback). */
+static void recv_cb(rcp_req *rq, const struct rcp_status *st, void *user)
+{
+	struct rbuf *b = user;
+	rcp_rpc *rpc = b->rpc;
+	(void)rq;
+	rpci_rbuf_done(&b->peer->posted, b);
+	on_response(rpc, b->peer, b, st);
+}
+
+/* An overflowed response's receive completed (or, orphaned by rpci_done,
+ * only its buffer is left to free). */
+static void ovf_cb(rcp_req *rq, const struct rcp_status *st, void *user)
+{
+	struct aux *a = user;
+	(void)rq;
+	rpci_aux_begin(a);
+	if (a->kind == AUX_RECV_REQ) {
+		struct rcp_rpc_req *r = a->owner;
+		r->ovf_aux = NULL;
+		if (r->peer->expect)
+			r->peer->expect--;
+		if (st->error)
+			rpci_done(r, st->error == RCP_ETRUNC ? RCP_EPROTO : st->error);
+		else {
+			r->ovf_resp = a->buf;
+			a->buf = NULL;
+			rpci_finish_resp(r, 0, r->ovf_resp, st->len);
+		}
+	}
+	free(a->buf);
+	rpci_aux_end(a);
+}

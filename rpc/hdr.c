@@ -1,0 +1,85 @@
+/*
+ * rpc/hdr.c — the message header on the wire and the checks a received
+ * message passes before any of it is used.
+ *
+ * MESSAGES.  Every call is one request message (tag TAG_REQ) from client
+ * to server and one response message (tag TAG_RESP) back, each a 40-byte
+ * header (struct rpc_hdr in rpc_int.h: byte-order mark, kind, status,
+ * payload length, rpc id, the client's cookie, aux) followed by the
+ * encoded arguments.  Up to msg_max bytes (RCP_RPC_MSG_MAX, capped so a
+ * message is one nic frame) a message is eager in rcp: one frame, no
+ * handshake, and up to 2 KiB the send completes at once.  A larger encoded
+ * payload travels as a header with F_OVF (aux = its size) and a second
+ * message on TAG_OVF(cookie): rcp moves it by rendezvous, which on shm is
+ * one RMA get by the receiver — the receiver pulls it when it has posted
+ * the buffer, so a server controls its inbound flow as with a bulk pull.
+ * A message may hold several [header, payload] in a row (BATCHES,
+ * batch.c).
+ *
+ * Why one file: the header is the only thing a peer controls, so every
+ * rule about trusting it sits here, in one place, and the client
+ * (client.c) and the server (server.c) run the same checks.  The header is
+ * written in the sender's byte order; a receiver of the other order swaps
+ * it and answers the call with RCP_ENOTSUP (counted as foreign_order).
+ *
+ * A leaf: it calls no other file of rpc/.
+ */
+#include <string.h>
+
+#include "rpc/rpc_int.h"
+
+static void bswap_hdr(struct rpc_hdr *h)
+{
+	h->order = __builtin_bswap32(h->order);
+	h->flags = __builtin_bswap16(h->flags);
+	h->status = (int32_t)__builtin_bswap32((uint32_t)h->status);
+	h->len = __builtin_bswap32(h->len);
+	h->id = __builtin_bswap64(h->id);
+	h->cookie = __builtin_bswap64(h->cookie);
+	h->aux = __builtin_bswap64(h->aux);
+}
+
+/* Checks the header at OFF of a received message of LEN bytes (one
+ * message or a batch: BATCHES above) into *H, without counting: 0 good,
+ * 1 foreign order (swapped; such a call is answered or failed with
+ * RCP_ENOTSUP), -1 bad.  Every header must lie wholly inside the message,
+ * its payload too; an overflow header (F_OVF, no payload) only alone in
+ * its message. */
+int rpci_sub_hdr(const unsigned char *msg, size_t len, size_t off, int kind, struct rpc_hdr *h)
+{
+	int swapped = 0;
+	if (len - off < HDR_LEN)
+		return -1;
+	memcpy(h, msg + off, HDR_LEN);
+	if (h->order != RPC_ORDER) {
+		if (h->order != __builtin_bswap32(RPC_ORDER))
+			return -1;
+		bswap_hdr(h);
+		swapped = 1;
+	}
+	if (h->kind != kind || (!swapped && h->version != RPC_VERSION))
+		return -1;
+	if ((size_t)h->len > len - off - HDR_LEN)
+		return -1;
+	if ((h->flags & F_OVF) && (h->len || off || len != HDR_LEN))
+		return -1;
+	return swapped;
+}
+
+/* Checks a whole received message of KIND before anything in it is used:
+ * 0 and the number of messages in *N, or -1 (bad_msgs counted once). */
+int rpci_msg_check(rcp_rpc *rpc, const unsigned char *msg, const struct rcp_status *st, int kind,
+                   uint32_t *n)
+{
+	struct rpc_hdr h;
+	*n = 0;
+	if (st->len < HDR_LEN || st->len > rpc->msg_max)
+		goto bad;
+	for (size_t off = 0; off < st->len; off += HDR_LEN + h.len, ++*n)
+		if (rpci_sub_hdr(msg, st->len, off, kind, &h) < 0)
+			goto bad;
+	return 0;
+bad:
+	rpc->st.bad_msgs++;
+	return -1;
+}
