@@ -234,6 +234,9 @@ PRI int pvmrcpi_dtsize(int dt);
 /* send.c */
 PRI int pvmrcpi_ctrl_send(struct pr_peer *p, uint64_t tag, const void *buf, size_t len);
 PRI int pvmrcpi_prepare(struct pr_peer *p, int ctx);
+/* Sends P's channel its HELLO if it has none yet (over udp and xdp waited
+ * for: send.c, FIRST CONTACT); 0 or an RCP code. */
+PRI int pvmrcpi_hello(struct pr_peer *p);
 PRI void pvmrcpi_count_stock(int tid, int ctx);
 
 /* recv.c */
