@@ -754,7 +754,7 @@ static int note_gone(int tid, int rc)
 
 int pvm_precv(int tid, int tag, void *buf, int len, int dt, int *rtid, int *rtag, int *rlen)
 {
-	struct rx x = {{tid, tag, 0}, {0}, 0};
+	struct rx x; /* the matcher's state: set only past the fast path */
 	int sz, rc, src, mtag;
 	size_t mlen;
 
@@ -765,7 +765,7 @@ int pvm_precv(int tid, int tag, void *buf, int len, int dt, int *rtid, int *rtag
 	sz = pvmrcpi_dtsize(dt);
 	if (sz < 0 || len < 0)
 		return pvmrcpi_real.precv(tid, tag, buf, len, dt, rtid, rtag, rlen);
-	x.w.ctx = pvm_getcontext();
+	x.w = (struct want){tid, tag, pvmrcpi_ctx()};
 	if (tid != -1 && pr_encodable(x.w.ctx, tag < 0 ? 0 : tag)) {
 		struct fx f = {.w = x.w,
 		               .p = pvmrcpi_peer(tid, 0),
@@ -793,6 +793,8 @@ int pvm_precv(int tid, int tag, void *buf, int len, int dt, int *rtid, int *rtag
 			}
 		}
 	}
+	memset(&x.c, 0, sizeof x.c);
+	x.since = 0;
 	rc = rx_wait(&x, tid, 0);
 	if (rc < 0)
 		return note_gone(tid, rc);

@@ -268,7 +268,7 @@ int pvm_psend(int tid, int tag, void *buf, int len, int dt)
 	sz = pvmrcpi_dtsize(dt);
 	if (sz < 0 || len < 0)
 		return pvmrcpi_real.psend(tid, tag, buf, len, dt); /* its error code */
-	ctx = pvm_getcontext();
+	ctx = pvmrcpi_ctx();
 	p = pvmrcpi_peer(tid, 1);
 	if (!p)
 		return PvmNoMem;
@@ -279,7 +279,7 @@ int pvm_psend(int tid, int tag, void *buf, int len, int dt)
 	if (!pr_encodable(ctx, tag) || pvmrcpi_route(p) != PR_RCP)
 		return stock_psend(tid, tag, buf, len, dt);
 	bytes = (size_t)len * (size_t)sz;
-	rc = pvmrcpi_prepare(p, ctx);
+	rc = pr_prepared(p, ctx) ? 0 : pvmrcpi_prepare(p, ctx);
 	p->rcp_dirty = 1;
 	rcp_sent++;
 	if (!rc && bytes <= S.copy_max) {
