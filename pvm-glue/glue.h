@@ -262,6 +262,11 @@ PRI void pvmrcpi_count_stock(int tid, int ctx);
 PRI int pvmrcpi_stash_some(void);
 PRI void pvmrcpi_drain(void);
 PRI void pvmrcpi_free_held(void);
+
+/* ctrl.c: HELLO, BARRIER and FENCE; HELLO and FENCE by receives posted
+ * on every endpoint once it is open (pvmrcpi_ctrl_open); process_hellos
+ * probes for them only where those could not be posted. */
+PRI void pvmrcpi_ctrl_open(void);
 PRI void pvmrcpi_process_hellos(void);
 PRI void pvmrcpi_take_ctrl(rcp_ep *ep, rcp_chan *ch, uint64_t t);
 

@@ -6,7 +6,8 @@ EXTRA_DIST += pvmrcp.pc.in docs/pvm.md tests/pvm/run.sh tests/pvm/examples.sh \
 if HAVE_PVM
 lib_LTLIBRARIES += libpvmrcp.la
 libpvmrcp_la_SOURCES = pvm-glue/glue.h pvm-glue/glue.c pvm-glue/real.c pvm-glue/send.c \
-	pvm-glue/recv.c pvm-glue/wait.c pvm-glue/packed.h pvm-glue/packed.c pvm-glue/mcast.c
+	pvm-glue/recv.c pvm-glue/wait.c pvm-glue/packed.h pvm-glue/packed.c pvm-glue/mcast.c \
+	pvm-glue/ctrl.c
 libpvmrcp_la_LIBADD = librcp.la $(PVM_LIBS)
 libpvmrcp_la_LDFLAGS = -version-info 0:0:0 -export-symbols-regex '^pvm_'
 rcpinclude_HEADERS += include/rcp/pvmrcp.h
