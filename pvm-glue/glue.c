@@ -43,9 +43,11 @@
  * not found (a stock task, or one that has not started yet) -> route
  * STOCK, looked up again after 1 ms, 2 ms, ... up to 1 s.  A task that
  * receives over a channel it did not open learns the tid from the HELLO
- * message that starts every channel direction, so replies need no lookup.
- * Crossing first sends are harmless: RCP channels are static, both ends
- * name the same pair of addresses.
+ * message that starts every channel direction, so replies need no lookup
+ * (HELLOs and FENCEs are taken by receives posted on every endpoint:
+ * ctrl.c).  Crossing first sends over udp made one side's channel restart
+ * and lose what it had sent: there the HELLO is waited for (send.c, FIRST
+ * CONTACT).
  *
  * FALLBACK.  psend/pmcast to a task without RCP, to oneself, with a
  * negative tag or context, or before start-up worked, is stock PVM
