@@ -121,10 +121,11 @@ static int poll_until(int (*f)(long), long arg)
 /* The child (its udp port) has connected to us (port), and bytes wait
  * in our socket. */
 static int cport_of_child, port_of_ours;
+static long our_base; /* bytes no progress of ours takes (see first_contact) */
 static int child_frame_waits(long unused)
 {
 	(void)unused;
-	return udp_connected(cport_of_child, port_of_ours) && udp_rxq(port_of_ours) > 0;
+	return udp_connected(cport_of_child, port_of_ours) && udp_rxq(port_of_ours) > our_base;
 }
 
 static int stopped(long pid)
@@ -178,10 +179,13 @@ static int first_contact(int *tidp, int *pidp)
 	char caddr[600], *c;
 	int32_t v = 1;
 
-	/* frames of earlier tests' tasks (acks, lingering closes) read first */
+	/* Frames of earlier tests' tasks (acks, lingering closes) read first.
+	 * A socket the nic no longer reads (connected to a gone peer) may
+	 * keep a datagram: what is left is the baseline. */
+	CHECK(port > 0 && udp_rxq(port) >= 0, "our udp port %d", port);
 	for (int k = 0; k < 1000 && udp_rxq(port) > 0; k++)
 		pvm_probe(-1, 12345);
-	CHECK(port > 0 && udp_rxq(port) == 0, "our udp port %d, queue %ld", port, udp_rxq(port));
+	our_base = udp_rxq(port);
 	if (spawn("cross", 1, &tid, NULL))
 		return fail("spawn");
 	*tidp = tid;
@@ -197,9 +201,9 @@ static int first_contact(int *tidp, int *pidp)
 	CHECK(poll_until(child_frame_waits, 0) == 0, "the child's first frame never came");
 	CHECK(kill(pid, SIGSTOP) == 0 && poll_until(stopped, pid) == 0, "SIGSTOP %d", pid);
 	/* progress until the frames are read (challenges sent) */
-	for (int k = 0; k < 1000 && udp_rxq(port) != 0; k++)
+	for (int k = 0; k < 1000 && udp_rxq(port) > our_base; k++)
 		pvm_probe(tid, 12345);
-	CHECK(udp_rxq(port) == 0, "frames left unread: %ld bytes", udp_rxq(port));
+	CHECK(udp_rxq(port) <= our_base, "frames left unread: %ld bytes", udp_rxq(port));
 	helper = cont_on_frame(pid, cport);
 	CHECK(helper > 0, "fork");
 	CHECK(pvm_rcp_route(tid) == 1, "no RCP route to t%x", (unsigned)tid);
