@@ -43,9 +43,11 @@
  * not found (a stock task, or one that has not started yet) -> route
  * STOCK, looked up again after 1 ms, 2 ms, ... up to 1 s.  A task that
  * receives over a channel it did not open learns the tid from the HELLO
- * message that starts every channel direction, so replies need no lookup.
- * Crossing first sends are harmless: RCP channels are static, both ends
- * name the same pair of addresses.
+ * message that starts every channel direction, so replies need no lookup
+ * (HELLOs and FENCEs are taken by receives posted on every endpoint:
+ * ctrl.c).  Crossing first sends over udp made one side's channel restart
+ * and lose what it had sent: there the HELLO is waited for (send.c, FIRST
+ * CONTACT).
  *
  * FALLBACK.  psend/pmcast to a task without RCP, to oneself, with a
  * negative tag or context, or before start-up worked, is stock PVM
@@ -254,7 +256,11 @@ struct pr_ctxstate *pvmrcpi_cs_find(struct pr_peer *p, int ctx)
 	return &p->cs[p->ncs++];
 }
 
-/* Channel -> peer: the channel's user pointer. */
+/* Channel -> peer: the channel's user pointer, the task that took it.  A
+ * task that lets go of its channel (pvmrcpi_peer_gone: a new task spoke
+ * at its address) stays the user pointer with its own ch moved away, so
+ * take_over can still tell "let go, speaks to a gone task" from "never
+ * taken"; pvmrcpi_chan_get reports no task for it. */
 void pvmrcpi_chan_set(rcp_chan *ch, struct pr_peer *p)
 {
 	rcp_chan_set_user(ch, p);
@@ -262,7 +268,8 @@ void pvmrcpi_chan_set(rcp_chan *ch, struct pr_peer *p)
 
 struct pr_peer *pvmrcpi_chan_get(const rcp_chan *ch)
 {
-	return rcp_chan_get_user(ch);
+	struct pr_peer *p = rcp_chan_get_user(ch);
+	return p && p->ch == ch ? p : NULL;
 }
 
 static void mbox_name(int tid, char *buf, size_t len)
@@ -337,22 +344,27 @@ static rcp_ep *pick_peer_addr(int tid, char *addrs, const char **out)
  * connect; a HELLO still waiting on an unclaimed CH is taken now), as
  * long as no new incarnation has spoken since (rcp_chan_restarts).
  * - P: CH is P's.
- * - unclaimed, nothing heard: a channel our connect just made.
- * - another task O, and a new incarnation spoke since O took CH: that is
- *   P's process (two live tasks never share an address); RCP has failed
- *   O's pending requests then.  O lets go.
- * - another task O, nothing new spoke; or unclaimed with no HELLO but
- *   frames heard: CH speaks to a gone task.  O lets go and CH is
- *   reconnected (rcp_chan_reconnect: fresh, and deaf to the stragglers
- *   of the incarnation it spoke to).
+ * - never taken by a task: a channel our connect just made, or one P's
+ *   process opened and whose HELLO is still on its way (heard or not:
+ *   a first contact over udp exchanges control frames before any
+ *   message, send.c FIRST CONTACT).  P's: no other process speaks there.
+ * - taken by another task O (still O's, or let go by O), and a new
+ *   incarnation spoke since O took CH: that is P's process (two live
+ *   tasks never share an address); RCP has failed O's pending requests
+ *   then.  O lets go.
+ * - taken by another task O, nothing new spoke since: CH speaks to a
+ *   gone task.  O lets go and CH is reconnected (rcp_chan_reconnect:
+ *   fresh, and deaf to the stragglers of the incarnation it spoke to).
  * First the frames already queued are taken, so that what P's process
- * has sent counts.  Not covered: P speaks first, its HELLO frame is lost
- * and later ones reach an unclaimed old channel; the reconnect then drops
- * frames P counts as selectively acked (needs loss, reordering and a
- * reused port at once).  Returns 0 or an rcp_chan_reconnect code. */
+ * has sent counts.  (Until session 17 a never-taken channel that had
+ * heard frames was reconnected too; a first contact met halfway then
+ * banned P's own process, and one direction of the pair stayed silent.)
+ * Not covered: a task that died after its first control frames and
+ * before its HELLO arrived, whose port a new task took.  Returns 0 or an
+ * rcp_chan_reconnect code. */
 static int take_over(struct pr_peer *p, rcp_ep *ep, rcp_chan **ch)
 {
-	struct pr_peer *o = pvmrcpi_chan_get(*ch);
+	struct pr_peer *o = rcp_chan_get_user(*ch);
 	struct rcp_status st;
 
 	if (o == p)
@@ -360,14 +372,14 @@ static int take_over(struct pr_peer *p, rcp_ep *ep, rcp_chan **ch)
 	/* bounded: a flood of new frames does not keep us here */
 	for (int k = 0; k < 64 && rcp_progress(ep) > 0; k++)
 		;
-	o = pvmrcpi_chan_get(*ch);
+	o = rcp_chan_get_user(*ch);
 	if (!o && rcp_probe(ep, *ch, PR_HELLO, &st) == 1) {
 		pvmrcpi_take_ctrl(ep, *ch, PR_HELLO);
-		o = pvmrcpi_chan_get(*ch);
+		o = rcp_chan_get_user(*ch);
 	}
-	if (o == p || (!o && !rcp_chan_heard(*ch)))
+	if (o == p || !o)
 		return 0;
-	if (o) {
+	{
 		int renew = rcp_chan_restarts(*ch) == o->restarts;
 		pvmrcpi_peer_gone(o);
 		if (!renew)
@@ -412,9 +424,7 @@ int pvmrcpi_route(struct pr_peer *p)
 void pvmrcpi_peer_gone(struct pr_peer *p)
 {
 	p->dead = 1;
-	if (p->ch && pvmrcpi_chan_get(p->ch) == p)
-		pvmrcpi_chan_set(p->ch, NULL);
-	p->ch = NULL;
+	p->ch = NULL; /* the channel's user pointer stays: let go (chan_get) */
 	p->route = PR_STOCK;
 }
 
@@ -638,7 +648,8 @@ static int do_init(void)
 			S.addr[n++] = ' ';
 		rcp_ep_addr(S.eps[k], S.addr + n, sizeof S.addr - n);
 	}
-	pvmrcpi_mcn_open(); /* pmcast by IP multicast where it can */
+	pvmrcpi_ctrl_open(); /* before anyone knows our address */
+	pvmrcpi_mcn_open();  /* pmcast by IP multicast where it can */
 	mbox_name(tid, S.mbox, sizeof S.mbox);
 	b = pvm_mkbuf(PvmDataDefault);
 	save = pvm_setsbuf(b);
@@ -703,7 +714,11 @@ int pvm_rcp_route(int tid)
 	if (!pvmrcpi_ready())
 		return 0;
 	p = pvmrcpi_peer(tid, 1);
-	return p && pvmrcpi_route(p) == PR_RCP;
+	if (!p || p->route == PR_RCP)
+		return !!p;
+	/* A channel opened here says so at once: a peer whose first message
+	 * crossed our connect waits for our HELLO (send.c, FIRST CONTACT). */
+	return pvmrcpi_route(p) == PR_RCP && pvmrcpi_hello(p) == 0;
 }
 
 const char *pvm_rcp_transport(int tid)

@@ -6,7 +6,8 @@ EXTRA_DIST += pvmrcp.pc.in docs/pvm.md tests/pvm/run.sh tests/pvm/examples.sh \
 if HAVE_PVM
 lib_LTLIBRARIES += libpvmrcp.la
 libpvmrcp_la_SOURCES = pvm-glue/glue.h pvm-glue/glue.c pvm-glue/real.c pvm-glue/send.c \
-	pvm-glue/recv.c pvm-glue/wait.c pvm-glue/packed.h pvm-glue/packed.c pvm-glue/mcast.c
+	pvm-glue/recv.c pvm-glue/wait.c pvm-glue/packed.h pvm-glue/packed.c pvm-glue/mcast.c \
+	pvm-glue/ctrl.c
 libpvmrcp_la_LIBADD = librcp.la $(PVM_LIBS)
 libpvmrcp_la_LDFLAGS = -version-info 0:0:0 -export-symbols-regex '^pvm_'
 rcpinclude_HEADERS += include/rcp/pvmrcp.h
@@ -15,10 +16,10 @@ pkgconfig_DATA += pvmrcp.pc
 # Test tasks: one relinked, one stock (same source).  -no-install: real
 # binaries, not libtool wrappers, since pvmd execs them from the ep= path.
 check_PROGRAMS += tests/pvm/pvmt tests/pvm/pvmt-stock
-tests_pvm_pvmt_SOURCES = tests/pvm/pvmt.c tests/pvm/pvmt_packed.h
+tests_pvm_pvmt_SOURCES = tests/pvm/pvmt.c tests/pvm/pvmt_packed.h tests/pvm/pvmt_contact.h
 tests_pvm_pvmt_LDADD = libpvmrcp.la -lgpvm3 $(PVM_LIBS)
 tests_pvm_pvmt_LDFLAGS = -no-install
-tests_pvm_pvmt_stock_SOURCES = tests/pvm/pvmt.c tests/pvm/pvmt_packed.h
+tests_pvm_pvmt_stock_SOURCES = tests/pvm/pvmt.c tests/pvm/pvmt_packed.h tests/pvm/pvmt_contact.h
 tests_pvm_pvmt_stock_CPPFLAGS = $(AM_CPPFLAGS) -DPVMT_STOCK
 tests_pvm_pvmt_stock_LDADD = -lgpvm3 $(PVM_LIBS)
 tests_pvm_pvmt_stock_LDFLAGS = -no-install

@@ -183,71 +183,7 @@ void pvmrcpi_drain(void)
 	pvm_setrbuf(save);
 }
 
-/* ---- RCP control messages and early takes ---- */
-
-/* Takes control message T (the first with that tag on CH of EP). */
-void pvmrcpi_take_ctrl(rcp_ep *ep, rcp_chan *ch, uint64_t t)
-{
-	int32_t b[4] = {0};
-	struct rcp_status st;
-	struct pr_peer *p, *o;
-
-	/* A FENCE found by tag may have come with its channel's HELLO (which
-	 * precedes it) not yet taken: take that first, or the FENCE is lost. */
-	if (t == PR_FENCE && !pvmrcpi_chan_get(ch) && rcp_probe(ep, ch, PR_HELLO, &st) == 1)
-		pvmrcpi_take_ctrl(ep, ch, PR_HELLO);
-	if (rcp_recv(ep, ch, t, b, sizeof b, &st) && st.error != RCP_ETRUNC)
-		return;
-	if (t == PR_HELLO) {
-		p = pvmrcpi_peer(b[0], 1);
-		if (!p)
-			return;
-		if (p->ch && p->ch != ch) {
-			pvmrcpi_chan_set(p->ch, NULL);
-			p->fence_seen = 0; /* a new task under an old tid */
-			p->drained_tot = 0;
-		}
-		o = pvmrcpi_chan_get(ch);
-		if (o && o != p)
-			pvmrcpi_peer_gone(o); /* a new task at a gone task's address */
-		p->ch = ch;
-		p->restarts = rcp_chan_restarts(ch);
-		p->ep = ep;
-		p->route = PR_RCP;
-		p->dead = 0;
-		p->hello_recv = 1;
-		p->ann_total = (uint32_t)b[1];
-		p->fence_cov = (uint32_t)b[2];
-		pvmrcpi_chan_set(ch, p);
-	} else if (t == PR_BARRIER) {
-		struct pr_ctxstate *cs;
-		p = pvmrcpi_chan_get(ch);
-		if (p && (cs = pvmrcpi_cs(p, b[0])))
-			cs->cur_req = (uint32_t)b[1];
-		if (p) {
-			p->ann_total = (uint32_t)b[2];
-			p->fence_cov = (uint32_t)b[3];
-		}
-	} else if (t == PR_FENCE) {
-		p = pvmrcpi_chan_get(ch);
-		if (p && (uint32_t)b[0] > p->fence_seen)
-			p->fence_seen = (uint32_t)b[0];
-	}
-}
-
-/* HELLOs (first on their channel) and FENCEs (numbered: order does not
- * matter) are taken whenever they are there. */
-void pvmrcpi_process_hellos(void)
-{
-	struct rcp_status st;
-	rcp_ep *ep;
-	for (int i = 0; (ep = pvmrcpi_ep_next(&i)) != NULL;) {
-		while (rcp_probe(ep, RCP_ANY_CHAN, PR_HELLO, &st) == 1)
-			pvmrcpi_take_ctrl(ep, st.chan, PR_HELLO);
-		while (rcp_probe(ep, RCP_ANY_CHAN, PR_FENCE, &st) == 1)
-			pvmrcpi_take_ctrl(ep, st.chan, PR_FENCE);
-	}
-}
+/* ---- early takes (control messages: ctrl.c) ---- */
 
 /* Receives the message ST describes (the first with its tag on its
  * channel) into a new held entry.  0 or a PVM code. */
@@ -440,8 +376,17 @@ static int find(const struct want *w, struct cand *c, uint64_t *since)
 			}
 		} else if (w->src != -1) {
 			sp = pvmrcpi_peer(w->src, 0);
-			if (!sp || !sp->ch)
-				return 0;
+			if (!sp || !sp->ch) {
+				/* Its HELLO may be on its way: progress every
+				 * endpoint once (ctrl.c's receives take it), as
+				 * nrecv/probe in a loop need. */
+				rcp_ep *e;
+				for (int i = 0; (e = pvmrcpi_ep_next(&i)) != NULL;)
+					rcp_progress(e);
+				sp = pvmrcpi_peer(w->src, 0);
+				if (!sp || !sp->ch)
+					return 0;
+			}
 			ch = sp->ch;
 			ep = sp->ep;
 		}
@@ -754,7 +699,7 @@ static int note_gone(int tid, int rc)
 
 int pvm_precv(int tid, int tag, void *buf, int len, int dt, int *rtid, int *rtag, int *rlen)
 {
-	struct rx x = {{tid, tag, 0}, {0}, 0};
+	struct rx x; /* the matcher's state: set only past the fast path */
 	int sz, rc, src, mtag;
 	size_t mlen;
 
@@ -765,7 +710,7 @@ int pvm_precv(int tid, int tag, void *buf, int len, int dt, int *rtid, int *rtag
 	sz = pvmrcpi_dtsize(dt);
 	if (sz < 0 || len < 0)
 		return pvmrcpi_real.precv(tid, tag, buf, len, dt, rtid, rtag, rlen);
-	x.w.ctx = pvm_getcontext();
+	x.w = (struct want){tid, tag, pvmrcpi_ctx()};
 	if (tid != -1 && pr_encodable(x.w.ctx, tag < 0 ? 0 : tag)) {
 		struct fx f = {.w = x.w,
 		               .p = pvmrcpi_peer(tid, 0),
@@ -793,6 +738,8 @@ int pvm_precv(int tid, int tag, void *buf, int len, int dt, int *rtid, int *rtag
 			}
 		}
 	}
+	memset(&x.c, 0, sizeof x.c);
+	x.since = 0;
 	rc = rx_wait(&x, tid, 0);
 	if (rc < 0)
 		return note_gone(tid, rc);

@@ -161,6 +161,64 @@ int pvmrcpi_ctrl_send(struct pr_peer *p, uint64_t tag, const void *buf, size_t l
 	return send_copy(p, tag, buf, len);
 }
 
+/* FIRST CONTACT OVER UDP (and xdp).  An accepting endpoint answers a
+ * frame from an unknown sender with a cookie challenge named after the
+ * endpoint's epoch, while a channel its task opens with rcp_connect has
+ * an epoch of its own (docs/protocol.md, "Channels and epochs").  So when
+ * two tasks' first sends to each other cross (the first frame of one
+ * reaches the other before that one connects), the conversation settles
+ * only after one side proves the other's channel epoch, and that side's
+ * channel restarts: everything it had sent so far fails with RCP_EPEER.
+ * A copied psend does not look at how it ended, so those messages were
+ * lost without a word and the receiver waited for good (tests/
+ * cluster_down.sh: "never streamed"; pvmt first-contact).  Hence the HELLO
+ * that opens a channel goes alone and is waited for (rcp_issend: it
+ * completes when the peer's RCP holds it); a restart under it (the
+ * channel's restart count moved, the task still runs) sends it again, on
+ * the settled conversation.  Nothing else is sent before: once a HELLO is
+ * acknowledged, both channels name each other's epochs and no straggler
+ * of the first contact can restart them.  Costs one round trip per pair
+ * and direction, once; shm accepts without challenges and sends the
+ * HELLO ahead of the data, as before. */
+#define HELLO_TRIES 8
+
+static int hello_sync(struct pr_peer *p, const int32_t *h, size_t len)
+{
+	for (int k = 0; k < HELLO_TRIES; k++) {
+		unsigned before = rcp_chan_restarts(p->ch);
+		struct rcp_status st;
+		rcp_req *r;
+		int rc = rcp_issend(p->ch, PR_HELLO, h, len, &r);
+		if (rc)
+			return rc;
+		rc = pvmrcpi_wait_req(r, &st, &p->tid, 1, 1);
+		if (!rc) {
+			p->restarts = rcp_chan_restarts(p->ch);
+			return 0;
+		}
+		if (rc != PvmNoTask || p->dead || !p->ch || rcp_chan_restarts(p->ch) == before)
+			return RCP_EPEER; /* the task is gone, or the channel failed */
+	}
+	return RCP_EPEER;
+}
+
+int pvmrcpi_hello(struct pr_peer *p)
+{
+	int32_t h[3] = {S.mytid, (int32_t)p->stock_total, (int32_t)p->fences};
+	int rc;
+
+	if (p->hello_sent)
+		return 0;
+	rc = p->ep != S.eps[PR_SHM] ? hello_sync(p, h, sizeof h)
+	                            : pvmrcpi_ctrl_send(p, PR_HELLO, h, sizeof h);
+	if (rc)
+		return rc;
+	p->hello_sent = 1;
+	p->total_told = p->stock_total;
+	p->fences_told = p->fences;
+	return 0;
+}
+
 /* HELLO first on the channel; BARRIER if stock messages went since (in
  * any context: the totals let the receiver skip libpvm3, see pr_quiet). */
 int pvmrcpi_prepare(struct pr_peer *p, int ctx)
@@ -168,15 +226,8 @@ int pvmrcpi_prepare(struct pr_peer *p, int ctx)
 	struct pr_ctxstate *cs;
 	int rc;
 
-	if (!p->hello_sent) {
-		int32_t h[3] = {S.mytid, (int32_t)p->stock_total, (int32_t)p->fences};
-		rc = pvmrcpi_ctrl_send(p, PR_HELLO, h, sizeof h);
-		if (rc)
-			return rc;
-		p->hello_sent = 1;
-		p->total_told = p->stock_total;
-		p->fences_told = p->fences;
-	}
+	if (!p->hello_sent && (rc = pvmrcpi_hello(p)) != 0)
+		return rc;
 	cs = pvmrcpi_cs(p, ctx);
 	if (!cs)
 		return RCP_ENOMEM;
@@ -217,7 +268,7 @@ int pvm_psend(int tid, int tag, void *buf, int len, int dt)
 	sz = pvmrcpi_dtsize(dt);
 	if (sz < 0 || len < 0)
 		return pvmrcpi_real.psend(tid, tag, buf, len, dt); /* its error code */
-	ctx = pvm_getcontext();
+	ctx = pvmrcpi_ctx();
 	p = pvmrcpi_peer(tid, 1);
 	if (!p)
 		return PvmNoMem;
@@ -228,7 +279,7 @@ int pvm_psend(int tid, int tag, void *buf, int len, int dt)
 	if (!pr_encodable(ctx, tag) || pvmrcpi_route(p) != PR_RCP)
 		return stock_psend(tid, tag, buf, len, dt);
 	bytes = (size_t)len * (size_t)sz;
-	rc = pvmrcpi_prepare(p, ctx);
+	rc = pr_prepared(p, ctx) ? 0 : pvmrcpi_prepare(p, ctx);
 	p->rcp_dirty = 1;
 	rcp_sent++;
 	if (!rc && bytes <= S.copy_max) {

@@ -53,6 +53,8 @@ static struct blocked {
 #define MAXWATCH 8
 struct watch {
 	rcp_req *req;
+	rcp_chan *ch;
+	unsigned restarts; /* the channel's, when posted */
 	int lost;
 };
 
@@ -73,6 +75,10 @@ static void watch_cb(rcp_req *req, const struct rcp_status *st, void *user)
 	struct watch *w = user;
 	(void)req;
 	w->req = NULL;
+	/* A restart fails what is posted too, but the channel lives on (a
+	 * first contact settling, send.c): posted again at the next look. */
+	if (st->error == RCP_EPEER && rcp_chan_restarts(w->ch) != w->restarts)
+		return;
 	if (st->error != RCP_ECANCELED)
 		w->lost = 1;
 }
@@ -107,6 +113,8 @@ static int watch_lost(int k)
 	p = pvmrcpi_peer(cur.live[k], 0);
 	if (!p || p->route != PR_RCP || !p->ch || p->dead)
 		return 0;
+	w->ch = p->ch;
+	w->restarts = rcp_chan_restarts(p->ch);
 	rc = rcp_irecv_cb(p->ep, p->ch, W_TAG, &none, 0, watch_cb, w, &w->req);
 	if (rc)
 		w->req = NULL;

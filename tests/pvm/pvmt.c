@@ -1261,6 +1261,8 @@ static int t_shared_cpu(void)
 #endif
 }
 
+#include "pvmt_contact.h"
+
 static const struct {
 	const char *name;
 	int (*fn)(void);
@@ -1292,6 +1294,7 @@ static const struct {
     {"packed-killed", t_packed_killed},
     {"packed-bounded", t_packed_bounded},
     {"packed-buffers", t_packed_buffers},
+    {"first-contact", t_first_contact},
 };
 
 /* pvmt run N PROG [ARGS...]: spawns N copies of PROG, prints their output
@@ -1340,7 +1343,8 @@ int main(int argc, char **argv)
 		             {"pstream", child_pstream},
 		             {"pflood", child_pflood},
 		             {"pfwd", child_pfwd},
-		             {"pord", child_pord}};
+		             {"pord", child_pord},
+		             {"cross", child_cross}};
 		int rc = 3;
 		for (unsigned i = 0; i < sizeof roles / sizeof roles[0]; i++)
 			if (!strcmp(argv[2], roles[i].r))

@@ -1,0 +1,243 @@
+/*
+ * tests/pvm/pvmt_contact.h — first contact over udp, included by pvmt.c
+ * (issue 20: tests/cluster_down.sh hung before it streamed, and two tasks
+ * whose first psends crossed left one direction silent).
+ *
+ * first-contact: the crossing made deterministic on one host, with every
+ * pair on udp (PVMRCP_MULTIHOST=remote or RCP_TRANSPORT=udp).
+ *   1. The child psends to us first (its HELLO and message 11).  We make
+ *      no RCP call until its first frame waits in our udp socket
+ *      (/proc/net/udp's rx_queue), then stop it (SIGSTOP).
+ *   2. One progress of ours reads the frame: our accepting endpoint, not
+ *      knowing the sender, answers with a cookie challenge named after
+ *      its own epoch.  The child, stopped, cannot answer yet.
+ *   3. We connect to the child (pvm_rcp_route): a channel with an epoch of
+ *      its own, so the child's echo of the challenge, and everything it
+ *      sends after, names an epoch this channel does not have.  A helper
+ *      process lets the child run on (SIGCONT) once our first frame on
+ *      that channel waits in the child's socket (since the fix, the
+ *      HELLO that pvm_rcp_route waits for; before, the psend below).
+ *   4. We psend the child message 1 and receive with any tag.  The
+ *      conversation settles only after the child's channel restarts,
+ *      which fails whatever it had sent: before the fix message 11 was
+ *      lost without a word and 12 came first.
+ * Checked: 11 then 12, with their payloads; the child checks 1.  Nothing
+ * waits on time: the loops below poll a condition (bounded).
+ */
+#ifndef PVMT_STOCK
+#include <signal.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+
+/* Bytes waiting in the receive queues of the udp sockets bound to PORT
+ * (the nic's main socket and its connected ones per peer), from
+ * /proc/net/udp (this network namespace); -1 if none is found. */
+static long udp_rxq(int port)
+{
+	char line[512];
+	long q = -1;
+	FILE *f = fopen("/proc/net/udp", "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof line, f)) {
+		unsigned lport, tx, rx;
+		if (sscanf(line, " %*d: %*[0-9A-Fa-f]:%x %*[0-9A-Fa-f]:%*x %*x %x:%x", &lport, &tx,
+		           &rx) == 3 &&
+		    (int)lport == port)
+			q = (q < 0 ? 0 : q) + (long)rx;
+	}
+	fclose(f);
+	return q;
+}
+
+/* 1 if a udp socket bound to port LPORT is connected to port RPORT. */
+static int udp_connected(int lport, int rport)
+{
+	char line[512];
+	int yes = 0;
+	FILE *f = fopen("/proc/net/udp", "r");
+	if (!f)
+		return 0;
+	while (!yes && fgets(line, sizeof line, f)) {
+		unsigned l, r;
+		if (sscanf(line, " %*d: %*[0-9A-Fa-f]:%x %*[0-9A-Fa-f]:%x", &l, &r) == 2)
+			yes = (int)l == lport && (int)r == rport;
+	}
+	fclose(f);
+	return yes;
+}
+
+/* Our own published udp port, or -1. */
+static int my_udp_port(void)
+{
+	char addrs[600], *u, *c;
+	if (published(pvm_mytid(), addrs) <= 0 || !(u = strstr(addrs, "udp:")))
+		return -1;
+	for (c = u; *c && *c != ' '; c++)
+		;
+	*c = 0;
+	c = strrchr(u, ':');
+	return c ? atoi(c + 1) : -1;
+}
+
+/* TID's process id (pvm_tasks), or -1. */
+static int task_pid(int tid)
+{
+	struct pvmtaskinfo *ti;
+	int n = 0;
+	if (pvm_tasks(0, &n, &ti) < 0)
+		return -1;
+	for (int i = 0; i < n; i++)
+		if (ti[i].ti_tid == tid)
+			return ti[i].ti_pid;
+	return -1;
+}
+
+/* The state letter of process PID (/proc/PID/stat), or 0. */
+static char proc_state(int pid)
+{
+	char path[64], buf[512], *p, st = 0;
+	FILE *f;
+	snprintf(path, sizeof path, "/proc/%d/stat", pid);
+	if (!(f = fopen(path, "r")))
+		return 0;
+	if (fgets(buf, sizeof buf, f) && (p = strrchr(buf, ')')) && p[1] == ' ')
+		st = p[2];
+	fclose(f);
+	return st;
+}
+
+/* Polls COND-returning F until it holds, 10 s at most; 0 or -1. */
+static int poll_until(int (*f)(long), long arg)
+{
+	for (int i = 0; i < 10000; i++) {
+		if (f(arg))
+			return 0;
+		usleep(1000); /* polls a condition; the clock is no part of it */
+	}
+	return -1;
+}
+
+/* The child (its udp port) has connected to us (port), and bytes wait
+ * in our socket. */
+static int cport_of_child, port_of_ours;
+static long our_base; /* bytes no progress of ours takes (see first_contact) */
+static int child_frame_waits(long unused)
+{
+	(void)unused;
+	return udp_connected(cport_of_child, port_of_ours) && udp_rxq(port_of_ours) > our_base;
+}
+
+static int stopped(long pid)
+{
+	return proc_state((int)pid) == 'T';
+}
+
+static long rxq_base;
+static int rxq_grew(long port)
+{
+	return udp_rxq((int)port) > rxq_base;
+}
+
+/* Forks a helper that sends PID SIGCONT once more bytes than now wait in
+ * the socket of udp PORT (or after 10 s); its pid, or -1. */
+static int cont_on_frame(int pid, int port)
+{
+	int h;
+	rxq_base = udp_rxq(port);
+	h = fork();
+	if (h == 0) {
+		poll_until(rxq_grew, port);
+		kill(pid, SIGCONT);
+		_exit(0);
+	}
+	return h;
+}
+#endif
+
+/* psends 11, receives 1, psends 12, waits for T_QUIT. */
+static int child_cross(void)
+{
+	int parent = pvm_parent(), atid, atag, alen;
+	int32_t v = 11, w = -1;
+	char c;
+	if (pvm_psend(parent, 11, &v, 1, PVM_INT) < 0)
+		return 1;
+	if (pvm_precv(parent, 1, &w, 1, PVM_INT, &atid, &atag, &alen) < 0)
+		return 1;
+	v = w == 1 ? 12 : -12;
+	if (pvm_psend(parent, 12, &v, 1, PVM_INT) < 0)
+		return 1;
+	pvm_precv(parent, T_QUIT, &c, 1, PVM_BYTE, &atid, &atag, &alen);
+	return 0;
+}
+
+#ifndef PVMT_STOCK
+static int first_contact(int *tidp, int *pidp)
+{
+	int tid, pid, cport, helper, port = my_udp_port(), atid, atag, alen;
+	char caddr[600], *c;
+	int32_t v = 1;
+
+	/* Frames of earlier tests' tasks (acks, lingering closes) read first.
+	 * A socket the nic no longer reads (connected to a gone peer) may
+	 * keep a datagram: what is left is the baseline. */
+	CHECK(port > 0 && udp_rxq(port) >= 0, "our udp port %d", port);
+	for (int k = 0; k < 1000 && udp_rxq(port) > 0; k++)
+		pvm_probe(-1, 12345);
+	our_base = udp_rxq(port);
+	if (spawn("cross", 1, &tid, NULL))
+		return fail("spawn");
+	*tidp = tid;
+	/* pvm_spawn, pvm_tasks, pvm_recvinfo are libpvm3's: no RCP progress */
+	pid = *pidp = task_pid(tid);
+	CHECK(pid > 0, "pid of t%x", (unsigned)tid);
+	CHECK(wait_published(tid) == 0 && published(tid, caddr) > 0 &&
+	          (c = strstr(caddr, "udp:")) != NULL,
+	      "t%x published no udp address", (unsigned)tid);
+	cport = atoi(strrchr(strtok(c, " "), ':') + 1);
+	cport_of_child = cport;
+	port_of_ours = port;
+	CHECK(poll_until(child_frame_waits, 0) == 0, "the child's first frame never came");
+	CHECK(kill(pid, SIGSTOP) == 0 && poll_until(stopped, pid) == 0, "SIGSTOP %d", pid);
+	/* progress until the frames are read (challenges sent) */
+	for (int k = 0; k < 1000 && udp_rxq(port) > our_base; k++)
+		pvm_probe(tid, 12345);
+	CHECK(udp_rxq(port) <= our_base, "frames left unread: %ld bytes", udp_rxq(port));
+	helper = cont_on_frame(pid, cport);
+	CHECK(helper > 0, "fork");
+	CHECK(pvm_rcp_route(tid) == 1, "no RCP route to t%x", (unsigned)tid);
+	CHECK(pvm_psend(tid, 1, &v, 1, PVM_INT) == 0, "psend");
+	CHECK(waitpid(helper, NULL, 0) == helper, "helper");
+	for (int32_t want = 11; want <= 12; want++) {
+		int32_t got = -1;
+		CHECK(pvm_precv(tid, -1, &got, 1, PVM_INT, &atid, &atag, &alen) == 0, "precv");
+		CHECK(atag == want && got == want,
+		      "got tag %d (payload %d) where %d was due: the child's first message was "
+		      "lost",
+		      atag, got, want);
+	}
+	CHECK(!strcmp(pvm_rcp_transport(tid), "udp"), "pair on %s", pvm_rcp_transport(tid));
+	quit(&tid, 1);
+	return 0;
+}
+#endif
+
+static int t_first_contact(void)
+{
+#ifdef PVMT_STOCK
+	return 1;
+#else
+	int tid = 0, pid = 0, rc;
+	if (!udp_pairs()) {
+		snprintf(why, sizeof why, "pairs are not on udp here");
+		return 2;
+	}
+	rc = first_contact(&tid, &pid);
+	if (rc && pid > 0)
+		kill(pid, SIGCONT);
+	if (rc && tid > 0)
+		pvm_kill(tid);
+	return rc;
+#endif
+}
