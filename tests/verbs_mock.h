@@ -38,6 +38,7 @@ struct mock_stats {
 	uint64_t events;      /* completion events raised */
 	uint64_t resets;      /* QPs moved to RESET */
 	uint64_t max_sq_used; /* deepest send queue seen */
+	uint64_t rdma_writes, rdma_reads, rdma_bytes; /* RC work done (verbs_mock_rc.c) */
 };
 
 /* Installs the model as rcpi_verbs_api (CFG NULL: defaults). */

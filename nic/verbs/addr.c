@@ -128,20 +128,25 @@ int rcpi_vb_blob_dest(const void *blob, size_t len, struct vb_dest *d)
 	return 0;
 }
 
+void rcpi_vb_ah_attr(const struct verbs_nic *v, const struct vb_dest *d, struct ibv_ah_attr *a)
+{
+	memset(a, 0, sizeof *a);
+	a->dlid = d->lid;
+	a->sl = v->sl;
+	a->port_num = v->port;
+	if (d->has_gid) {
+		a->is_global = 1;
+		memcpy(a->grh.dgid.raw, d->gid, 16);
+		a->grh.sgid_index = (uint8_t)(v->gid_index < 0 ? 0 : v->gid_index);
+		a->grh.hop_limit = 64;
+	}
+}
+
 struct ibv_ah *rcpi_vb_ah(struct verbs_nic *v, const struct vb_dest *d)
 {
 	struct ibv_ah_attr a;
 
-	memset(&a, 0, sizeof a);
-	a.dlid = d->lid;
-	a.sl = v->sl;
-	a.port_num = v->port;
-	if (d->has_gid) {
-		a.is_global = 1;
-		memcpy(a.grh.dgid.raw, d->gid, 16);
-		a.grh.sgid_index = (uint8_t)(v->gid_index < 0 ? 0 : v->gid_index);
-		a.grh.hop_limit = 64;
-	}
+	rcpi_vb_ah_attr(v, d, &a);
 	return v->api->create_ah(v->pd, &a);
 }
 
