@@ -245,7 +245,7 @@ static void t_addresses(void **state)
 	CHECK(rcp_nic_query(p.a, &info) == 0);
 	CHECK(!strcmp(info.backend, "verbs"));
 	CHECK(info.mtu == 2048); /* the port's active MTU */
-	CHECK(info.caps == (RCP_NIC_CAP_CHECKED | RCP_NIC_CAP_RMA));
+	CHECK(info.caps == (RCP_NIC_CAP_CHECKED | RCP_NIC_CAP_RMA | RCP_NIC_CAP_MCAST));
 	CHECK(info.rx_frames > 0 && info.rx_frames < 1024);
 	CHECK(rcp_nic_peer_remove(p.a, p.pa) == 0);
 	CHECK(rcp_nic_peer_remove(p.a, p.pa) == RCP_EINVAL);
@@ -562,6 +562,9 @@ static void t_roce(void **state)
 	if (!strstr(s, "verbs:mock0:1:1@0x") || !strstr(s, "/::ffff:10.0.0.1"))
 		fail_msg("address %s", s);
 	CHECK(rcp_nic_query(p.a, &info) == 0 && info.mtu == 1024);
+	/* No multicast on RoCE (no SA; an IGMP join is not built). */
+	CHECK(!(info.caps & RCP_NIC_CAP_MCAST));
+	CHECK(rcp_nic_peer_add_str(p.a, "verbs:mcast:ff12:401b::1", &p.pa) == RCP_EADDR);
 	for (int i = 0; i < 50; i++)
 		CHECK(send_seq(p.a, p.pa, (uint64_t)i, 1000, 0) == 0);
 	CHECK(drain(p.b, p.pb, 1000, &last) == 50);

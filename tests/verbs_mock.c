@@ -34,7 +34,11 @@
  *   - memory regions with their access flags, lkeys and distinct rkeys;
  *     RC queue pairs and RDMA READ/WRITE are tests/verbs_mock_rc.c's;
  *   - SEND_WITH_IMM: the immediate and IBV_WC_WITH_IMM in the completion.
- * Not modelled: timing, several ports, multicast, the async event fd.
+ *   - multicast: an SA (join/leave by MGID, MLIDs from 0xC001), QPs
+ *     attached to groups, a send to QPN 0xFFFFFF reaching every attached
+ *     QP of the MLID and MGID, the sender's HCA included
+ *     (tests/verbs_mock_mc.c).
+ * Not modelled: timing, several ports, the async event fd.
  * Single-threaded.
  */
 #include <errno.h>
@@ -177,12 +181,10 @@ struct mock_qp *mock_find_qp(const struct ibv_ah_attr *a, uint32_t qpn)
 	return NULL;
 }
 
-/* One datagram from S to the QP its WR names. */
-static void deliver(struct mock_qp *s, const struct ibv_send_wr *wr, const uint8_t *data,
-                    uint32_t len)
+/* One datagram from S to D (NULL: no such QP). */
+void mock_deliver_to(struct mock_qp *s, struct mock_qp *d, const struct ibv_send_wr *wr,
+                     const uint8_t *data, uint32_t len)
 {
-	const struct mock_ah *ah = (const struct mock_ah *)wr->wr.ud.ah;
-	struct mock_qp *d = mock_find_qp(&ah->attr, wr->wr.ud.remote_qpn);
 	struct ibv_wc wc;
 	struct mock_rwr *r;
 	uint8_t *buf;
@@ -226,6 +228,8 @@ static void deliver(struct mock_qp *s, const struct ibv_send_wr *wr, const uint8
 		wc.wc_flags = IBV_WC_GRH;
 	}
 	memcpy(buf + 40, data, len);
+	if (wr->wr.ud.remote_qpn == 0xffffff)
+		wc.wc_flags |= IBV_WC_GRH; /* multicast always carries one */
 	if (wr->opcode == IBV_WR_SEND_WITH_IMM) {
 		wc.wc_flags |= IBV_WC_WITH_IMM;
 		wc.imm_data = wr->imm_data;
@@ -237,6 +241,18 @@ static void deliver(struct mock_qp *s, const struct ibv_send_wr *wr, const uint8
 	wc.pkey_index = 0;
 	mock_cq_push(d->rcq, &wc, NULL, 0);
 	mock_st.delivered++;
+}
+
+/* One datagram from S to the QP its WR names, or to a group's QPs. */
+static void deliver(struct mock_qp *s, const struct ibv_send_wr *wr, const uint8_t *data,
+                    uint32_t len)
+{
+	const struct mock_ah *ah = (const struct mock_ah *)wr->wr.ud.ah;
+
+	if (wr->wr.ud.remote_qpn == 0xffffff)
+		mock_mc_deliver(s, wr, &ah->attr, data, len);
+	else
+		mock_deliver_to(s, mock_find_qp(&ah->attr, wr->wr.ud.remote_qpn), wr, data, len);
 }
 
 static int mock_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
@@ -681,14 +697,6 @@ static int m_destroy_ah(struct ibv_ah *ah)
 	return 0;
 }
 
-static int m_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
-{
-	(void)qp;
-	(void)gid;
-	(void)lid;
-	return EOPNOTSUPP;
-}
-
 static const struct rcpi_verbs_api mock_api = {
     .get_device_list = m_get_device_list,
     .free_device_list = m_free_device_list,
@@ -714,8 +722,10 @@ static const struct rcpi_verbs_api mock_api = {
     .destroy_qp = m_destroy_qp,
     .create_ah = m_create_ah,
     .destroy_ah = m_destroy_ah,
-    .attach_mcast = m_attach_mcast,
-    .detach_mcast = m_attach_mcast,
+    .attach_mcast = mock_mc_attach,
+    .detach_mcast = mock_mc_detach,
+    .sa_join = mock_mc_join,
+    .sa_leave = mock_mc_leave,
 };
 
 void mock_install(const struct mock_config *c)
@@ -743,6 +753,7 @@ void mock_install(const struct mock_config *c)
 	/* A failed test may have left objects: forget them (leaked). */
 	memset(mock_qps, 0, sizeof mock_qps);
 	memset(mock_mrs, 0, sizeof mock_mrs);
+	mock_mc_reset();
 	live = 0;
 	for (int i = 0; i < mock_cfg.ndev; i++) {
 		devs[i].index = i;
@@ -770,6 +781,11 @@ struct mock_faults *mock_faults(void)
 struct mock_stats *mock_stats(void)
 {
 	return &mock_st;
+}
+
+void mock_live_add(int n)
+{
+	live += n;
 }
 
 int mock_live(void)

@@ -76,6 +76,20 @@ int mock_lkey_ok(uint32_t lkey, uint64_t addr, uint32_t len);
 /* The QP numbered QPN on the HCA the address A names (LID, or GID on RoCE). */
 struct mock_qp *mock_find_qp(const struct ibv_ah_attr *a, uint32_t qpn);
 
+void mock_deliver_to(struct mock_qp *s, struct mock_qp *d, const struct ibv_send_wr *wr,
+                     const uint8_t *data, uint32_t len);
+
+/* verbs_mock_mc.c */
+void mock_mc_reset(void);
+void mock_live_add(int n); /* verbs_mock.c: objects live */
+void mock_mc_deliver(struct mock_qp *s, const struct ibv_send_wr *wr, const struct ibv_ah_attr *a,
+                     const uint8_t *data, uint32_t len);
+int mock_mc_attach(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid);
+int mock_mc_detach(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid);
+int mock_mc_join(const char *dev, uint8_t port, const uint8_t mgid[16], uint32_t qkey,
+                 uint16_t *mlid);
+int mock_mc_leave(const char *dev, uint8_t port, const uint8_t mgid[16]);
+
 /* verbs_mock_rc.c */
 int mock_rc_modify(struct mock_qp *q, struct ibv_qp_attr *a, int mask);
 /* One RC work request, executed at once; ERR: the QP's state made it fail. */

@@ -341,7 +341,7 @@ static int rma(struct verbs_nic *v, int peer, void *local, size_t len, const voi
 	struct vb_peer *p;
 	int temp = 0, rc;
 
-	if (peer >= v->npeers || !v->peers[peer].used)
+	if (peer >= v->npeers || !v->peers[peer].used || v->peers[peer].d.mc)
 		return RCP_EINVAL;
 	if (rcpi_vb_key_parse(rkey, rkeylen, &k) || len > k.len || off > k.len - len ||
 	    !(k.access & (write ? RCP_NIC_ACCESS_WRITE : RCP_NIC_ACCESS_READ))) {

@@ -28,7 +28,10 @@
  * across paths, so not RELIABLE or ORDERED.  RMA (RCP_NIC_CAP_RMA) is
  * RDMA READ/WRITE on RC queue pairs, one pair per peer connected in the
  * background from the moment it is added (rc.c), on memory registered
- * through mr.c.
+ * through mr.c.  On InfiniBand, multicast (RCP_NIC_CAP_MCAST): a group is
+ * a peer ("verbs:mcast:MGID", addr.c) and a group endpoint
+ * ("verbs:mcast:MGID@DEV:PORT") is one whose UD QP is attached to it, so
+ * rcp/mcastnet.c's reliable multicast runs as over IP multicast.
  */
 #include <fcntl.h>
 #include <stdio.h>
@@ -241,10 +244,47 @@ fail:
 	return RCP_ESYS;
 }
 
+/* A group endpoint's QP joins the group (the SA gives the MLID) and is
+ * attached to it: from then on the HCA hands it the group's datagrams.
+ * RoCE has no SA; its multicast (an IGMP join, rdma_cm's) is not built. */
+static int group_attach(struct verbs_nic *v)
+{
+	union ibv_gid g;
+	int rc;
+
+	v->group = 0;
+	if (v->roce) {
+		rcpi_warn("verbs: %s: multicast on RoCE is not built", v->dev);
+		return RCP_ENOTSUP;
+	}
+	rc = rcpi_vb_mc_join(v, v->mgid, &v->mlid);
+	if (rc) {
+		rcpi_warn("verbs: %s port %u: joining the multicast group failed (%d)", v->dev,
+		          v->port, rc);
+		return rc == RCP_ENOMEM ? rc : RCP_EPEER;
+	}
+	v->group = 1;
+	memcpy(g.raw, v->mgid, 16);
+	rc = v->api->attach_mcast(v->qp, &g, v->mlid);
+	if (rc) {
+		rcpi_warn("verbs: %s: ibv_attach_mcast: %s", v->dev, strerror(rc));
+		return RCP_ESYS;
+	}
+	v->attached = 1;
+	return 0;
+}
+
 static void vb_free(struct verbs_nic *v)
 {
 	const struct rcpi_verbs_api *api = v->api;
 
+	if (v->attached) {
+		union ibv_gid g;
+		memcpy(g.raw, v->mgid, 16);
+		api->detach_mcast(v->qp, &g, v->mlid);
+	}
+	if (v->group == 1)
+		rcpi_vb_mc_leave(v, v->mgid);
 	if (v->qp)
 		api->destroy_qp(v->qp);
 	rcpi_vb_rc_free(v);    /* RC QPs and their CQ */
@@ -279,6 +319,15 @@ static int vb_open(const char *rest, const struct rcp_nic_config *cfg, rcp_nic *
 		return RCP_ENOMEM;
 	v->api = rcpi_verbs_api;
 	v->last_peer = -1;
+	if (!strncmp(rest, "mcast:", 6)) {
+		/* A group endpoint: "mcast:MGID@DEV:PORT[:GIDX]". */
+		rc = rcpi_vb_parse_group(rest, v->mgid, &rest);
+		if (rc || !rest) {
+			free(v);
+			return RCP_EADDR;
+		}
+		v->group = 2; /* 2: to join; 1: joined (vb_free leaves) */
+	}
 	rc = rcpi_vb_parse_local(rest, v->dev, sizeof v->dev, &v->port, &v->gid_index);
 	if (!rc)
 		rc = dev_open(v);
@@ -298,6 +347,8 @@ static int vb_open(const char *rest, const struct rcp_nic_config *cfg, rcp_nic *
 	rc = rcpi_vb_qp_up(v);
 	if (!rc)
 		rc = rcpi_vb_rq_fill(v);
+	if (!rc && v->group)
+		rc = group_attach(v);
 	if (rc)
 		goto fail;
 	rcpi_debug("verbs: %s port %u: %s, QPN 0x%x, LID %u, mtu %u, inline %u, RQ %u", v->dev,
@@ -324,7 +375,7 @@ static void vb_query(const rcp_nic *nic, struct rcp_nic_info *info)
 	/* Receives the QP holds at the least: RQ less a burst in the
 	 * caller's hands and a repost batch; half of it per sender. */
 	info->rx_frames = (v->rq - VB_BURST - VB_REPOST) / 2;
-	info->caps = RCP_NIC_CAP_CHECKED | RCP_NIC_CAP_RMA;
+	info->caps = RCP_NIC_CAP_CHECKED | RCP_NIC_CAP_RMA | (v->roce ? 0 : RCP_NIC_CAP_MCAST);
 }
 
 static int vb_fd(const rcp_nic *nic)
@@ -357,7 +408,7 @@ static int vb_arm(rcp_nic *nic)
 static int vb_peer_add(rcp_nic *nic, const void *blob, size_t len, int *peer)
 {
 	int rc = rcpi_vb_peer_add(nic, blob, len, peer);
-	if (!rc)
+	if (!rc && !vb_of(nic)->peers[*peer].d.mc)
 		(void)rcpi_vb_rc_start(vb_of(nic), *peer);
 	return rc;
 }
@@ -365,7 +416,7 @@ static int vb_peer_add(rcp_nic *nic, const void *blob, size_t len, int *peer)
 static int vb_peer_add_str(rcp_nic *nic, const char *addr, int *peer)
 {
 	int rc = rcpi_vb_peer_add_str(nic, addr, peer);
-	if (!rc)
+	if (!rc && !vb_of(nic)->peers[*peer].d.mc)
 		(void)rcpi_vb_rc_start(vb_of(nic), *peer);
 	return rc;
 }

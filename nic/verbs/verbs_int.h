@@ -5,7 +5,8 @@
  *   rc.c     RC queue pairs per peer, RDMA READ/WRITE  (uses mr.c, ud.c, addr.c)
  *   mr.c     registrations: peers' regions, the cache   (uses api.c)
  *   ud.c     the UD queue pair: send, receive, repost   (uses addr.c)
- *   addr.c   address strings and blobs, peers, AHs      (uses api.c)
+ *   addr.c   address strings and blobs, peers, AHs      (uses mcjoin.c, api.c)
+ *   mcjoin.c multicast joins counted per process       (uses api.c)
  *   api.c    the libibverbs control calls as a table
  *   umad.c   the subnet through libibumad (standalone)
  */
@@ -41,13 +42,16 @@
 #define VB_REG_MAX  (256ull << 20) /* bytes the cache may pin */
 
 /* Blob flags. */
-enum { VB_F_GID = 1u << 0 };
+enum { VB_F_GID = 1u << 0, VB_F_MC = 1u << 1 };
+
+#define VB_MC_QPN 0xffffffu /* a UD send to a multicast group */
 
 /* A destination: where a UD send goes. */
 struct vb_dest {
 	uint32_t qpn;
 	uint16_t lid;
 	uint8_t has_gid;
+	uint8_t mc; /* a multicast group: LID = MLID, GID = MGID */
 	uint8_t gid[16];
 };
 
@@ -65,6 +69,7 @@ struct vb_peer {
 	struct vb_dest d;
 	struct ibv_ah *ah;
 	uint8_t used;
+	uint8_t joined; /* a group added by string: its SA join is ours to leave */
 	/* out: ours, for our get/put; in: made on the peer's REQ, for its
 	 * get/put into our regions (rc.c, CONNECTIONS) */
 	struct vb_rc *out, *in;
@@ -151,6 +156,11 @@ struct verbs_nic {
 	int npeers;
 	int last_peer;
 
+	/* a group endpoint ("verbs:mcast:MGID@DEV:PORT"): its QP attached */
+	uint8_t group, attached;
+	uint8_t mgid[16];
+	uint16_t mlid;
+
 	/* RC side (rc.c, mr.c) */
 	struct ibv_cq *rc_cq;
 	enum ibv_mtu path_mtu;
@@ -178,6 +188,7 @@ static inline const struct verbs_nic *vb_ofc(const rcp_nic *nic)
 
 /* addr.c */
 int rcpi_vb_parse_local(const char *rest, char *dev, size_t devlen, uint8_t *port, int *gidx);
+int rcpi_vb_parse_group(const char *rest, uint8_t *mgid, const char **local);
 int rcpi_vb_addr_str(const rcp_nic *nic, char *buf, size_t len);
 int rcpi_vb_addr_blob(const rcp_nic *nic, void *buf, size_t *len);
 int rcpi_vb_blob_dest(const void *blob, size_t len, struct vb_dest *d);
@@ -193,6 +204,10 @@ void rcpi_vb_peers_free(struct verbs_nic *v); /* after the QP is destroyed */
 
 /* addr.c */
 void rcpi_vb_ah_attr(const struct verbs_nic *v, const struct vb_dest *d, struct ibv_ah_attr *a);
+
+/* mcjoin.c: 0 or a negative RCP_E* code (api.h's sa_join) */
+int rcpi_vb_mc_join(struct verbs_nic *v, const uint8_t *mgid, uint16_t *mlid);
+void rcpi_vb_mc_leave(struct verbs_nic *v, const uint8_t *mgid);
 
 /* mr.c */
 int rcpi_vb_mr_reg(rcp_nic *nic, void *addr, size_t len, unsigned access, rcp_nic_mr **out);
