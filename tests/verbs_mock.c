@@ -91,8 +91,7 @@ void mock_dev_gid(const struct mock_dev *d, int index, union ibv_gid *g)
 
 /* ---- data path: the context's ops ---------------------------------------- */
 
-void mock_cq_push(struct mock_cq *cq, const struct ibv_wc *wc, struct mock_qp *qp,
-                    uint32_t covers)
+void mock_cq_push(struct mock_cq *cq, const struct ibv_wc *wc, struct mock_qp *qp, uint32_t covers)
 {
 	struct mock_cqe *e;
 
@@ -156,7 +155,8 @@ void mock_qp_error(struct mock_qp *q)
 int mock_lkey_ok(uint32_t lkey, uint64_t addr, uint32_t len)
 {
 	for (size_t i = 0; i < sizeof mock_mrs / sizeof *mock_mrs; i++)
-		if (mock_mrs[i] && mock_mrs[i]->lkey == lkey && addr >= (uintptr_t)mock_mrs[i]->addr &&
+		if (mock_mrs[i] && mock_mrs[i]->lkey == lkey &&
+		    addr >= (uintptr_t)mock_mrs[i]->addr &&
 		    addr + len <= (uintptr_t)mock_mrs[i]->addr + mock_mrs[i]->length)
 			return 1;
 	return 0;
@@ -344,7 +344,8 @@ static int mock_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ib
 	for (; wr; wr = wr->next) {
 		struct mock_rwr *r;
 		if (q->qp.state == IBV_QPS_RESET || wr->num_sge != 1 ||
-		    !mock_lkey_ok(wr->sg_list[0].lkey, wr->sg_list[0].addr, wr->sg_list[0].length)) {
+		    !mock_lkey_ok(wr->sg_list[0].lkey, wr->sg_list[0].addr,
+		                  wr->sg_list[0].length)) {
 			*bad = wr;
 			return EINVAL;
 		}
@@ -451,7 +452,9 @@ static int m_query_gid_type(struct ibv_context *ctx, uint8_t port, int index, ui
 	(void)ctx;
 	if (port != 1 || index < 0 || index > 1)
 		return EINVAL;
-	*type = !mock_cfg.roce ? IBV_GID_TYPE_IB : index ? IBV_GID_TYPE_ROCE_V2 : IBV_GID_TYPE_ROCE_V1;
+	*type = !mock_cfg.roce ? IBV_GID_TYPE_IB
+	        : index        ? IBV_GID_TYPE_ROCE_V2
+	                       : IBV_GID_TYPE_ROCE_V1;
 	return 0;
 }
 
@@ -590,7 +593,8 @@ static struct ibv_qp *m_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *a)
 	struct mock_qp *q;
 	int slot;
 
-	if ((a->qp_type != IBV_QPT_UD && a->qp_type != IBV_QPT_RC) || a->cap.max_send_wr > (uint32_t)mock_cfg.max_qp_wr ||
+	if ((a->qp_type != IBV_QPT_UD && a->qp_type != IBV_QPT_RC) ||
+	    a->cap.max_send_wr > (uint32_t)mock_cfg.max_qp_wr ||
 	    a->cap.max_recv_wr > (uint32_t)mock_cfg.max_qp_wr || a->cap.max_send_sge > 4 ||
 	    a->cap.max_recv_sge > 4) {
 		errno = EINVAL;

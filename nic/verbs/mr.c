@@ -178,7 +178,8 @@ static void reg_evict_lru(struct verbs_nic *v)
 
 struct ibv_mr *rcpi_vb_reg_find(struct verbs_nic *v, const void *p, size_t len, int *temp)
 {
-	uintptr_t a = (uintptr_t)p, lo = a & ~(uintptr_t)4095, hi = (a + len + 4095) & ~(uintptr_t)4095;
+	uintptr_t a = (uintptr_t)p, lo = a & ~(uintptr_t)4095,
+	          hi = (a + len + 4095) & ~(uintptr_t)4095;
 	struct ibv_mr *mr;
 
 	*temp = 0;

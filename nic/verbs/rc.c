@@ -135,8 +135,8 @@ fail:
 }
 
 /* RTR towards the peer's QP RQPN starting at RPSN, then RTS. */
-static int rc_connect(struct verbs_nic *v, struct vb_rc *rc, const struct vb_dest *d,
-                      uint32_t rqpn, uint32_t rpsn)
+static int rc_connect(struct verbs_nic *v, struct vb_rc *rc, const struct vb_dest *d, uint32_t rqpn,
+                      uint32_t rpsn)
 {
 	struct ibv_qp_attr a;
 
@@ -150,8 +150,7 @@ static int rc_connect(struct verbs_nic *v, struct vb_rc *rc, const struct vb_des
 	rcpi_vb_ah_attr(v, d, &a.ah_attr);
 	if (v->api->modify_qp(rc->qp, &a,
 	                      IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-	                          IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
-	                          IBV_QP_MIN_RNR_TIMER))
+	                          IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
 		return RCP_ESYS;
 	memset(&a, 0, sizeof a);
 	a.qp_state = IBV_QPS_RTS;

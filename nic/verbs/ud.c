@@ -435,7 +435,8 @@ static int take_ctl(struct verbs_nic *v, struct ibv_wc *wc, int n)
 		struct vb_dest d;
 		int peer;
 
-		if (RCPI_LIKELY(wc[i].status != IBV_WC_SUCCESS || !(wc[i].wc_flags & IBV_WC_WITH_IMM))) {
+		if (RCPI_LIKELY(wc[i].status != IBV_WC_SUCCESS ||
+		                !(wc[i].wc_flags & IBV_WC_WITH_IMM))) {
 			if (j != i)
 				wc[j] = wc[i];
 			j++;
@@ -452,7 +453,8 @@ static int take_ctl(struct verbs_nic *v, struct ibv_wc *wc, int n)
 			v->rs.ctl_dropped++;
 		} else {
 			v->ctl[v->nctl].peer = peer;
-			memcpy(v->ctl[v->nctl].b, slot_ptr(v, slot) + VB_RXPAD + VB_GRH, VB_CTL_LEN);
+			memcpy(v->ctl[v->nctl].b, slot_ptr(v, slot) + VB_RXPAD + VB_GRH,
+			       VB_CTL_LEN);
 			v->nctl++;
 		}
 		give_back(v, slot);

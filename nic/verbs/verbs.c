@@ -180,7 +180,7 @@ static int port_setup(struct verbs_nic *v, const struct rcp_nic_config *cfg)
 	}
 	v->max_sge = da.max_sge < VB_MAX_SGE ? (uint32_t)da.max_sge : VB_MAX_SGE;
 	v->path_mtu = pa.active_mtu >= IBV_MTU_256 && pa.active_mtu <= IBV_MTU_4096 ? pa.active_mtu
-	                                                                             : IBV_MTU_256;
+	                                                                            : IBV_MTU_256;
 	/* RDMA READs in flight per RC QP, each way: the device's bound, at
 	 * most 16; 0 (a device without READ) leaves only WRITE working. */
 	v->rd_atom = (uint8_t)(da.max_qp_rd_atom < da.max_qp_init_rd_atom ? da.max_qp_rd_atom
@@ -287,9 +287,9 @@ static void vb_free(struct verbs_nic *v)
 		rcpi_vb_mc_leave(v, v->mgid);
 	if (v->qp)
 		api->destroy_qp(v->qp);
-	rcpi_vb_rc_free(v);    /* RC QPs and their CQ */
+	rcpi_vb_rc_free(v);     /* RC QPs and their CQ */
 	rcpi_vb_mr_free_all(v); /* before the PD */
-	rcpi_vb_peers_free(v); /* AHs after the QP that used them */
+	rcpi_vb_peers_free(v);  /* AHs after the QP that used them */
 	if (v->mr)
 		api->dereg_mr(v->mr);
 	if (v->events && v->rcq)

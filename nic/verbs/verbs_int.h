@@ -34,12 +34,12 @@
 
 /* Control datagrams (rc.c) ride the UD QP as SEND_WITH_IMM with this
  * immediate; RCP's frames are plain SENDs, so nothing of ours prefixes them. */
-#define VB_CTL_IMM  0x52435243u
-#define VB_CTL_LEN  16u
-#define VB_CTLQ     32
-#define VB_RKEY     24u           /* packed remote key: see mr.c */
-#define VB_REGS     64            /* cached local registrations (mr.c) */
-#define VB_REG_MAX  (256ull << 20) /* bytes the cache may pin */
+#define VB_CTL_IMM 0x52435243u
+#define VB_CTL_LEN 16u
+#define VB_CTLQ    32
+#define VB_RKEY    24u            /* packed remote key: see mr.c */
+#define VB_REGS    64             /* cached local registrations (mr.c) */
+#define VB_REG_MAX (256ull << 20) /* bytes the cache may pin */
 
 /* Blob flags. */
 enum { VB_F_GID = 1u << 0, VB_F_MC = 1u << 1 };
@@ -91,9 +91,9 @@ struct vb_reg {
 /* Counters of the RMA side, for tests and logs. */
 struct rcpi_vb_rma_stats {
 	uint64_t gets, puts, rma_bytes;
-	uint64_t rejected;     /* hostile keys/offsets/lengths refused, no WR posted */
-	uint64_t remote_err;   /* remote access errors the HCA reported */
-	uint64_t ctl_dropped;  /* malformed or unattributable control datagrams */
+	uint64_t rejected;    /* hostile keys/offsets/lengths refused, no WR posted */
+	uint64_t remote_err;  /* remote access errors the HCA reported */
+	uint64_t ctl_dropped; /* malformed or unattributable control datagrams */
 	uint64_t ctl_sent, connects, accepts;
 	uint64_t reg_hits, reg_misses, reg_evicted, reg_invalidated;
 };
