@@ -123,6 +123,39 @@ static void t_connect(void **state)
 	pair_close(&p);
 }
 
+/* A peer that never answers (it has not added us, and never will): the
+ * REQs stop after REQ_TRIES (about a second of receives, counted not
+ * timed), and the clock stops being read in every receive; a transfer
+ * then fails with RCP_EPEER rather than hang. */
+static void t_no_answer(void **state)
+{
+	struct rcp_nic_frame fr[4];
+	char s[RCP_NIC_ADDRSTR_MAX];
+	uint8_t key[VB_RKEY] = {RCPI_NIC_VERBS, RCP_NIC_ACCESS_READ, 0, 0, 0, 0, 0, 1};
+	static uint8_t buf[64];
+	rcp_nic *a, *b;
+	int pa;
+	long spins = 0;
+
+	(void)state;
+	key[23] = sizeof buf; /* a region of 64 bytes at address 0: parses */
+	CHECK(rcp_nic_open("verbs:mock0:1", NULL, &a) == 0);
+	CHECK(rcp_nic_open("verbs:mock1:1", NULL, &b) == 0);
+	CHECK(rcp_nic_addr_str(b, s, sizeof s) == 0);
+	CHECK(rcp_nic_peer_add_str(a, s, &pa) == 0);
+	while (rs(a).gave_up == 0) {
+		CHECK(++spins < 20000000);
+		CHECK(rcp_nic_recv(a, fr, 4) == 0);
+		CHECK(rcp_nic_recv(b, fr, 4) == 0); /* b drops every REQ: a is no peer */
+	}
+	CHECK(rs(a).ctl_sent == 20 && rs(b).ctl_dropped == 20 && rs(a).connects == 0);
+	CHECK(rcp_nic_get(a, pa, buf, sizeof buf, key, sizeof key, 0) == RCP_EPEER);
+	CHECK(mock_stats()->rdma_reads == 0);
+	rcp_nic_close(a);
+	rcp_nic_close(b);
+	CHECK(mock_live() == 0);
+}
+
 /* Puts and gets of many sizes at many offsets, bytes checked on both
  * sides; each is one RDMA op on the model; the local buffer's
  * registration is cached. */
@@ -460,6 +493,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(t_connect, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_no_answer, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_get_put, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_hostile_keys, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_remote_refusal, setup, teardown),

@@ -34,7 +34,8 @@
  * source QPN and LID are the HCA's, but only peers get QPs); the sender
  * resends it, at once when it gets the peer's own REQ (then the peer knows
  * it), and on a timer (1 ms doubling to 64 ms, checked in recv while any
- * connection is waiting) for lost datagrams.  A get/put that finds the QP
+ * connection is waiting) for lost datagrams; after REQ_TRIES (~1 s) it
+ * stops, and a transfer to that peer starts a new connection.  A get/put that finds the QP
  * not up yet polls the UD QP itself (frames stay queued for recv) for up
  * to RC_WAIT_NS, then fails with RCP_EPEER.
  *
@@ -75,6 +76,7 @@ enum { CTL_REQ = 1, CTL_REP = 2, CTL_VERSION = 1 };
 #define RC_CHUNK     (1ull << 30)
 #define REQ_FIRST_NS 1000000ull
 #define RC_WAIT_NS   2000000000ull
+#define REQ_TRIES    20 /* 1+2+...+32 ms, then 64 ms apart: ~1 s */
 
 static void ctl_pack(uint8_t *b, int type, uint32_t qpn, uint32_t psn, uint32_t echo)
 {
@@ -279,8 +281,18 @@ void rcpi_vb_rc_timers(struct verbs_nic *v)
 
 	for (int i = 0; i < v->npeers; i++) {
 		struct vb_rc *out = v->peers[i].out;
-		if (v->peers[i].used && out && !out->up && now >= out->next_ns)
-			send_req(v, i);
+		if (!v->peers[i].used || !out || out->up || now < out->next_ns)
+			continue;
+		if (out->tries >= REQ_TRIES) {
+			/* No answer for ~1 s: stop asking (and reading the clock
+			 * in every receive); a transfer to the peer starts over. */
+			rc_destroy(v, out);
+			v->peers[i].out = NULL;
+			v->rc_waiting--;
+			v->rs.gave_up++;
+			continue;
+		}
+		send_req(v, i);
 	}
 }
 
@@ -292,7 +304,7 @@ static int out_up(struct verbs_nic *v, int peer)
 
 	if (!v->peers[peer].out && (rc = rcpi_vb_rc_start(v, peer)))
 		return rc;
-	while (!v->peers[peer].out->up) {
+	while (!v->peers[peer].out->up) { /* out: checked at the end of each turn */
 		uint64_t now = rcpi_now_ns();
 		if (!deadline)
 			deadline = now + RC_WAIT_NS;
@@ -303,6 +315,8 @@ static int out_up(struct verbs_nic *v, int peer)
 		if (v->nctl)
 			rcpi_vb_rc_ctl(v);
 		rcpi_vb_rc_timers(v);
+		if (!v->peers[peer].out)
+			return RCP_EPEER; /* the timers gave up on it */
 	}
 	return 0;
 }
