@@ -37,7 +37,15 @@
  * connection is waiting) for lost datagrams; after REQ_TRIES (~1 s) it
  * stops, and a transfer to that peer starts a new connection.  A get/put that finds the QP
  * not up yet polls the UD QP itself (frames stay queued for recv) for up
- * to RC_WAIT_NS, then fails with RCP_EPEER.
+ * to RC_WAIT_NS, then fails with RCP_EPEER, but only if the peer knows us:
+ * every peer that adds us sends its own REQ then, which made our `in` QP.
+ * Without one the peer may not have added us yet, and would not until our
+ * own caller, stuck in this call, sent it something (a first transfer on
+ * a channel RCP has not yet opened: bulk/ on a fresh channel): waiting
+ * cannot help, so RCP_ENOTSUP at once ("not this way now"), on which
+ * bulk/ moves the data by messages, which open the channel; the READY put
+ * of rcp/ streams instead.  An RTS's get always finds the in QP: the
+ * RTS's sender added us before sending it.
  *
  * A duplicate REQ (our REP lost) gets the same REP again; a REQ with a new
  * QPN (the peer's out QP failed and was remade) replaces the in QP.  A REP
@@ -296,7 +304,8 @@ void rcpi_vb_rc_timers(struct verbs_nic *v)
 	}
 }
 
-/* The out QP to PEER up: made if need be, waited for (module comment). */
+/* The out QP to PEER up: made if need be, waited for if the peer knows us
+ * (module comment, "When"); RCP_ENOTSUP at once if it does not yet. */
 static int out_up(struct verbs_nic *v, int peer)
 {
 	uint64_t deadline = 0;
@@ -317,6 +326,10 @@ static int out_up(struct verbs_nic *v, int peer)
 		rcpi_vb_rc_timers(v);
 		if (!v->peers[peer].out)
 			return RCP_EPEER; /* the timers gave up on it */
+		if (!v->peers[peer].in && !v->peers[peer].out->up) {
+			v->rs.not_yet++;
+			return RCP_ENOTSUP;
+		}
 	}
 	return 0;
 }
