@@ -8,5 +8,6 @@ librcp_la_SOURCES += nic/xdp.c nic/xdp_link.c nic/xdp_int.h
 endif
 if HAVE_VERBS
 librcp_la_SOURCES += nic/verbs/verbs.c nic/verbs/ud.c nic/verbs/addr.c nic/verbs/api.c \
-	nic/verbs/api.h nic/verbs/verbs_int.h nic/verbs/umad.c nic/verbs/umad.h
+	nic/verbs/api.h nic/verbs/verbs_int.h nic/verbs/umad.c nic/verbs/umad.h \
+	nic/verbs/rc.c nic/verbs/mr.c nic/verbs/mcjoin.c
 endif

@@ -1,7 +1,8 @@
 #!/bin/sh
 # perf/verbs_check.sh — on a machine with an InfiniBand/RoCE adapter, one
 # command for the verbs backend: its tests on the device, then RCP channels
-# over verbs (rcp-pingpong) next to perftest's ib_send_lat and ib_write_bw
+# over verbs (rcp-pingpong: rendezvous by RDMA READ/WRITE from 64 KiB) next
+# to perftest's ib_send_lat and ib_write_bw
 # on the same device and port, both over loopback through the HCA.
 #
 #   perf/verbs_check.sh [BUILD_DIR] [DEVICE[:PORT]]
@@ -28,6 +29,9 @@ ibv_devinfo -d "$dev" -i "$port" 2>/dev/null | grep -E 'state|active_mtu|link_la
 
 echo "== tests on the device (t_device) and on the model"
 "$build/tests/test_verbs" || exit 1
+echo "== RMA (RC QPs, keys, the registration cache) and multicast, on the model"
+"$build/tests/test_verbs_rma" || exit 1
+"$build/tests/test_verbs_mcast" || exit 1
 
 echo "== RCP channels over verbs: rcp-pingpong (server and client on $addr)"
 log=$(mktemp)

@@ -696,8 +696,8 @@ int rcp_mcn_open(const char *uaddr, const struct rcp_mcn_config *cfg, rcp_mcn **
 	rcp_mcn *m;
 	int rc;
 
-	if (!uaddr || !cfg || !cfg->group || !cfg->self_id || !out ||
-	    strncmp(cfg->group, "udp:", 4))
+	if (!uaddr || !cfg || !cfg->group || !cfg->self_id || !out || !strchr(uaddr, ':') ||
+	    (strncmp(cfg->group, "udp:", 4) && strncmp(cfg->group, "verbs:", 6)))
 		return RCP_EINVAL;
 	m = calloc(1, sizeof *m);
 	if (!m)
@@ -715,7 +715,8 @@ int rcp_mcn_open(const char *uaddr, const struct rcp_mcn_config *cfg, rcp_mcn **
 		rc = RCP_ENOTSUP;
 		goto fail;
 	}
-	/* The group endpoint joins on U's interface address. */
+	/* The group endpoint joins on U's interface address (udp), or on U's
+	 * device and port (verbs: "verbs:mcast:MGID@DEV:PORT", docs/nic.md). */
 	rc = rcp_nic_addr_str(m->u, ustr, sizeof ustr);
 	if (rc)
 		goto fail;
@@ -725,7 +726,10 @@ int rcp_mcn_open(const char *uaddr, const struct rcp_mcn_config *cfg, rcp_mcn **
 		rc = RCP_EADDR;
 		goto fail;
 	}
-	snprintf(gstr, sizeof gstr, "%s@%.*s", cfg->group, (int)(colon - ip), ip);
+	if (strncmp(cfg->group, "udp:", 4))
+		snprintf(gstr, sizeof gstr, "%s@%s", cfg->group, strchr(uaddr, ':') + 1);
+	else
+		snprintf(gstr, sizeof gstr, "%s@%.*s", cfg->group, (int)(colon - ip), ip);
 	rc = rcp_nic_open(gstr, &nc, &m->g);
 	if (rc)
 		goto fail;

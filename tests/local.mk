@@ -268,7 +268,8 @@ if HAVE_VERBS
 # internal API (the api table): static link.
 check_PROGRAMS += tests/test_verbs
 TESTS += tests/test_verbs
-tests_test_verbs_SOURCES = tests/test_verbs.c tests/verbs_mock.c tests/verbs_mock.h tests/testutil.h
+tests_test_verbs_SOURCES = tests/test_verbs.c tests/verbs_mock.c tests/verbs_mock.h tests/testutil.h \
+	tests/verbs_mock_rc.c tests/verbs_mock_mc.c tests/verbs_mock_int.h
 tests_test_verbs_CFLAGS = $(TEST_CFLAGS)
 tests_test_verbs_LDFLAGS = -static
 tests_test_verbs_LDADD = $(TEST_LDADD)
@@ -276,6 +277,25 @@ endif
 endif
 if HAVE_CMOCKA
 if HAVE_VERBS
+# nic/verbs/rc.c and mr.c (RMA on RC QPs) on the model of an HCA.
+check_PROGRAMS += tests/test_verbs_rma
+TESTS += tests/test_verbs_rma
+tests_test_verbs_rma_SOURCES = tests/test_verbs_rma.c tests/verbs_mock.c tests/verbs_mock_rc.c \
+	tests/verbs_mock_mc.c tests/verbs_mock.h tests/verbs_mock_int.h tests/testutil.h
+tests_test_verbs_rma_CFLAGS = $(TEST_CFLAGS)
+tests_test_verbs_rma_LDFLAGS = -static
+tests_test_verbs_rma_LDADD = $(TEST_LDADD)
+
+# nic/verbs/ multicast and rcp/mcastnet.c over it on the model.
+check_PROGRAMS += tests/test_verbs_mcast
+TESTS += tests/test_verbs_mcast
+tests_test_verbs_mcast_SOURCES = tests/test_verbs_mcast.c tests/verbs_mock.c \
+	tests/verbs_mock_rc.c tests/verbs_mock_mc.c tests/verbs_mock.h tests/verbs_mock_int.h \
+	tests/testutil.h
+tests_test_verbs_mcast_CFLAGS = $(TEST_CFLAGS)
+tests_test_verbs_mcast_LDFLAGS = -static
+tests_test_verbs_mcast_LDADD = $(TEST_LDADD)
+
 # nic/verbs/umad.c against ibsim + opensm (SKIP without them).
 check_PROGRAMS += tests/test_verbs_umad
 TESTS += tests/test_verbs_umad

@@ -31,8 +31,15 @@
  *     (cq_overflow; on hardware the CQ goes to error, an async event);
  *   - completion channels as pipes: req_notify_cq arms once, the next
  *     completion writes a byte, ibv_get_cq_event reads it.
- * Not modelled: timing, several ports, multicast, RC, memory protection
- * beyond lkey ranges, the async event fd.  Single-threaded.
+ *   - memory regions with their access flags, lkeys and distinct rkeys;
+ *     RC queue pairs and RDMA READ/WRITE are tests/verbs_mock_rc.c's;
+ *   - SEND_WITH_IMM: the immediate and IBV_WC_WITH_IMM in the completion.
+ *   - multicast: an SA (join/leave by MGID, MLIDs from 0xC001), QPs
+ *     attached to groups, a send to QPN 0xFFFFFF reaching every attached
+ *     QP of the MLID and MGID, the sender's HCA included
+ *     (tests/verbs_mock_mc.c).
+ * Not modelled: timing, several ports, the async event fd.
+ * Single-threaded.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -41,63 +48,16 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "tests/verbs_mock.h"
+#include "tests/verbs_mock_int.h"
 
-#define MOCK_MAXDEV 8
-#define MOCK_MAXQP  256
-
-struct mock_dev {
-	struct ibv_device dev;
-	int index;
-	uint32_t next_qpn; /* QPNs are per HCA, as on hardware */
-};
-
-struct mock_ctx {
-	struct ibv_context ctx; /* first */
-	struct mock_dev *dev;
-};
-
-struct mock_cqe {
-	struct ibv_wc wc;
-	struct mock_qp *qp; /* send completions: whose send queue */
-	uint32_t covers;    /* send WRs this completion frees */
-};
-
-struct mock_cq {
-	struct ibv_cq cq; /* first */
-	struct mock_cqe *q;
-	int cap, head, count, armed;
-	int wfd; /* the channel pipe's write end, or -1 */
-};
-
-struct mock_rwr {
-	uint64_t wr_id, addr;
-	uint32_t len, lkey;
-};
-
-struct mock_qp {
-	struct ibv_qp qp; /* first */
-	struct mock_dev *dev;
-	struct mock_cq *scq, *rcq;
-	struct mock_rwr *rq;
-	uint32_t rq_cap, rq_head, rq_count;
-	uint32_t sq_cap, sq_used, unsignaled;
-	uint32_t qkey, max_inline;
-	int sig_all;
-};
-
-struct mock_ah {
-	struct ibv_ah ah;
-	struct ibv_ah_attr attr;
-};
-
-static struct mock_config cfg;
-static struct mock_faults faults;
-static struct mock_stats stats;
+struct mock_config mock_cfg;
+struct mock_faults mock_flt;
+struct mock_stats mock_st;
 static struct mock_dev devs[MOCK_MAXDEV];
 static struct ibv_device *devlist[MOCK_MAXDEV + 1];
-static struct mock_qp *qps[MOCK_MAXQP];
-static struct ibv_mr *mrs[64];
+struct mock_qp *mock_qps[MOCK_MAXQP];
+struct ibv_mr *mock_mrs[MOCK_MAXMR];
+int mock_mr_access[MOCK_MAXMR];
 static int live;
 static uint64_t rng;
 
@@ -109,16 +69,16 @@ static double mock_rand(void)
 	return (double)(rng >> 11) / (double)(1ull << 53);
 }
 
-static uint16_t dev_lid(const struct mock_dev *d)
+uint16_t mock_dev_lid(const struct mock_dev *d)
 {
-	return cfg.roce ? 0 : (uint16_t)(d->index + 1);
+	return mock_cfg.roce ? 0 : (uint16_t)(d->index + 1);
 }
 
 /* ::ffff:10.0.0.(index+1), the RoCE v2 GID at index 1 (index 0: link-local, v1). */
-static void dev_gid(const struct mock_dev *d, int index, union ibv_gid *g)
+void mock_dev_gid(const struct mock_dev *d, int index, union ibv_gid *g)
 {
 	memset(g, 0, sizeof *g);
-	if (index == 0 || !cfg.roce) {
+	if (index == 0 || !mock_cfg.roce) {
 		g->raw[0] = 0xfe;
 		g->raw[1] = 0x80;
 		g->raw[15] = (uint8_t)(d->index + 1);
@@ -131,13 +91,12 @@ static void dev_gid(const struct mock_dev *d, int index, union ibv_gid *g)
 
 /* ---- data path: the context's ops ---------------------------------------- */
 
-static void cq_push(struct mock_cq *cq, const struct ibv_wc *wc, struct mock_qp *qp,
-                    uint32_t covers)
+void mock_cq_push(struct mock_cq *cq, const struct ibv_wc *wc, struct mock_qp *qp, uint32_t covers)
 {
 	struct mock_cqe *e;
 
 	if (cq->count == cq->cap) {
-		stats.cq_overflow++;
+		mock_st.cq_overflow++;
 		return;
 	}
 	e = &cq->q[(cq->head + cq->count++) % cq->cap];
@@ -145,12 +104,12 @@ static void cq_push(struct mock_cq *cq, const struct ibv_wc *wc, struct mock_qp 
 	e->qp = qp;
 	e->covers = covers;
 	if (wc->status == IBV_WC_WR_FLUSH_ERR)
-		stats.flush_cqes++;
+		mock_st.flush_cqes++;
 	else if (wc->status != IBV_WC_SUCCESS)
-		stats.err_cqes++;
+		mock_st.err_cqes++;
 	if (cq->armed && cq->wfd >= 0) {
 		cq->armed = 0;
-		stats.events++;
+		mock_st.events++;
 		(void)!write(cq->wfd, "e", 1);
 	}
 }
@@ -179,7 +138,7 @@ static int mock_req_notify(struct ibv_cq *ibcq, int solicited)
 }
 
 /* Moves QP to ERR: every posted receive flushes. */
-static void qp_error(struct mock_qp *q)
+void mock_qp_error(struct mock_qp *q)
 {
 	q->qp.state = IBV_QPS_ERR;
 	while (q->rq_count) {
@@ -189,31 +148,32 @@ static void qp_error(struct mock_qp *q)
 		                    .qp_num = q->qp.qp_num};
 		q->rq_head = (q->rq_head + 1) % q->rq_cap;
 		q->rq_count--;
-		cq_push(q->rcq, &wc, NULL, 0);
+		mock_cq_push(q->rcq, &wc, NULL, 0);
 	}
 }
 
-static int lkey_ok(uint32_t lkey, uint64_t addr, uint32_t len)
+int mock_lkey_ok(uint32_t lkey, uint64_t addr, uint32_t len)
 {
-	for (size_t i = 0; i < sizeof mrs / sizeof *mrs; i++)
-		if (mrs[i] && mrs[i]->lkey == lkey && addr >= (uintptr_t)mrs[i]->addr &&
-		    addr + len <= (uintptr_t)mrs[i]->addr + mrs[i]->length)
+	for (size_t i = 0; i < sizeof mock_mrs / sizeof *mock_mrs; i++)
+		if (mock_mrs[i] && mock_mrs[i]->lkey == lkey &&
+		    addr >= (uintptr_t)mock_mrs[i]->addr &&
+		    addr + len <= (uintptr_t)mock_mrs[i]->addr + mock_mrs[i]->length)
 			return 1;
 	return 0;
 }
 
-static struct mock_qp *find_dest(const struct mock_ah *ah, uint32_t qpn)
+struct mock_qp *mock_find_qp(const struct ibv_ah_attr *a, uint32_t qpn)
 {
 	for (int i = 0; i < MOCK_MAXQP; i++) {
-		struct mock_qp *q = qps[i];
+		struct mock_qp *q = mock_qps[i];
 		union ibv_gid g;
 		if (!q || q->qp.qp_num != qpn)
 			continue;
-		if (cfg.roce) {
-			dev_gid(q->dev, 1, &g);
-			if (!ah->attr.is_global || memcmp(g.raw, ah->attr.grh.dgid.raw, 16))
+		if (mock_cfg.roce) {
+			mock_dev_gid(q->dev, 1, &g);
+			if (!a->is_global || memcmp(g.raw, a->grh.dgid.raw, 16))
 				continue;
-		} else if (ah->attr.dlid != dev_lid(q->dev)) {
+		} else if (a->dlid != mock_dev_lid(q->dev)) {
 			continue; /* QPNs are per HCA: the same number elsewhere */
 		}
 		return q;
@@ -221,27 +181,25 @@ static struct mock_qp *find_dest(const struct mock_ah *ah, uint32_t qpn)
 	return NULL;
 }
 
-/* One datagram from S to the QP its WR names. */
-static void deliver(struct mock_qp *s, const struct ibv_send_wr *wr, const uint8_t *data,
-                    uint32_t len)
+/* One datagram from S to D (NULL: no such QP). */
+void mock_deliver_to(struct mock_qp *s, struct mock_qp *d, const struct ibv_send_wr *wr,
+                     const uint8_t *data, uint32_t len)
 {
-	const struct mock_ah *ah = (const struct mock_ah *)wr->wr.ud.ah;
-	struct mock_qp *d = find_dest(ah, wr->wr.ud.remote_qpn);
 	struct ibv_wc wc;
 	struct mock_rwr *r;
 	uint8_t *buf;
 
-	if (faults.drop > 0 && mock_rand() < faults.drop) {
-		stats.dropped_wire++;
+	if (mock_flt.drop > 0 && mock_rand() < mock_flt.drop) {
+		mock_st.dropped_wire++;
 		return;
 	}
-	if (!d || d->qkey != wr->wr.ud.remote_qkey ||
+	if (!d || d->qp.qp_type != IBV_QPT_UD || d->qkey != wr->wr.ud.remote_qkey ||
 	    (d->qp.state != IBV_QPS_RTR && d->qp.state != IBV_QPS_RTS)) {
-		stats.dropped_noqp++;
+		mock_st.dropped_noqp++;
 		return;
 	}
 	if (!d->rq_count) {
-		stats.dropped_norecv++;
+		mock_st.dropped_norecv++;
 		return;
 	}
 	r = &d->rq[d->rq_head];
@@ -251,32 +209,50 @@ static void deliver(struct mock_qp *s, const struct ibv_send_wr *wr, const uint8
 	wc.wr_id = r->wr_id;
 	wc.opcode = IBV_WC_RECV;
 	wc.qp_num = d->qp.qp_num;
-	if (faults.recv_len_err > 0 || r->len < 40 + len) {
-		if (faults.recv_len_err > 0)
-			faults.recv_len_err--;
+	if (mock_flt.recv_len_err > 0 || r->len < 40 + len) {
+		if (mock_flt.recv_len_err > 0)
+			mock_flt.recv_len_err--;
 		wc.status = IBV_WC_LOC_LEN_ERR;
-		cq_push(d->rcq, &wc, NULL, 0);
-		qp_error(d);
+		mock_cq_push(d->rcq, &wc, NULL, 0);
+		mock_qp_error(d);
 		return;
 	}
 	buf = (uint8_t *)(uintptr_t)r->addr;
 	memset(buf, 0xa5, 40);
-	if (cfg.roce) {
+	if (mock_cfg.roce) {
 		union ibv_gid g;
-		dev_gid(s->dev, 1, &g);
+		mock_dev_gid(s->dev, 1, &g);
 		memset(buf, 0, 20);
 		buf[20] = 0x45;                  /* IPv4, 20-byte header */
 		memcpy(buf + 32, g.raw + 12, 4); /* source address */
 		wc.wc_flags = IBV_WC_GRH;
 	}
 	memcpy(buf + 40, data, len);
+	if (wr->wr.ud.remote_qpn == 0xffffff)
+		wc.wc_flags |= IBV_WC_GRH; /* multicast always carries one */
+	if (wr->opcode == IBV_WR_SEND_WITH_IMM) {
+		wc.wc_flags |= IBV_WC_WITH_IMM;
+		wc.imm_data = wr->imm_data;
+	}
 	wc.status = IBV_WC_SUCCESS;
 	wc.byte_len = 40 + len;
 	wc.src_qp = s->qp.qp_num;
-	wc.slid = dev_lid(s->dev);
+	wc.slid = mock_dev_lid(s->dev);
 	wc.pkey_index = 0;
-	cq_push(d->rcq, &wc, NULL, 0);
-	stats.delivered++;
+	mock_cq_push(d->rcq, &wc, NULL, 0);
+	mock_st.delivered++;
+}
+
+/* One datagram from S to the QP its WR names, or to a group's QPs. */
+static void deliver(struct mock_qp *s, const struct ibv_send_wr *wr, const uint8_t *data,
+                    uint32_t len)
+{
+	const struct mock_ah *ah = (const struct mock_ah *)wr->wr.ud.ah;
+
+	if (wr->wr.ud.remote_qpn == 0xffffff)
+		mock_mc_deliver(s, wr, &ah->attr, data, len);
+	else
+		mock_deliver_to(s, mock_find_qp(&ah->attr, wr->wr.ud.remote_qpn), wr, data, len);
 }
 
 static int mock_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
@@ -284,7 +260,7 @@ static int mock_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ib
 	struct mock_qp *q = (struct mock_qp *)ibqp;
 	uint8_t data[8192];
 
-	stats.post_send_calls++;
+	mock_st.post_send_calls++;
 	for (; wr; wr = wr->next) {
 		struct ibv_wc wc;
 		uint32_t len = 0;
@@ -295,11 +271,20 @@ static int mock_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ib
 			return EINVAL;
 		}
 		if (q->sq_used == q->sq_cap) {
-			stats.sq_full++;
+			mock_st.sq_full++;
 			*bad = wr;
 			return ENOMEM;
 		}
-		if (wr->opcode != IBV_WR_SEND || wr->num_sge < 0 || wr->num_sge > 4) {
+		if (q->qp.qp_type == IBV_QPT_RC) {
+			if (q->qp.state != IBV_QPS_RTS && q->qp.state != IBV_QPS_ERR) {
+				*bad = wr;
+				return EINVAL;
+			}
+			mock_rc_exec(q, wr);
+			continue;
+		}
+		if ((wr->opcode != IBV_WR_SEND && wr->opcode != IBV_WR_SEND_WITH_IMM) ||
+		    wr->num_sge < 0 || wr->num_sge > 4) {
 			*bad = wr;
 			return EINVAL;
 		}
@@ -310,7 +295,7 @@ static int mock_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ib
 				return EINVAL;
 			}
 			if (!(wr->send_flags & IBV_SEND_INLINE) &&
-			    !lkey_ok(sg->lkey, sg->addr, sg->length))
+			    !mock_lkey_ok(sg->lkey, sg->addr, sg->length))
 				err = 1;
 			memcpy(data + len, (void *)(uintptr_t)sg->addr, sg->length);
 			len += sg->length;
@@ -320,20 +305,20 @@ static int mock_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ib
 			return EINVAL;
 		}
 		q->sq_used++;
-		if (q->sq_used > stats.max_sq_used)
-			stats.max_sq_used = q->sq_used;
+		if (q->sq_used > mock_st.max_sq_used)
+			mock_st.max_sq_used = q->sq_used;
 		q->unsignaled++;
-		stats.sends++;
-		stats.inline_sends += !!(wr->send_flags & IBV_SEND_INLINE);
+		mock_st.sends++;
+		mock_st.inline_sends += !!(wr->send_flags & IBV_SEND_INLINE);
 		memset(&wc, 0, sizeof wc);
 		wc.wr_id = wr->wr_id;
 		wc.opcode = IBV_WC_SEND;
 		wc.qp_num = q->qp.qp_num;
 		if (q->qp.state == IBV_QPS_ERR) {
 			wc.status = IBV_WC_WR_FLUSH_ERR; /* flushed: always completes */
-		} else if (err || faults.send_err > 0) {
+		} else if (err || mock_flt.send_err > 0) {
 			if (!err)
-				faults.send_err--;
+				mock_flt.send_err--;
 			wc.status = IBV_WC_LOC_PROT_ERR;
 		} else {
 			deliver(q, wr, data, len);
@@ -341,12 +326,12 @@ static int mock_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ib
 		}
 		if (wc.status != IBV_WC_SUCCESS || (wr->send_flags & IBV_SEND_SIGNALED) ||
 		    q->sig_all) {
-			stats.signaled++;
-			cq_push(q->scq, &wc, q, q->unsignaled);
+			mock_st.signaled++;
+			mock_cq_push(q->scq, &wc, q, q->unsignaled);
 			q->unsignaled = 0;
 		}
 		if (wc.status == IBV_WC_LOC_PROT_ERR)
-			qp_error(q);
+			mock_qp_error(q);
 	}
 	return 0;
 }
@@ -355,16 +340,17 @@ static int mock_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ib
 {
 	struct mock_qp *q = (struct mock_qp *)ibqp;
 
-	stats.post_recv_calls++;
+	mock_st.post_recv_calls++;
 	for (; wr; wr = wr->next) {
 		struct mock_rwr *r;
 		if (q->qp.state == IBV_QPS_RESET || wr->num_sge != 1 ||
-		    !lkey_ok(wr->sg_list[0].lkey, wr->sg_list[0].addr, wr->sg_list[0].length)) {
+		    !mock_lkey_ok(wr->sg_list[0].lkey, wr->sg_list[0].addr,
+		                  wr->sg_list[0].length)) {
 			*bad = wr;
 			return EINVAL;
 		}
 		if (q->rq_count == q->rq_cap) {
-			stats.rq_full++;
+			mock_st.rq_full++;
 			*bad = wr;
 			return ENOMEM;
 		}
@@ -374,7 +360,7 @@ static int mock_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ib
 		r->len = wr->sg_list[0].length;
 		r->lkey = wr->sg_list[0].lkey;
 		if (q->qp.state == IBV_QPS_ERR)
-			qp_error(q);
+			mock_qp_error(q);
 	}
 	return 0;
 }
@@ -383,7 +369,7 @@ static int mock_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ib
 
 static struct ibv_device **m_get_device_list(int *num)
 {
-	*num = cfg.ndev;
+	*num = mock_cfg.ndev;
 	return devlist;
 }
 
@@ -424,10 +410,11 @@ static int m_query_device(struct ibv_context *ctx, struct ibv_device_attr *a)
 	(void)ctx;
 	memset(a, 0, sizeof *a);
 	a->phys_port_cnt = 1;
-	a->max_qp_wr = cfg.max_qp_wr;
+	a->max_qp_wr = mock_cfg.max_qp_wr;
 	a->max_cqe = 65536;
 	a->max_sge = 4;
 	a->max_qp = MOCK_MAXQP;
+	a->max_qp_rd_atom = a->max_qp_init_rd_atom = 16;
 	return 0;
 }
 
@@ -438,13 +425,13 @@ static int m_query_port(struct ibv_context *ctx, uint8_t port, struct ibv_port_a
 	if (port != 1)
 		return EINVAL;
 	memset(a, 0, sizeof *a);
-	a->state = cfg.state;
+	a->state = mock_cfg.state;
 	a->max_mtu = IBV_MTU_4096;
-	a->active_mtu = cfg.active_mtu;
+	a->active_mtu = mock_cfg.active_mtu;
 	a->gid_tbl_len = 4;
-	a->lid = dev_lid(d);
-	a->sm_lid = cfg.roce ? 0 : 1;
-	a->link_layer = cfg.roce ? IBV_LINK_LAYER_ETHERNET : IBV_LINK_LAYER_INFINIBAND;
+	a->lid = mock_dev_lid(d);
+	a->sm_lid = mock_cfg.roce ? 0 : 1;
+	a->link_layer = mock_cfg.roce ? IBV_LINK_LAYER_ETHERNET : IBV_LINK_LAYER_INFINIBAND;
 	return 0;
 }
 
@@ -456,7 +443,7 @@ static int m_query_gid(struct ibv_context *ctx, uint8_t port, int index, union i
 		memset(g, 0, sizeof *g); /* empty entries */
 		return 0;
 	}
-	dev_gid(((struct mock_ctx *)ctx)->dev, index, g);
+	mock_dev_gid(((struct mock_ctx *)ctx)->dev, index, g);
 	return 0;
 }
 
@@ -465,7 +452,9 @@ static int m_query_gid_type(struct ibv_context *ctx, uint8_t port, int index, ui
 	(void)ctx;
 	if (port != 1 || index < 0 || index > 1)
 		return EINVAL;
-	*type = !cfg.roce ? IBV_GID_TYPE_IB : index ? IBV_GID_TYPE_ROCE_V2 : IBV_GID_TYPE_ROCE_V1;
+	*type = !mock_cfg.roce ? IBV_GID_TYPE_IB
+	        : index        ? IBV_GID_TYPE_ROCE_V2
+	                       : IBV_GID_TYPE_ROCE_V1;
 	return 0;
 }
 
@@ -489,17 +478,23 @@ static struct ibv_mr *m_reg_mr(struct ibv_pd *pd, void *addr, size_t len, int ac
 	static uint32_t key = 0x1000;
 	struct ibv_mr *mr;
 
-	(void)access;
-	for (size_t i = 0; i < sizeof mrs / sizeof *mrs; i++) {
-		if (mrs[i])
+	/* As verbs requires: remote write needs local write. */
+	if ((access & IBV_ACCESS_REMOTE_WRITE) && !(access & IBV_ACCESS_LOCAL_WRITE)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	for (size_t i = 0; i < sizeof mock_mrs / sizeof *mock_mrs; i++) {
+		if (mock_mrs[i])
 			continue;
 		mr = calloc(1, sizeof *mr);
 		mr->context = pd->context;
 		mr->pd = pd;
 		mr->addr = addr;
 		mr->length = len;
-		mr->lkey = mr->rkey = key++;
-		mrs[i] = mr;
+		mr->lkey = key;
+		mr->rkey = key++ ^ 0x5a000000u; /* distinct from the lkey, as on hardware */
+		mock_mrs[i] = mr;
+		mock_mr_access[i] = access;
 		live++;
 		return mr;
 	}
@@ -509,9 +504,9 @@ static struct ibv_mr *m_reg_mr(struct ibv_pd *pd, void *addr, size_t len, int ac
 
 static int m_dereg_mr(struct ibv_mr *mr)
 {
-	for (size_t i = 0; i < sizeof mrs / sizeof *mrs; i++)
-		if (mrs[i] == mr)
-			mrs[i] = NULL;
+	for (size_t i = 0; i < sizeof mock_mrs / sizeof *mock_mrs; i++)
+		if (mock_mrs[i] == mr)
+			mock_mrs[i] = NULL;
 	free(mr);
 	live--;
 	return 0;
@@ -578,8 +573,8 @@ static int m_get_cq_event(struct ibv_comp_channel *ch, struct ibv_cq **cq, void 
 		return -1; /* errno EAGAIN: the fd is non-blocking */
 	/* One CQ per channel in the backend: find it among the live QPs. */
 	for (int i = 0; i < MOCK_MAXQP; i++) {
-		if (qps[i] && qps[i]->rcq->cq.channel == ch) {
-			*cq = &qps[i]->rcq->cq;
+		if (mock_qps[i] && mock_qps[i]->rcq->cq.channel == ch) {
+			*cq = &mock_qps[i]->rcq->cq;
 			*cq_context = (*cq)->cq_context;
 			return 0;
 		}
@@ -598,13 +593,14 @@ static struct ibv_qp *m_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *a)
 	struct mock_qp *q;
 	int slot;
 
-	if (a->qp_type != IBV_QPT_UD || a->cap.max_send_wr > (uint32_t)cfg.max_qp_wr ||
-	    a->cap.max_recv_wr > (uint32_t)cfg.max_qp_wr || a->cap.max_send_sge > 4 ||
+	if ((a->qp_type != IBV_QPT_UD && a->qp_type != IBV_QPT_RC) ||
+	    a->cap.max_send_wr > (uint32_t)mock_cfg.max_qp_wr ||
+	    a->cap.max_recv_wr > (uint32_t)mock_cfg.max_qp_wr || a->cap.max_send_sge > 4 ||
 	    a->cap.max_recv_sge > 4) {
 		errno = EINVAL;
 		return NULL;
 	}
-	for (slot = 0; slot < MOCK_MAXQP && qps[slot]; slot++)
+	for (slot = 0; slot < MOCK_MAXQP && mock_qps[slot]; slot++)
 		;
 	if (slot == MOCK_MAXQP)
 		return NULL;
@@ -614,7 +610,7 @@ static struct ibv_qp *m_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *a)
 	q->qp.pd = pd;
 	q->qp.send_cq = a->send_cq;
 	q->qp.recv_cq = a->recv_cq;
-	q->qp.qp_type = IBV_QPT_UD;
+	q->qp.qp_type = a->qp_type;
 	q->qp.state = IBV_QPS_RESET;
 	q->qp.qp_num = q->dev->next_qpn++;
 	q->sig_all = a->sq_sig_all;
@@ -623,10 +619,10 @@ static struct ibv_qp *m_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *a)
 	q->sq_cap = a->cap.max_send_wr;
 	q->rq_cap = a->cap.max_recv_wr;
 	q->rq = calloc(q->rq_cap, sizeof *q->rq);
-	if (a->cap.max_inline_data > cfg.max_inline)
-		a->cap.max_inline_data = cfg.max_inline;
+	if (a->cap.max_inline_data > mock_cfg.max_inline)
+		a->cap.max_inline_data = mock_cfg.max_inline;
 	q->max_inline = a->cap.max_inline_data;
-	qps[slot] = q;
+	mock_qps[slot] = q;
 	live++;
 	return &q->qp;
 }
@@ -638,11 +634,13 @@ static int m_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *a, int mask)
 
 	if (!(mask & IBV_QP_STATE))
 		return EINVAL;
+	if (q->qp.qp_type == IBV_QPT_RC)
+		return mock_rc_modify(q, a, mask);
 	switch (a->qp_state) {
 	case IBV_QPS_RESET:
 		q->rq_count = q->rq_head = 0;
 		q->sq_used = q->unsignaled = 0;
-		stats.resets++;
+		mock_st.resets++;
 		break;
 	case IBV_QPS_INIT:
 		if (from != IBV_QPS_RESET && from != IBV_QPS_INIT)
@@ -661,7 +659,7 @@ static int m_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *a, int mask)
 		if (from != IBV_QPS_RTR || !(mask & IBV_QP_SQ_PSN))
 			return EINVAL;
 		break;
-	case IBV_QPS_ERR: qp_error(q); return 0;
+	case IBV_QPS_ERR: mock_qp_error(q); return 0;
 	default: return EINVAL;
 	}
 	q->qp.state = a->qp_state;
@@ -672,8 +670,8 @@ static int m_destroy_qp(struct ibv_qp *ibqp)
 {
 	struct mock_qp *q = (struct mock_qp *)ibqp;
 	for (int i = 0; i < MOCK_MAXQP; i++)
-		if (qps[i] == q)
-			qps[i] = NULL;
+		if (mock_qps[i] == q)
+			mock_qps[i] = NULL;
 	free(q->rq);
 	free(q);
 	live--;
@@ -684,7 +682,7 @@ static struct ibv_ah *m_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *a)
 {
 	struct mock_ah *ah;
 
-	if (a->port_num != 1 || (cfg.roce && !a->is_global)) {
+	if (a->port_num != 1 || (mock_cfg.roce && !a->is_global)) {
 		errno = EINVAL; /* RoCE: an AH without a GRH is refused */
 		return NULL;
 	}
@@ -701,14 +699,6 @@ static int m_destroy_ah(struct ibv_ah *ah)
 	free(ah);
 	live--;
 	return 0;
-}
-
-static int m_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
-{
-	(void)qp;
-	(void)gid;
-	(void)lid;
-	return EOPNOTSUPP;
 }
 
 static const struct rcpi_verbs_api mock_api = {
@@ -736,37 +726,40 @@ static const struct rcpi_verbs_api mock_api = {
     .destroy_qp = m_destroy_qp,
     .create_ah = m_create_ah,
     .destroy_ah = m_destroy_ah,
-    .attach_mcast = m_attach_mcast,
-    .detach_mcast = m_attach_mcast,
+    .attach_mcast = mock_mc_attach,
+    .detach_mcast = mock_mc_detach,
+    .sa_join = mock_mc_join,
+    .sa_leave = mock_mc_leave,
 };
 
 void mock_install(const struct mock_config *c)
 {
-	memset(&cfg, 0, sizeof cfg);
+	memset(&mock_cfg, 0, sizeof mock_cfg);
 	if (c)
-		cfg = *c;
-	if (!cfg.ndev)
-		cfg.ndev = 2;
-	if (cfg.ndev < 0)
-		cfg.ndev = 0;
-	if (cfg.ndev > MOCK_MAXDEV)
-		cfg.ndev = MOCK_MAXDEV;
-	if (!cfg.active_mtu)
-		cfg.active_mtu = IBV_MTU_2048;
-	if (!cfg.max_inline)
-		cfg.max_inline = 188;
-	if (!cfg.state)
-		cfg.state = IBV_PORT_ACTIVE;
-	if (!cfg.max_qp_wr)
-		cfg.max_qp_wr = 16384;
-	memset(&faults, 0, sizeof faults);
-	memset(&stats, 0, sizeof stats);
+		mock_cfg = *c;
+	if (!mock_cfg.ndev)
+		mock_cfg.ndev = 2;
+	if (mock_cfg.ndev < 0)
+		mock_cfg.ndev = 0;
+	if (mock_cfg.ndev > MOCK_MAXDEV)
+		mock_cfg.ndev = MOCK_MAXDEV;
+	if (!mock_cfg.active_mtu)
+		mock_cfg.active_mtu = IBV_MTU_2048;
+	if (!mock_cfg.max_inline)
+		mock_cfg.max_inline = 188;
+	if (!mock_cfg.state)
+		mock_cfg.state = IBV_PORT_ACTIVE;
+	if (!mock_cfg.max_qp_wr)
+		mock_cfg.max_qp_wr = 16384;
+	memset(&mock_flt, 0, sizeof mock_flt);
+	memset(&mock_st, 0, sizeof mock_st);
 	memset(devs, 0, sizeof devs);
 	/* A failed test may have left objects: forget them (leaked). */
-	memset(qps, 0, sizeof qps);
-	memset(mrs, 0, sizeof mrs);
+	memset(mock_qps, 0, sizeof mock_qps);
+	memset(mock_mrs, 0, sizeof mock_mrs);
+	mock_mc_reset();
 	live = 0;
-	for (int i = 0; i < cfg.ndev; i++) {
+	for (int i = 0; i < mock_cfg.ndev; i++) {
 		devs[i].index = i;
 		devs[i].next_qpn = 0x100;
 		snprintf(devs[i].dev.name, sizeof devs[i].dev.name, "mock%d", i);
@@ -774,7 +767,7 @@ void mock_install(const struct mock_config *c)
 		devs[i].dev.transport_type = IBV_TRANSPORT_IB;
 		devlist[i] = &devs[i].dev;
 	}
-	devlist[cfg.ndev] = NULL;
+	devlist[mock_cfg.ndev] = NULL;
 	rng = 0x9e3779b97f4a7c15ull;
 	rcpi_verbs_api = &mock_api;
 }
@@ -786,12 +779,17 @@ void mock_uninstall(void)
 
 struct mock_faults *mock_faults(void)
 {
-	return &faults;
+	return &mock_flt;
 }
 
 struct mock_stats *mock_stats(void)
 {
-	return &stats;
+	return &mock_st;
+}
+
+void mock_live_add(int n)
+{
+	live += n;
 }
 
 int mock_live(void)

@@ -40,7 +40,8 @@ extern "C" {
 typedef struct rcp_mcn rcp_mcn;
 
 struct rcp_mcn_config {
-	/* The group, "udp:GROUP:PORT" (GROUP in 224.0.0.0/4).  Required. */
+	/* The group, "udp:GROUP:PORT" (GROUP in 224.0.0.0/4), or on
+	 * InfiniBand "verbs:mcast:MGID" (UADDR a verbs address).  Required. */
 	const char *group;
 	/* This member's name, as senders list it in rcp_mcn_send (pvm-glue:
 	 * the task's RCP udp address).  Required. */

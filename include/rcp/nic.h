@@ -245,7 +245,8 @@ int rcp_nic_mr_pack(const rcp_nic_mr *mr, void *rkey, size_t *len);
 
 /* Copies LEN bytes at OFFSET of the peer's region named by RKEY into LOCAL
  * (get), or from LOCAL into it (put).  Synchronous: on return the data has
- * moved.  Returns 0, RCP_EINVAL, RCP_ENOTSUP, RCP_EACCES (outside the
+ * moved.  Returns 0, RCP_EINVAL, RCP_ENOTSUP (no RMA; verbs: not to this
+ * peer yet, use another path, docs/nic.md), RCP_EACCES (outside the
  * region or not permitted by the key), RCP_EPEER (peer gone), RCP_ESYS. */
 int rcp_nic_get(rcp_nic *nic, int peer, void *local, size_t len, const void *rkey, size_t rkeylen,
                 uint64_t offset);

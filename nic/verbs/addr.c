@@ -15,7 +15,17 @@
  * peer's own and not used.
  *
  * Blob (24 bytes, multi-byte fields big endian):
- *   0 RCPI_NIC_VERBS   1 flags (VB_F_GID)   2 LID (2)   4 QPN (4)   8 GID (16)
+ *   0 RCPI_NIC_VERBS   1 flags (VB_F_GID, VB_F_MC)   2 LID (2)   4 QPN (4)   8 GID (16)
+ *
+ * Multicast (InfiniBand): a group is named by its MGID, "verbs:mcast:MGID"
+ * (IPv6 text, ff..).  Added as a peer by that string, the endpoint joins
+ * it through the SA (mcjoin.c: the SA's join, counted per process) to learn its
+ * MLID, and sends to it as QPN 0xFFFFFF, LID = MLID, with a GRH whose
+ * DGID is the MGID (the IB spec requires one on multicast); removing the
+ * peer leaves.  A blob with VB_F_MC names a group and its MLID already:
+ * no join.  "verbs:mcast:MGID@DEV:PORT[:GIDX]" opens a group endpoint
+ * (verbs.c): its UD QP joins and is attached to the group, and receives
+ * what is sent to it, each datagram from the sender's own unicast QP.
  *
  * Received datagrams name their sender by the completion's source QPN and
  * SLID, or on RoCE by the GRH's source GID (an IPv6 GRH, or for RoCE v2
@@ -85,7 +95,7 @@ void rcpi_vb_dest_blob(const struct vb_dest *d, uint8_t *b)
 {
 	memset(b, 0, VB_BLOB);
 	b[0] = RCPI_NIC_VERBS;
-	b[1] = d->has_gid ? VB_F_GID : 0;
+	b[1] = (d->has_gid ? VB_F_GID : 0) | (d->mc ? VB_F_MC : 0);
 	b[2] = (uint8_t)(d->lid >> 8);
 	b[3] = (uint8_t)d->lid;
 	b[4] = (uint8_t)(d->qpn >> 24);
@@ -113,35 +123,46 @@ int rcpi_vb_blob_dest(const void *blob, size_t len, struct vb_dest *d)
 {
 	const uint8_t *b = blob;
 
-	if (len != VB_BLOB || b[0] != RCPI_NIC_VERBS || (b[1] & ~VB_F_GID))
+	if (len != VB_BLOB || b[0] != RCPI_NIC_VERBS || (b[1] & ~(VB_F_GID | VB_F_MC)))
 		return RCP_EADDR;
 	memset(d, 0, sizeof *d);
 	d->has_gid = b[1] & VB_F_GID;
+	d->mc = !!(b[1] & VB_F_MC);
 	d->lid = (uint16_t)(b[2] << 8 | b[3]);
 	d->qpn = (uint32_t)b[4] << 24 | (uint32_t)b[5] << 16 | (uint32_t)b[6] << 8 | b[7];
 	if (d->has_gid)
 		memcpy(d->gid, b + 8, 16);
 	/* QPNs are 24 bits; QP 0 and 1 are the subnet's; LID 0 is unassigned
-	 * and 0xC000 up are multicast. */
+	 * and 0xC000 up are multicast (0xFFFF: permissive, never a group). */
+	if (d->mc)
+		return d->qpn == VB_MC_QPN && d->has_gid && d->gid[0] == 0xff && d->lid >= 0xc000 &&
+		               d->lid < 0xffff
+		           ? 0
+		           : RCP_EADDR;
 	if (d->qpn > 0xffffff || d->qpn < 2 || (!d->has_gid && (!d->lid || d->lid >= 0xc000)))
 		return RCP_EADDR;
 	return 0;
+}
+
+void rcpi_vb_ah_attr(const struct verbs_nic *v, const struct vb_dest *d, struct ibv_ah_attr *a)
+{
+	memset(a, 0, sizeof *a);
+	a->dlid = d->lid;
+	a->sl = v->sl;
+	a->port_num = v->port;
+	if (d->has_gid) {
+		a->is_global = 1;
+		memcpy(a->grh.dgid.raw, d->gid, 16);
+		a->grh.sgid_index = (uint8_t)(v->gid_index < 0 ? 0 : v->gid_index);
+		a->grh.hop_limit = 64;
+	}
 }
 
 struct ibv_ah *rcpi_vb_ah(struct verbs_nic *v, const struct vb_dest *d)
 {
 	struct ibv_ah_attr a;
 
-	memset(&a, 0, sizeof a);
-	a.dlid = d->lid;
-	a.sl = v->sl;
-	a.port_num = v->port;
-	if (d->has_gid) {
-		a.is_global = 1;
-		memcpy(a.grh.dgid.raw, d->gid, 16);
-		a.grh.sgid_index = (uint8_t)(v->gid_index < 0 ? 0 : v->gid_index);
-		a.grh.hop_limit = 64;
-	}
+	rcpi_vb_ah_attr(v, d, &a);
 	return v->api->create_ah(v->pd, &a);
 }
 
@@ -165,10 +186,10 @@ static int peer_insert(struct verbs_nic *v, const struct vb_dest *d, int *peer)
 {
 	int i;
 
-	if (d->has_gid != v->roce)
+	if (d->mc ? v->roce : d->has_gid != v->roce)
 		return RCP_EADDR; /* an InfiniBand address on RoCE or the reverse */
 	i = rcpi_vb_peer_find(v, d->qpn, d->lid, d->has_gid ? d->gid : NULL);
-	if (i >= 0) {
+	if (i >= 0 && v->peers[i].d.mc == d->mc) {
 		*peer = i;
 		return 0;
 	}
@@ -225,6 +246,51 @@ static int parse_dest(const char *at, struct vb_dest *d)
 	return 0;
 }
 
+int rcpi_vb_parse_group(const char *rest, uint8_t *mgid, const char **local)
+{
+	char txt[INET6_ADDRSTRLEN];
+	const char *at = strchr(rest, '@');
+	size_t n;
+
+	if (strncmp(rest, "mcast:", 6))
+		return RCP_EADDR;
+	rest += 6;
+	n = at ? (size_t)(at - rest) : strlen(rest);
+	if (n >= sizeof txt)
+		return RCP_EADDR;
+	memcpy(txt, rest, n);
+	txt[n] = 0;
+	if (inet_pton(AF_INET6, txt, mgid) != 1 || mgid[0] != 0xff)
+		return RCP_EADDR;
+	*local = at ? at + 1 : NULL;
+	return 0;
+}
+
+/* "verbs:mcast:MGID": the group joined, its MLID learnt (module comment). */
+static int group_add(struct verbs_nic *v, const char *rest, int *peer)
+{
+	struct vb_dest d = {.qpn = VB_MC_QPN, .has_gid = 1, .mc = 1};
+	const char *local;
+	int rc = rcpi_vb_parse_group(rest, d.gid, &local);
+
+	if (rc || local)
+		return RCP_EADDR;
+	if (v->roce) {
+		rcpi_warn("verbs: %s: multicast on RoCE is not built (no SA: rdma_cm's IGMP join)",
+		          v->dev);
+		return RCP_EADDR;
+	}
+	rc = rcpi_vb_mc_join(v, d.gid, &d.lid);
+	if (rc)
+		return rc == RCP_ENOMEM ? rc : RCP_EPEER;
+	rc = peer_insert(v, &d, peer);
+	if (!rc && !v->peers[*peer].joined)
+		v->peers[*peer].joined = 1;
+	else
+		rcpi_vb_mc_leave(v, d.gid); /* one join per peer */
+	return rc;
+}
+
 int rcpi_vb_peer_add_str(rcp_nic *nic, const char *addr, int *peer)
 {
 	struct vb_dest d;
@@ -233,6 +299,8 @@ int rcpi_vb_peer_add_str(rcp_nic *nic, const char *addr, int *peer)
 
 	if (strncmp(addr, "verbs:", 6))
 		return RCP_EADDR;
+	if (!strncmp(addr + 6, "mcast:", 6))
+		return group_add(vb_of(nic), addr + 6, peer);
 	at = strchr(addr + 6, '@');
 	if (!at)
 		return RCP_EADDR;
@@ -281,6 +349,8 @@ int rcpi_vb_peer_remove(rcp_nic *nic, int peer)
 	rc = rcpi_vb_ah_retire(v, v->peers[peer].ah);
 	if (rc)
 		return rc;
+	if (v->peers[peer].joined)
+		rcpi_vb_mc_leave(v, v->peers[peer].d.gid);
 	memset(&v->peers[peer], 0, sizeof v->peers[peer]);
 	if (v->last_peer == peer)
 		v->last_peer = -1;
@@ -296,9 +366,12 @@ void rcpi_vb_peers_free(struct verbs_nic *v)
 	v->dead = NULL;
 	if (!v->peers)
 		return;
-	for (int i = 0; i < v->npeers; i++)
+	for (int i = 0; i < v->npeers; i++) {
 		if (v->peers[i].used)
 			v->api->destroy_ah(v->peers[i].ah);
+		if (v->peers[i].joined)
+			rcpi_vb_mc_leave(v, v->peers[i].d.gid);
+	}
 	free(v->peers);
 	v->peers = NULL;
 }

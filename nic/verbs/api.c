@@ -3,9 +3,48 @@
  *
  * Thin wrappers where the library's name is a macro or an inline
  * (ibv_query_port, ibv_query_gid_ex), the functions themselves otherwise.
+ *
+ * The SA calls (sa_join, sa_leave) open a umad agent each time: joins
+ * are rare (a group endpoint's open, a group peer's add).
  */
 #include "config.h"
+
 #include "nic/verbs/api.h"
+#include "nic/verbs/umad.h"
+
+#define MC_WAIT_MS 1000
+
+/* One SA exchange: join (JOIN) or leave MGID from DEV/PORT. */
+static int sa_do(const char *dev, uint8_t port, const uint8_t mgid[16], uint32_t qkey, int join,
+                 uint16_t *mlid)
+{
+	struct rcpi_umad_sa *sa;
+	struct rcpi_umad_mcgroup g;
+	int rc = rcpi_umad_sa_open(dev, port, &sa);
+
+	if (rc)
+		return rc;
+	if (join) {
+		rc = rcpi_umad_mc_join(sa, mgid, qkey, &g, MC_WAIT_MS);
+		if (!rc)
+			*mlid = g.mlid;
+	} else {
+		rc = rcpi_umad_mc_leave(sa, mgid, MC_WAIT_MS);
+	}
+	rcpi_umad_sa_close(sa);
+	return rc;
+}
+
+static int real_sa_join(const char *dev, uint8_t port, const uint8_t mgid[16], uint32_t qkey,
+                        uint16_t *mlid)
+{
+	return sa_do(dev, port, mgid, qkey, 1, mlid);
+}
+
+static int real_sa_leave(const char *dev, uint8_t port, const uint8_t mgid[16])
+{
+	return sa_do(dev, port, mgid, 0, 0, NULL);
+}
 
 static int real_query_port(struct ibv_context *ctx, uint8_t port, struct ibv_port_attr *attr)
 {
@@ -54,6 +93,8 @@ const struct rcpi_verbs_api rcpi_verbs_api_real = {
     .destroy_ah = ibv_destroy_ah,
     .attach_mcast = ibv_attach_mcast,
     .detach_mcast = ibv_detach_mcast,
+    .sa_join = real_sa_join,
+    .sa_leave = real_sa_leave,
 };
 
 const struct rcpi_verbs_api *rcpi_verbs_api = &rcpi_verbs_api_real;

@@ -52,6 +52,14 @@ struct rcpi_verbs_api {
 	int (*destroy_ah)(struct ibv_ah *ah);
 	int (*attach_mcast)(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid);
 	int (*detach_mcast)(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid);
+	/* The subnet administrator's side of multicast (umad.c's MADs in the
+	 * real table): our port DEV/PORT joins group MGID (created with QKEY
+	 * if new), *MLID gets its LID; leave takes the port out.  The SA
+	 * counts a port once: nic/verbs/mcjoin.c counts endpoints.  Return 0
+	 * or a negative RCP_E* code (umad.h). */
+	int (*sa_join)(const char *dev, uint8_t port, const uint8_t mgid[16], uint32_t qkey,
+	               uint16_t *mlid);
+	int (*sa_leave)(const char *dev, uint8_t port, const uint8_t mgid[16]);
 };
 
 /* The table in use: the real libibverbs unless a test swapped it. */

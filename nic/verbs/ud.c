@@ -50,6 +50,7 @@
  * posted again; frames in flight are lost, which RCP repairs.  Its QPN
  * and peers stay the same.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <string.h>
 
@@ -337,6 +338,25 @@ int rcpi_vb_flush(rcp_nic *nic)
 	return rc == RCP_EAGAIN ? 0 : rc;
 }
 
+/* One control datagram (rc.c) to PEER: SEND_WITH_IMM, VB_CTL_LEN bytes
+ * at B, posted at once.  Returns 0, RCP_EAGAIN or RCP_ESYS. */
+int rcpi_vb_send_ctl(struct verbs_nic *v, int peer, const uint8_t *b)
+{
+	struct iovec iov = {(void *)(uintptr_t)b, VB_CTL_LEN};
+	struct vb_peer *p = &v->peers[peer];
+	int rc = sq_room(v);
+
+	if (rc)
+		return rc;
+	chain_add(v, p->ah, p->d.qpn, &iov, 1, VB_CTL_LEN, 0);
+	v->chain[v->nchain - 1].opcode = IBV_WR_SEND_WITH_IMM;
+	v->chain[v->nchain - 1].imm_data = htonl(VB_CTL_IMM);
+	v->base.stats.tx_frames--; /* not one of the caller's frames */
+	v->base.stats.tx_bytes -= VB_CTL_LEN;
+	v->rs.ctl_sent++;
+	return chain_post(v);
+}
+
 int rcpi_vb_send_to(rcp_nic *nic, const void *blob, size_t len, const void *frame, size_t flen)
 {
 	struct verbs_nic *v = vb_of(nic);
@@ -382,6 +402,79 @@ static void grh_sgid(const uint8_t *grh, uint8_t *gid)
 	}
 }
 
+static void give_back(struct verbs_nic *v, uint32_t slot)
+{
+	v->repost[v->nrepost++] = slot;
+}
+
+/* The peer a completion comes from; its address into D. */
+static int src_peer(struct verbs_nic *v, const struct ibv_wc *wc, const uint8_t *grh,
+                    struct vb_dest *d)
+{
+	memset(d, 0, sizeof *d);
+	d->qpn = wc->src_qp;
+	if (v->roce) {
+		d->has_gid = 1;
+		grh_sgid(grh, d->gid);
+		return rcpi_vb_peer_find(v, d->qpn, 0, d->gid);
+	}
+	d->lid = wc->slid;
+	return rcpi_vb_peer_find(v, d->qpn, d->lid, NULL);
+}
+
+/* Takes the control datagrams (SEND_WITH_IMM, rc.c) out of the N
+ * completions at WC, from I0 on, onto the control queue, their slots
+ * straight back; returns how many completions are left, in order.  Out of
+ * line: rare (take_ctl below is the test every completion pays). */
+static __attribute__((noinline)) int take_ctl_slow(struct verbs_nic *v, struct ibv_wc *wc, int n,
+                                                   int i0)
+{
+	int j = i0;
+
+	for (int i = i0; i < n; i++) {
+		uint32_t slot = (uint32_t)wc[i].wr_id;
+		struct vb_dest d;
+		int peer;
+
+		if (RCPI_LIKELY(wc[i].status != IBV_WC_SUCCESS ||
+		                !(wc[i].wc_flags & IBV_WC_WITH_IMM))) {
+			if (j != i)
+				wc[j] = wc[i];
+			j++;
+			continue;
+		}
+		v->rq_posted--;
+		if (slot >= v->rq)
+			continue;
+		peer = src_peer(v, &wc[i], slot_ptr(v, slot) + VB_RXPAD, &d);
+		if (ntohl(wc[i].imm_data) != VB_CTL_IMM || wc[i].byte_len != VB_GRH + VB_CTL_LEN ||
+		    peer < 0 || v->nctl == VB_CTLQ) {
+			/* From no peer of ours: connections are only for peers
+			 * added (rc.c); the sender retries if it is one soon. */
+			v->rs.ctl_dropped++;
+		} else {
+			v->ctl[v->nctl].peer = peer;
+			memcpy(v->ctl[v->nctl].b, slot_ptr(v, slot) + VB_RXPAD + VB_GRH,
+			       VB_CTL_LEN);
+			v->nctl++;
+		}
+		give_back(v, slot);
+	}
+	if (j < n)
+		(void)rq_post(v); /* rare: keep the RQ full rather than batch */
+	return j;
+}
+
+/* RCP's frames are plain SENDs: one flag per completion tells.  (An error
+ * completion's flags are undefined: the slow path looks at its status.) */
+static inline int take_ctl(struct verbs_nic *v, struct ibv_wc *wc, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (RCPI_UNLIKELY(wc[i].wc_flags & IBV_WC_WITH_IMM))
+			return take_ctl_slow(v, wc, n, i);
+	return n;
+}
+
 static inline int backlog_fill(struct verbs_nic *v)
 {
 	int n;
@@ -390,18 +483,39 @@ static inline int backlog_fill(struct verbs_nic *v)
 		return v->nwc - v->wcpos;
 	n = ibv_poll_cq(v->rcq, VB_BURST, v->wc);
 	v->wcpos = 0;
-	v->nwc = n > 0 ? n : 0;
+	v->nwc = n > 0 ? take_ctl(v, v->wc, n) : 0;
+	return n < 0 ? n : v->nwc;
+}
+
+/* Polls the receive CQ while a caller waits for a control datagram (rc.c
+ * connecting): frames are kept in the backlog, behind those already
+ * there (it holds RQ completions: one per posted receive at most). */
+int rcpi_vb_pump(struct verbs_nic *v)
+{
+	int n;
+
+	if (v->wcpos == v->nwc) {
+		v->wcpos = v->nwc = 0;
+	} else if (v->wcpos) {
+		memmove(v->wc, v->wc + v->wcpos, (size_t)(v->nwc - v->wcpos) * sizeof *v->wc);
+		v->nwc -= v->wcpos;
+		v->wcpos = 0;
+	}
+	if ((uint32_t)v->nwc >= v->rq)
+		return 0;
+	n = (int)(v->rq - (uint32_t)v->nwc) < VB_BURST ? (int)(v->rq - (uint32_t)v->nwc) : VB_BURST;
+	n = ibv_poll_cq(v->rcq, n, v->wc + v->nwc);
+	if (n < 0)
+		return RCP_ESYS;
+	v->nwc += take_ctl(v, v->wc + v->nwc, n);
+	rq_maybe_post(v);
 	return n;
 }
 
 int rcpi_vb_pending(rcp_nic *nic)
 {
-	return backlog_fill(vb_of(nic)) != 0;
-}
-
-static void give_back(struct verbs_nic *v, uint32_t slot)
-{
-	v->repost[v->nrepost++] = slot;
+	struct verbs_nic *v = vb_of(nic);
+	return backlog_fill(v) != 0 || v->nctl;
 }
 
 int rcpi_vb_recv(rcp_nic *nic, struct rcp_nic_frame *fr, int max)
@@ -449,16 +563,7 @@ int rcpi_vb_recv(rcp_nic *nic, struct rcp_nic_frame *fr, int max)
 				give_back(v, slot);
 			continue;
 		}
-		memset(&d, 0, sizeof d);
-		d.qpn = wc->src_qp;
-		if (v->roce) {
-			d.has_gid = 1;
-			grh_sgid(grh, d.gid);
-			fr[got].peer = rcpi_vb_peer_find(v, d.qpn, 0, d.gid);
-		} else {
-			d.lid = wc->slid;
-			fr[got].peer = rcpi_vb_peer_find(v, d.qpn, d.lid, NULL);
-		}
+		fr[got].peer = src_peer(v, wc, grh, &d);
 		rcpi_vb_dest_blob(&d, v->srcblob[got]);
 		fr[got].data = grh + VB_GRH;
 		fr[got].len = wc->byte_len - VB_GRH;

@@ -25,8 +25,13 @@
  *
  * Capabilities: the link's CRCs (ICRC, VCRC or the Ethernet FCS) check
  * the bytes (RCP_NIC_CAP_CHECKED); UD neither retries nor promises order
- * across paths, so not RELIABLE or ORDERED.  No RMA yet: RC queue pairs
- * on demand are docs/nic.md's next step.
+ * across paths, so not RELIABLE or ORDERED.  RMA (RCP_NIC_CAP_RMA) is
+ * RDMA READ/WRITE on RC queue pairs, one pair per peer connected in the
+ * background from the moment it is added (rc.c), on memory registered
+ * through mr.c.  On InfiniBand, multicast (RCP_NIC_CAP_MCAST): a group is
+ * a peer ("verbs:mcast:MGID", addr.c) and a group endpoint
+ * ("verbs:mcast:MGID@DEV:PORT") is one whose UD QP is attached to it, so
+ * rcp/mcastnet.c's reliable multicast runs as over IP multicast.
  */
 #include <fcntl.h>
 #include <stdio.h>
@@ -174,6 +179,14 @@ static int port_setup(struct verbs_nic *v, const struct rcp_nic_config *cfg)
 		return RCP_ENOTSUP;
 	}
 	v->max_sge = da.max_sge < VB_MAX_SGE ? (uint32_t)da.max_sge : VB_MAX_SGE;
+	v->path_mtu = pa.active_mtu >= IBV_MTU_256 && pa.active_mtu <= IBV_MTU_4096 ? pa.active_mtu
+	                                                                            : IBV_MTU_256;
+	/* RDMA READs in flight per RC QP, each way: the device's bound, at
+	 * most 16; 0 (a device without READ) leaves only WRITE working. */
+	v->rd_atom = (uint8_t)(da.max_qp_rd_atom < da.max_qp_init_rd_atom ? da.max_qp_rd_atom
+	                                                                  : da.max_qp_init_rd_atom);
+	if (v->rd_atom > 16)
+		v->rd_atom = 16;
 	return 0;
 }
 
@@ -231,13 +244,52 @@ fail:
 	return RCP_ESYS;
 }
 
+/* A group endpoint's QP joins the group (the SA gives the MLID) and is
+ * attached to it: from then on the HCA hands it the group's datagrams.
+ * RoCE has no SA; its multicast (an IGMP join, rdma_cm's) is not built. */
+static int group_attach(struct verbs_nic *v)
+{
+	union ibv_gid g;
+	int rc;
+
+	v->group = 0;
+	if (v->roce) {
+		rcpi_warn("verbs: %s: multicast on RoCE is not built", v->dev);
+		return RCP_ENOTSUP;
+	}
+	rc = rcpi_vb_mc_join(v, v->mgid, &v->mlid);
+	if (rc) {
+		rcpi_warn("verbs: %s port %u: joining the multicast group failed (%d)", v->dev,
+		          v->port, rc);
+		return rc == RCP_ENOMEM ? rc : RCP_EPEER;
+	}
+	v->group = 1;
+	memcpy(g.raw, v->mgid, 16);
+	rc = v->api->attach_mcast(v->qp, &g, v->mlid);
+	if (rc) {
+		rcpi_warn("verbs: %s: ibv_attach_mcast: %s", v->dev, strerror(rc));
+		return RCP_ESYS;
+	}
+	v->attached = 1;
+	return 0;
+}
+
 static void vb_free(struct verbs_nic *v)
 {
 	const struct rcpi_verbs_api *api = v->api;
 
+	if (v->attached) {
+		union ibv_gid g;
+		memcpy(g.raw, v->mgid, 16);
+		api->detach_mcast(v->qp, &g, v->mlid);
+	}
+	if (v->group == 1)
+		rcpi_vb_mc_leave(v, v->mgid);
 	if (v->qp)
 		api->destroy_qp(v->qp);
-	rcpi_vb_peers_free(v); /* AHs after the QP that used them */
+	rcpi_vb_rc_free(v);     /* RC QPs and their CQ */
+	rcpi_vb_mr_free_all(v); /* before the PD */
+	rcpi_vb_peers_free(v);  /* AHs after the QP that used them */
 	if (v->mr)
 		api->dereg_mr(v->mr);
 	if (v->events && v->rcq)
@@ -254,6 +306,7 @@ static void vb_free(struct verbs_nic *v)
 		api->close_device(v->ctx);
 	free(v->area);
 	free(v->repost);
+	free(v->wc);
 	free(v);
 }
 
@@ -266,6 +319,15 @@ static int vb_open(const char *rest, const struct rcp_nic_config *cfg, rcp_nic *
 		return RCP_ENOMEM;
 	v->api = rcpi_verbs_api;
 	v->last_peer = -1;
+	if (!strncmp(rest, "mcast:", 6)) {
+		/* A group endpoint: "mcast:MGID@DEV:PORT[:GIDX]". */
+		rc = rcpi_vb_parse_group(rest, v->mgid, &rest);
+		if (rc || !rest) {
+			free(v);
+			return RCP_EADDR;
+		}
+		v->group = 2; /* 2: to join; 1: joined (vb_free leaves) */
+	}
 	rc = rcpi_vb_parse_local(rest, v->dev, sizeof v->dev, &v->port, &v->gid_index);
 	if (!rc)
 		rc = dev_open(v);
@@ -276,14 +338,17 @@ static int vb_open(const char *rest, const struct rcp_nic_config *cfg, rcp_nic *
 	if (rc)
 		goto fail;
 	v->repost = calloc(v->rq, sizeof *v->repost);
+	v->wc = calloc(v->rq, sizeof *v->wc);
 	v->peers = calloc(VB_PEERS, sizeof *v->peers);
-	if (!v->repost || !v->peers) {
+	if (!v->repost || !v->wc || !v->peers) {
 		rc = RCP_ENOMEM;
 		goto fail;
 	}
 	rc = rcpi_vb_qp_up(v);
 	if (!rc)
 		rc = rcpi_vb_rq_fill(v);
+	if (!rc && v->group)
+		rc = group_attach(v);
 	if (rc)
 		goto fail;
 	rcpi_debug("verbs: %s port %u: %s, QPN 0x%x, LID %u, mtu %u, inline %u, RQ %u", v->dev,
@@ -310,7 +375,7 @@ static void vb_query(const rcp_nic *nic, struct rcp_nic_info *info)
 	/* Receives the QP holds at the least: RQ less a burst in the
 	 * caller's hands and a repost batch; half of it per sender. */
 	info->rx_frames = (v->rq - VB_BURST - VB_REPOST) / 2;
-	info->caps = RCP_NIC_CAP_CHECKED;
+	info->caps = RCP_NIC_CAP_CHECKED | RCP_NIC_CAP_RMA | (v->roce ? 0 : RCP_NIC_CAP_MCAST);
 }
 
 static int vb_fd(const rcp_nic *nic)
@@ -337,6 +402,49 @@ static int vb_arm(rcp_nic *nic)
 	return rcpi_vb_pending(nic) ? RCP_EAGAIN : 0;
 }
 
+/* A new peer's RC QP starts connecting at once (rc.c, CONNECTIONS); a
+ * failure there leaves the peer usable for frames, and a transfer tries
+ * again. */
+static int vb_peer_add(rcp_nic *nic, const void *blob, size_t len, int *peer)
+{
+	int rc = rcpi_vb_peer_add(nic, blob, len, peer);
+	if (!rc && !vb_of(nic)->peers[*peer].d.mc)
+		(void)rcpi_vb_rc_start(vb_of(nic), *peer);
+	return rc;
+}
+
+static int vb_peer_add_str(rcp_nic *nic, const char *addr, int *peer)
+{
+	int rc = rcpi_vb_peer_add_str(nic, addr, peer);
+	if (!rc && !vb_of(nic)->peers[*peer].d.mc)
+		(void)rcpi_vb_rc_start(vb_of(nic), *peer);
+	return rc;
+}
+
+static int vb_peer_remove(rcp_nic *nic, int peer)
+{
+	struct verbs_nic *v = vb_of(nic);
+
+	if (peer >= v->npeers || !v->peers[peer].used)
+		return RCP_EINVAL;
+	rcpi_vb_rc_drop(v, peer);
+	return rcpi_vb_peer_remove(nic, peer);
+}
+
+/* Frames, then the control datagrams they came with (rc.c): a REQ is
+ * answered within the receive that finds it. */
+static int vb_recv(rcp_nic *nic, struct rcp_nic_frame *frames, int max)
+{
+	struct verbs_nic *v = vb_of(nic);
+	int n = rcpi_vb_recv(nic, frames, max);
+
+	if (RCPI_UNLIKELY(v->nctl))
+		rcpi_vb_rc_ctl(v);
+	if (RCPI_UNLIKELY(v->rc_waiting))
+		rcpi_vb_rc_timers(v);
+	return n;
+}
+
 const struct rcpi_nic_ops rcpi_nic_verbs_ops = {
     .name = "verbs",
     .id = RCPI_NIC_VERBS,
@@ -345,16 +453,21 @@ const struct rcpi_nic_ops rcpi_nic_verbs_ops = {
     .query = vb_query,
     .addr_str = rcpi_vb_addr_str,
     .addr_blob = rcpi_vb_addr_blob,
-    .peer_add = rcpi_vb_peer_add,
-    .peer_add_str = rcpi_vb_peer_add_str,
-    .peer_remove = rcpi_vb_peer_remove,
+    .peer_add = vb_peer_add,
+    .peer_add_str = vb_peer_add_str,
+    .peer_remove = vb_peer_remove,
     .send = rcpi_vb_send,
     .flush = rcpi_vb_flush,
-    .recv = rcpi_vb_recv,
+    .recv = vb_recv,
     .release = rcpi_vb_release,
     .fd = vb_fd,
     .arm = vb_arm,
     .pending = rcpi_vb_pending,
     .send_to = rcpi_vb_send_to,
-    /* recv_wait: the dispatcher's arm/ppoll/recv.  No RMA yet. */
+    /* recv_wait: the dispatcher's arm/ppoll/recv. */
+    .mr_reg = rcpi_vb_mr_reg,
+    .mr_dereg = rcpi_vb_mr_dereg,
+    .mr_pack = rcpi_vb_mr_pack,
+    .get = rcpi_vb_get,
+    .put = rcpi_vb_put,
 };
