@@ -7,7 +7,7 @@ TEST_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
 check_PROGRAMS += tests/test_nic tests/test_shm tests/test_udp tests/test_faults
 TESTS += tests/test_nic tests/test_shm tests/test_udp tests/test_faults
 
-tests_test_nic_SOURCES = tests/test_nic.c tests/testutil.h
+tests_test_nic_SOURCES = tests/test_nic.c tests/testutil.h tests/test_xdp_veth.h common/sh.h
 tests_test_nic_CFLAGS = $(TEST_CFLAGS)
 tests_test_nic_LDADD = $(TEST_LDADD)
 tests_test_shm_SOURCES = tests/test_shm.c tests/testutil.h
