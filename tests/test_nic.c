@@ -13,8 +13,10 @@
  *
  * xdp needs a link of its own: its group runs inside a network namespace
  * made for it (tests/test_xdp_veth.h) holding both ends of a veth pair, side
- * 0 of each test on one end and side 1 on the other; SKIP with the reason
- * where root, `ip` or namespaces are missing.  verbs needs an HCA:
+ * 0 of each test on one end and side 1 on the other, twice: at link MTU
+ * 1500 (a frame in one UMEM buffer) and 9000 (frames over several, the
+ * kernel's multi-buffer); SKIP with the reason where root, `ip`, namespaces
+ * or the XDP attach are missing.  verbs needs an HCA:
  * tests/test_verbs.c runs its checks on a model of one.
  */
 #include <errno.h>
@@ -27,7 +29,7 @@
 
 #define WIN 32
 
-static const char *backend; /* set per group */
+static const char *backend;   /* set per group */
 static struct test_veth veth; /* the xdp group's link */
 
 /* The address of endpoint SIDE (0 or 1) of this group's pair; TAG keeps
@@ -644,11 +646,11 @@ static void t_env_warning(void **state)
 	assert_null(strstr(buf, "RCP_LOG"));
 }
 
-/* The xdp group's link, and whether XDP attaches to it at all: NULL, or
- * why not (nothing left behind then). */
-static const char *xdp_link_up(void)
+/* The xdp group's link at link MTU MTU, and whether XDP attaches to it at
+ * all: NULL, or why not (nothing left behind then). */
+static const char *xdp_link_up(int mtu)
 {
-	const char *why = test_veth_make(&veth, "rcpnic");
+	const char *why = test_veth_make(&veth, "rcpnic", mtu);
 	char addr[64];
 	rcp_nic *nic;
 	int rc;
@@ -673,6 +675,31 @@ static int setup_backend(void **state)
 	return 0;
 }
 
+/* The suite over backend NAME, as group LABEL: cmocka's verdict. */
+static int run_group(const char *name, const char *label)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_prestate_setup_teardown(t_strerror, setup_backend, NULL, (void *)name),
+	    cmocka_unit_test_prestate_setup_teardown(t_bad_open, setup_backend, NULL, (void *)name),
+	    cmocka_unit_test_prestate_setup_teardown(t_info_and_addresses, setup_backend, NULL,
+	                                             (void *)name),
+	    cmocka_unit_test_prestate_setup_teardown(t_oversize_and_bad_send, setup_backend, NULL,
+	                                             (void *)name),
+	    cmocka_unit_test_prestate_setup_teardown(t_frames_between_processes, setup_backend,
+	                                             NULL, (void *)name),
+	    cmocka_unit_test_prestate_setup_teardown(t_burst_recv, setup_backend, NULL,
+	                                             (void *)name),
+	    cmocka_unit_test_prestate_setup_teardown(t_wait_fd, setup_backend, NULL, (void *)name),
+	    cmocka_unit_test_prestate_setup_teardown(t_recv_wait, setup_backend, NULL,
+	                                             (void *)name),
+	    cmocka_unit_test_prestate_setup_teardown(t_env_warning, setup_backend, NULL,
+	                                             (void *)name),
+	};
+	char group[64];
+	snprintf(group, sizeof group, "nic conformance: %s", label);
+	return _cmocka_run_group_tests(group, tests, sizeof tests / sizeof tests[0], NULL, NULL);
+}
+
 int main(int argc, char **argv)
 {
 	const char *const *names = rcp_nic_backends();
@@ -682,40 +709,28 @@ int main(int argc, char **argv)
 		return env_child(argv[2]);
 
 	for (int i = 0; names[i]; i++) {
-		const char *why;
 		if (!strcmp(names[i], "verbs"))
 			continue; /* tests/test_verbs.c */
-		if (!strcmp(names[i], "xdp") && (why = xdp_link_up())) {
-			printf("SKIP: nic conformance: xdp: %s\n", why);
+		if (strcmp(names[i], "xdp")) {
+			fail |= run_group(names[i], names[i]);
+			groups++;
 			continue;
 		}
-		const struct CMUnitTest tests[] = {
-		    cmocka_unit_test_prestate_setup_teardown(t_strerror, setup_backend, NULL,
-		                                             (void *)names[i]),
-		    cmocka_unit_test_prestate_setup_teardown(t_bad_open, setup_backend, NULL,
-		                                             (void *)names[i]),
-		    cmocka_unit_test_prestate_setup_teardown(t_info_and_addresses, setup_backend,
-		                                             NULL, (void *)names[i]),
-		    cmocka_unit_test_prestate_setup_teardown(t_oversize_and_bad_send, setup_backend,
-		                                             NULL, (void *)names[i]),
-		    cmocka_unit_test_prestate_setup_teardown(t_frames_between_processes,
-		                                             setup_backend, NULL, (void *)names[i]),
-		    cmocka_unit_test_prestate_setup_teardown(t_burst_recv, setup_backend, NULL,
-		                                             (void *)names[i]),
-		    cmocka_unit_test_prestate_setup_teardown(t_wait_fd, setup_backend, NULL,
-		                                             (void *)names[i]),
-		    cmocka_unit_test_prestate_setup_teardown(t_recv_wait, setup_backend, NULL,
-		                                             (void *)names[i]),
-		    cmocka_unit_test_prestate_setup_teardown(t_env_warning, setup_backend, NULL,
-		                                             (void *)names[i]),
-		};
-		char group[64];
-		snprintf(group, sizeof group, "nic conformance: %s", names[i]);
-		fail |= _cmocka_run_group_tests(group, tests, sizeof tests / sizeof tests[0], NULL,
-		                                NULL);
-		groups++;
-		if (!strcmp(names[i], "xdp"))
+		/* xdp twice: frames in one UMEM buffer (MTU 1500), and frames
+		 * over several (MTU 9000: the kernel's multi-buffer). */
+		for (int m = 0; m < 2; m++) {
+			static const int mtus[2] = {1500, 9000};
+			const char *why = xdp_link_up(mtus[m]);
+			char label[32];
+			snprintf(label, sizeof label, "xdp, link MTU %d", mtus[m]);
+			if (why) {
+				printf("SKIP: nic conformance: %s: %s\n", label, why);
+				continue;
+			}
+			fail |= run_group(names[i], label);
+			groups++;
 			test_veth_remove(&veth);
+		}
 	}
 	return fail ? 1 : (groups ? 0 : TEST_SKIP_CODE);
 }

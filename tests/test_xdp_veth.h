@@ -4,7 +4,8 @@
  * process tree: tests/test_nic.c's xdp group.
  *
  * test_veth_make() makes namespace PREFIX-PID holding both ends of a veth
- * pair (up, no addresses: the xdp backend's peers are MAC addresses) and
+ * pair (up, MTU as asked, no addresses: the xdp backend's peers are MAC
+ * addresses) and
  * moves the process into it, so that every endpoint it opens and every
  * child it forks or execs sees the pair.  test_veth_remove() moves back
  * and deletes the namespace; an atexit handler and SIGINT/SIGTERM do the
@@ -71,11 +72,11 @@ static void test_veth_signal(int sig)
 	raise(sig);
 }
 
-/* Makes the pair and enters its namespace: NULL, or why it cannot (the
- * caller SKIPs with that reason; nothing is left behind). */
-static const char *test_veth_make(struct test_veth *v, const char *prefix)
+/* Makes the pair (link MTU MTU) and enters its namespace: NULL, or why
+ * it cannot (the caller SKIPs with that reason; nothing is left behind). */
+static const char *test_veth_make(struct test_veth *v, const char *prefix, int mtu)
     __attribute__((unused));
-static const char *test_veth_make(struct test_veth *v, const char *prefix)
+static const char *test_veth_make(struct test_veth *v, const char *prefix, int mtu)
 {
 	static int registered;
 	const char *td = getenv("TMPDIR");
@@ -122,9 +123,9 @@ static const char *test_veth_make(struct test_veth *v, const char *prefix)
 		test_veth_remove(v);
 		return "cannot create a network namespace";
 	}
-	if (rcpi_sh("ip -n %s link add %s type veth peer name %s && ip -n %s link set %s up && "
-	            "ip -n %s link set %s up",
-	            v->ns, v->ifname[0], v->ifname[1], v->ns, v->ifname[0], v->ns,
+	if (rcpi_sh("ip -n %s link add %s mtu %d type veth peer name %s mtu %d && "
+	            "ip -n %s link set %s up && ip -n %s link set %s up",
+	            v->ns, v->ifname[0], mtu, v->ifname[1], mtu, v->ns, v->ifname[0], v->ns,
 	            v->ifname[1])) {
 		test_veth_remove(v);
 		return "cannot create a veth pair in a namespace";
