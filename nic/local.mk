@@ -4,7 +4,7 @@ if HAVE_SODIUM
 librcp_la_SOURCES += nic/auth.c
 endif
 if HAVE_XDP
-librcp_la_SOURCES += nic/xdp.c nic/xdp_link.c nic/xdp_int.h
+librcp_la_SOURCES += nic/xdp.c nic/xdp_link.c nic/xdp_neigh.c nic/xdp_int.h
 endif
 if HAVE_VERBS
 librcp_la_SOURCES += nic/verbs/verbs.c nic/verbs/ud.c nic/verbs/addr.c nic/verbs/api.c \

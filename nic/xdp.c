@@ -36,7 +36,8 @@
  * ---- The UMEM and the rings -------------------------------------------------
  *
  * One anonymous mapping of 2 x RING frames of 4 KiB: the lower half
- * receives, the upper half transmits.  RING is XDP_RING (2048), or
+ * receives, the upper half transmits.  (A chunk over 4 KiB would need the
+ * UMEM in huge pages: the kernel refuses chunks over a page otherwise.)  RING is XDP_RING (2048), or
  * rcp_nic_config.rx_bytes / 4 KiB rounded up to a power of two in
  * [256, 16384].  The rings hold RING entries each, as many as each half
  * has frames, so the fill ring always has room for every RX frame we give
@@ -57,10 +58,36 @@
  *             wait on the ring and go out with one kick.  A kick moves a
  *             bounded batch per call, so flush kicks until the kernel's
  *             consumer index reaches ours.
+ *   frames over one buffer (a link MTU over 3,826 B: jumbo frames):
+ *             the socket binds with XDP_USE_SG (kernel 6.6+; without
+ *             it, again without, and the MTU stops at 3,824 B).  The
+ *             kernel then posts a frame as a chain of RX descriptors,
+ *             all but the last marked XDP_PKT_CONTD, all published
+ *             together; recv() joins a chain into a buffer of its own
+ *             (joined[], one per burst slot) and gives the chain's
+ *             buffers back at once, so the in-place hand-up is for
+ *             one-buffer frames only: a copy of 9 KB costs less than
+ *             the system call that carried it.  A chain cut by the
+ *             peek's end is left for the next call, one longer than a
+ *             burst (not ours: the kernel splits at most 17 ways) is
+ *             dropped to its end (rx_skip), one of more than XDP_SEGS
+ *             buffers or whose header fails the checks is dropped.
+ *             Sending, a frame over 4 KiB is gathered over several TX
+ *             frames and submitted as one chain.
  *   need_wakeup (XDP_USE_NEED_WAKEUP): a kick is made only when the TX
  *             ring asks for one (always in copy mode), and release() pokes
  *             the kernel with recvfrom only when the fill ring asks
  *             (zero-copy drivers that stopped polling it).
+ *   busy-poll: not used.  SO_PREFER_BUSY_POLL + SO_BUSY_POLL (20 us) +
+ *             SO_BUSY_POLL_BUDGET (64), with a recvfrom in every empty
+ *             receive to drive it, measured no faster between two
+ *             rcp-cluster hosts (bare 8 B frame, 3 interleaved rounds:
+ *             generic 4.76-5.25 us without, 4.88-5.34 with; native
+ *             5.98-6.02 without, 6.23-6.88 with): on veth in generic mode
+ *             the socket has no NAPI context to poll (frames come from
+ *             the per-CPU backlog), and in native mode the sender's CPU
+ *             already runs the peer's NAPI inside its kick.  It is for
+ *             drivers with NAPI per queue (docs/nic.md).
  *
  * Memory ordering: the xsk ring helpers of libxdp are the protocol: a
  * producer writes descriptors, then publishes its index with a release
@@ -73,7 +100,8 @@
  * the kernel, silently (an unpaced burst of 10,000 frames into a veth
  * delivered 4,095).  The fill ring and RX ring hold RING frames, of
  * which up to XDP_BURST are in the caller's hands, so rx_frames is
- * (RING - XDP_BURST) / 2: one sender at a full window leaves half the
+ * (RING - XDP_BURST) / 2 / segs (segs: the buffers a frame of MTU bytes
+ * takes, 3 at MTU 9000): one sender at a full window leaves half the
  * rings for the rest.
  *
  * ---- Sleeping -------------------------------------------------------------
@@ -88,7 +116,7 @@
  * A peer is a MAC address on our link.  Address blob: [RCPI_NIC_XDP][MAC 6].
  * Strings: "xdp:IFNAME@aa:bb:cc:dd:ee:ff" (rcp_nic_addr_str gives ours) or
  * "xdp:IFNAME@A.B.C.D[:PORT]" (the port ignored), the MAC then taken from the kernel's neighbour
- * table (/proc/net/arp), resolved first if needed.  In a peer string the
+ * table (/proc/net/arp), resolved first if needed (nic/xdp_neigh.c).  In a peer string the
  * IFNAME is the peer's own and is not used: frames leave through this
  * endpoint's interface.  Frames addressed to another MAC (a bridge floods
  * unknown unicast) are counted in rx_dropped and dropped.  Peers are
@@ -127,6 +155,17 @@
 #define XDP_BLOB     7u /* id + MAC */
 #define XDP_KICKS    64 /* kicks per flush before RCP_EAGAIN */
 #define XDP_MINFRAME 60 /* what a link pads a short frame to (no FCS) */
+#define XDP_RXROOM   (XDP_FRAME - XDP_PACKET_HEADROOM) /* frame bytes per RX buffer */
+#define XDP_SEGS     4                       /* buffers per frame at most (multi-buffer) */
+#define XDP_BIG      (XDP_SEGS * XDP_RXROOM) /* a multi-buffer frame at most */
+#define XDP_NOBUF    UINT64_MAX /* held[]: a frame copied out, its buffers given back */
+/* The kernel's multi-buffer flags (6.6+), absent from older headers. */
+#ifndef XDP_USE_SG
+#define XDP_USE_SG (1 << 4)
+#endif
+#ifndef XDP_PKT_CONTD
+#define XDP_PKT_CONTD (1 << 0)
+#endif
 
 struct xdp_peer {
 	uint8_t mac[6];
@@ -144,6 +183,9 @@ struct xdp_nic {
 	struct rcpi_xdp_link link; /* program, interface, ownership */
 	uint32_t queue;
 	uint32_t mtu;
+	uint32_t segs;   /* RX buffers a frame of MTU bytes takes */
+	int sg;          /* bound with XDP_USE_SG: frames span buffers */
+	uint8_t *joined; /* XDP_BURST x XDP_BIG: multi-buffer frames, joined */
 	uint8_t mac[6];
 	uint32_t tx_queued; /* submitted since the last kick */
 	/* free TX frame addresses */
@@ -153,6 +195,7 @@ struct xdp_nic {
 	/* the burst in the caller's hands */
 	uint64_t held[XDP_BURST];
 	int nheld, released;
+	int rx_skip; /* dropping the rest of a chain longer than a burst */
 	uint8_t srcblob[XDP_BURST][XDP_BLOB];
 	struct xdp_peer *peers;
 	int npeers; /* highest used index + 1 */
@@ -238,7 +281,42 @@ static void xdp_free(struct xdp_nic *x)
 	rcpi_xdp_link_close(&x->link); /* last: the interface is free again */
 	free(x->peers);
 	free(x->txfree);
+	free(x->joined);
 	free(x);
+}
+
+/* The UMEM over x->area and the socket on it: 0, or -errno with neither
+ * left (so that the caller may try again with other flags) and *STEP
+ * naming what failed. */
+static int sock_make(struct xdp_nic *x, const struct xsk_umem_config *ucfg,
+                     const struct xsk_socket_config *scfg, const char **step)
+{
+	int rc = xsk_umem__create(&x->umem, x->area, (uint64_t)2 * x->ring * XDP_FRAME, &x->fill,
+	                          &x->comp, ucfg);
+	if (rc) {
+		x->umem = NULL;
+		*step = "registering the UMEM";
+		return rc;
+	}
+	/* EBUSY with the lock held: the queue still holds the buffer pool of
+	 * a socket closed an instant ago (this process's or a dead one's),
+	 * which the kernel frees from a work queue after close.  That has no
+	 * completion to wait on: retry for up to half a second. */
+	for (int i = 0; i < 500; i++) {
+		rc = xsk_socket__create(&x->xsk, x->link.ifname, x->queue, x->umem, &x->rx, &x->tx,
+		                        scfg);
+		if (rc != -EBUSY)
+			break;
+		usleep(1000);
+	}
+	if (rc) {
+		x->xsk = NULL;
+		xsk_umem__delete(x->umem);
+		x->umem = NULL;
+		*step = "creating the AF_XDP socket";
+		return rc;
+	}
+	return 0;
 }
 
 static int xdp_open(const char *rest, const struct rcp_nic_config *cfg, rcp_nic **out)
@@ -252,6 +330,7 @@ static int xdp_open(const char *rest, const struct rcp_nic_config *cfg, rcp_nic 
 	    .bind_flags = XDP_USE_NEED_WAKEUP,
 	};
 	struct xdp_nic *x;
+	const char *step = "";
 	uint32_t idx, maxpay;
 	int rc;
 
@@ -298,27 +377,24 @@ static int xdp_open(const char *rest, const struct rcp_nic_config *cfg, rcp_nic 
 		rc = RCP_ENOMEM;
 		goto fail;
 	}
-	rc = xsk_umem__create(&x->umem, x->area, (uint64_t)2 * x->ring * XDP_FRAME, &x->fill,
-	                      &x->comp, &ucfg);
-	if (rc) {
-		x->umem = NULL;
-		rc = rcpi_xdp_err("registering the UMEM", rc);
-		goto fail;
+	/* A link whose frames outgrow one RX buffer (MTU 9000): multi-buffer
+	 * (the kernel's XDP_USE_SG, 6.6+).  Where the kernel refuses it,
+	 * again without, and frames stop at one buffer. */
+	if (x->mtu + ETH_HLEN > XDP_RXROOM) {
+		scfg.bind_flags |= XDP_USE_SG;
+		rc = sock_make(x, &ucfg, &scfg, &step);
+		if (rc) {
+			rcpi_info("xdp: %s: no multi-buffer here (%s): frames stop at %u bytes",
+			          x->link.ifname, strerror(-rc), XDP_RXROOM);
+			scfg.bind_flags &= ~(uint32_t)XDP_USE_SG;
+		} else {
+			x->sg = 1;
+		}
 	}
-	/* EBUSY with the lock held: the queue still holds the buffer pool of
-	 * a socket closed an instant ago (this process's or a dead one's),
-	 * which the kernel frees from a work queue after close.  That has no
-	 * completion to wait on: retry for up to half a second. */
-	for (int i = 0; i < 500; i++) {
-		rc = xsk_socket__create(&x->xsk, x->link.ifname, x->queue, x->umem, &x->rx, &x->tx,
-		                        &scfg);
-		if (rc != -EBUSY)
-			break;
-		usleep(1000);
-	}
+	if (!x->sg)
+		rc = sock_make(x, &ucfg, &scfg, &step);
 	if (rc) {
-		x->xsk = NULL;
-		rc = rcpi_xdp_err("creating the AF_XDP socket", rc);
+		rc = rcpi_xdp_err(step, rc);
 		goto fail;
 	}
 	x->fd = xsk_socket__fd(x->xsk);
@@ -339,14 +415,20 @@ static int xdp_open(const char *rest, const struct rcp_nic_config *cfg, rcp_nic 
 	if (rc)
 		goto fail;
 
-	/* Payload limit: the link's MTU less our length word, and what a
-	 * frame of the UMEM holds past the kernel's headroom. */
-	maxpay = XDP_FRAME - XDP_PACKET_HEADROOM - XDP_HDR;
+	/* Payload limit: the link's MTU less our length word, and what one
+	 * RX buffer holds past the kernel's headroom (XDP_SEGS of them with
+	 * multi-buffer). */
+	maxpay = (x->sg ? XDP_BIG : XDP_RXROOM) - XDP_HDR;
 	x->mtu = x->mtu > 2 ? x->mtu - 2 : 0;
 	if (x->mtu > maxpay)
 		x->mtu = maxpay;
 	if (cfg && cfg->mtu && cfg->mtu < x->mtu)
 		x->mtu = cfg->mtu;
+	x->segs = (XDP_HDR + x->mtu + XDP_RXROOM - 1) / XDP_RXROOM;
+	if (x->segs > 1 && !(x->joined = malloc((size_t)XDP_BURST * XDP_BIG))) {
+		rc = RCP_ENOMEM;
+		goto fail;
+	}
 	rcpi_debug("xdp: %s queue %u: %s mode, mtu %u", x->link.ifname, x->queue,
 	           x->link.attach_flags == XDP_FLAGS_DRV_MODE ? "native" : "generic", x->mtu);
 	*out = &x->base;
@@ -365,7 +447,8 @@ static void xdp_query(const rcp_nic *nic, struct rcp_nic_info *info)
 {
 	info->backend = "xdp";
 	info->mtu = xdp_ofc(nic)->mtu;
-	info->rx_frames = (xdp_ofc(nic)->ring - XDP_BURST) / 2;
+	/* A frame of MTU bytes takes segs RX buffers and ring entries. */
+	info->rx_frames = (xdp_ofc(nic)->ring - XDP_BURST) / 2 / xdp_ofc(nic)->segs;
 	info->caps = RCP_NIC_CAP_CHECKED;
 }
 
@@ -431,73 +514,6 @@ static int xdp_peer_add(rcp_nic *nic, const void *blob, size_t len, int *peer)
 	return peer_insert(xdp_of(nic), (const uint8_t *)blob + 1, peer);
 }
 
-static int parse_mac(const char *s, uint8_t mac[6])
-{
-	unsigned v[6];
-	char tail;
-
-	if (sscanf(s, "%2x:%2x:%2x:%2x:%2x:%2x%c", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
-	           &tail) != 6 ||
-	    strlen(s) != 17)
-		return RCP_EADDR;
-	for (int i = 0; i < 6; i++)
-		mac[i] = (uint8_t)v[i];
-	return 0;
-}
-
-/* The MAC of IP in the neighbour table, 0 or RCP_ENOENT. */
-static int arp_lookup(const char *ip, const char *ifname, uint8_t mac[6])
-{
-	char line[256], a[64], hw[64], dev[64];
-	unsigned type, flags;
-	int rc = RCP_ENOENT;
-	FILE *f = fopen("/proc/thread-self/net/arp", "re");
-
-	if (!f)
-		return RCP_ENOENT;
-	while (fgets(line, sizeof line, f)) {
-		if (sscanf(line, "%63s 0x%x 0x%x %63s %*s %63s", a, &type, &flags, hw, dev) == 5 &&
-		    !strcmp(a, ip) && !strcmp(dev, ifname) && (flags & 2 /* ATF_COM */) &&
-		    !parse_mac(hw, mac)) {
-			rc = 0;
-			break;
-		}
-	}
-	fclose(f);
-	return rc;
-}
-
-/* The MAC of IPv4 address IP on our link: from the neighbour table, after
- * provoking the kernel's ARP with a datagram to the discard port if the
- * entry is missing (waits up to about a second for the answer). */
-static int neigh_mac(const struct xdp_nic *x, const char *ip, uint8_t mac[6])
-{
-	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(9)};
-	int s;
-
-	if (inet_pton(AF_INET, ip, &sa.sin_addr) != 1)
-		return RCP_EADDR;
-	if (!arp_lookup(ip, x->link.ifname, mac))
-		return 0;
-	s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	if (s < 0)
-		return RCP_ESYS;
-	setsockopt(s, SOL_SOCKET, SO_BINDTODEVICE, x->link.ifname,
-	           (socklen_t)strlen(x->link.ifname));
-	for (int i = 0; i < 1000; i++) {
-		if (i % 200 == 0)
-			(void)!sendto(s, "", 0, MSG_DONTWAIT, (struct sockaddr *)&sa, sizeof sa);
-		if (!arp_lookup(ip, x->link.ifname, mac)) {
-			close(s);
-			return 0;
-		}
-		usleep(1000); /* the kernel's ARP has no completion to wait on */
-	}
-	close(s);
-	rcpi_warn("xdp: no neighbour entry for %s on %s", ip, x->link.ifname);
-	return RCP_EPEER;
-}
-
 static int xdp_peer_add_str(rcp_nic *nic, const char *addr, int *peer)
 {
 	struct xdp_nic *x = xdp_of(nic);
@@ -519,9 +535,9 @@ static int xdp_peer_add_str(rcp_nic *nic, const char *addr, int *peer)
 			return RCP_EADDR;
 		memcpy(ip, at + 1, n);
 		ip[n] = 0;
-		rc = neigh_mac(x, ip, mac);
+		rc = rcpi_xdp_neigh_mac(x->link.ifname, ip, mac);
 	} else {
-		rc = parse_mac(at + 1, mac);
+		rc = rcpi_xdp_parse_mac(at + 1, mac);
 	}
 	return rc ? rc : peer_insert(x, mac, peer);
 }
@@ -588,67 +604,102 @@ static void frame_head(const struct xdp_nic *x, uint8_t *p, const uint8_t *dst, 
 	p[15] = (uint8_t)plen;
 }
 
-/* Claims a TX frame and a TX descriptor; 0 or RCP_EAGAIN. */
-static int tx_claim(struct xdp_nic *x, uint64_t *addr, uint32_t *idx)
+/* Claims K TX frames and K TX descriptors; 0 or RCP_EAGAIN. */
+static int tx_claim(struct xdp_nic *x, uint32_t k, uint64_t *addr, uint32_t *idx)
 {
-	if (!x->ntxfree) {
+	if (x->ntxfree < k) {
 		comp_reap(x);
-		if (!x->ntxfree) {
+		if (x->ntxfree < k) {
 			tx_kick(x);
-			if (!x->ntxfree)
+			if (x->ntxfree < k)
 				goto full;
 		}
 	}
-	if (xsk_ring_prod__reserve(&x->tx, 1, idx) != 1) {
+	if (xsk_ring_prod__reserve(&x->tx, k, idx) != k) {
 		tx_kick(x);
-		if (xsk_ring_prod__reserve(&x->tx, 1, idx) != 1)
+		if (xsk_ring_prod__reserve(&x->tx, k, idx) != k)
 			goto full;
 	}
-	*addr = x->txfree[--x->ntxfree];
+	for (uint32_t i = 0; i < k; i++)
+		addr[i] = x->txfree[--x->ntxfree];
 	return 0;
 full:
 	x->base.stats.tx_eagain++;
 	return RCP_EAGAIN;
 }
 
-static void tx_post(struct xdp_nic *x, uint64_t addr, uint32_t idx, size_t plen)
+/* Copies LEN bytes of SRC into the claimed TX frames ADDR[] at byte *OFF
+ * of the frame they make together (XDP_FRAME bytes each), advancing *OFF. */
+static void tx_put(const struct xdp_nic *x, const uint64_t *addr, uint32_t *off, const void *src,
+                   size_t len)
 {
-	struct xdp_desc *d = xsk_ring_prod__tx_desc(&x->tx, idx);
+	const uint8_t *p = src;
 
-	d->addr = addr;
-	d->len = (uint32_t)(XDP_HDR + plen);
-	xsk_ring_prod__submit(&x->tx, 1);
+	while (len) {
+		uint32_t in = *off % XDP_FRAME;
+		size_t n = XDP_FRAME - in < len ? XDP_FRAME - in : len;
+		memcpy((uint8_t *)xsk_umem__get_data(x->area, addr[*off / XDP_FRAME]) + in, p, n);
+		p += n;
+		len -= n;
+		*off += (uint32_t)n;
+	}
+}
+
+/* Submits the K descriptors of one frame of LEN bytes (header included):
+ * all but the last marked XDP_PKT_CONTD, the kernel's multi-buffer
+ * chain (only with x->sg: without it K is 1). */
+static void tx_post(struct xdp_nic *x, const uint64_t *addr, uint32_t k, uint32_t idx, uint32_t len,
+                    size_t plen)
+{
+	for (uint32_t i = 0; i < k; i++) {
+		struct xdp_desc *d = xsk_ring_prod__tx_desc(&x->tx, idx + i);
+		d->addr = addr[i];
+		d->len = i + 1 < k ? XDP_FRAME : len - i * XDP_FRAME;
+		d->options = i + 1 < k ? XDP_PKT_CONTD : 0;
+	}
+	xsk_ring_prod__submit(&x->tx, k);
 	x->tx_queued++;
 	x->base.stats.tx_frames++;
 	x->base.stats.tx_bytes += plen;
+}
+
+/* TX frames a frame of PLEN payload bytes takes. */
+static inline uint32_t tx_segs(size_t plen)
+{
+	return (uint32_t)(XDP_HDR + plen + XDP_FRAME - 1) / XDP_FRAME;
 }
 
 static int xdp_send(rcp_nic *nic, int peer, const struct iovec *iov, int iovcnt, size_t total,
                     unsigned flags)
 {
 	struct xdp_nic *x = xdp_of(nic);
-	uint64_t addr;
-	uint32_t idx;
-	uint8_t *p;
+	uint64_t addr[XDP_SEGS];
+	uint32_t idx, k, off = XDP_HDR;
 	int rc;
 
 	if (RCPI_UNLIKELY(peer >= x->npeers || !x->peers[peer].used))
 		return RCP_EINVAL;
 	if (RCPI_UNLIKELY(total > x->mtu))
 		return RCP_EMSGSIZE;
-	rc = tx_claim(x, &addr, &idx);
+	k = tx_segs(total);
+	rc = tx_claim(x, k, addr, &idx);
 	if (rc)
 		return rc;
-	p = xsk_umem__get_data(x->area, addr);
-	frame_head(x, p, x->peers[peer].mac, total);
-	p += XDP_HDR;
-	for (int i = 0; i < iovcnt; i++) {
-		if (!iov[i].iov_len)
-			continue; /* the base may be NULL */
-		memcpy(p, iov[i].iov_base, iov[i].iov_len);
-		p += iov[i].iov_len;
+	frame_head(x, xsk_umem__get_data(x->area, addr[0]), x->peers[peer].mac, total);
+	if (RCPI_LIKELY(k == 1)) {
+		uint8_t *p = (uint8_t *)xsk_umem__get_data(x->area, addr[0]) + XDP_HDR;
+		for (int i = 0; i < iovcnt; i++) {
+			if (!iov[i].iov_len)
+				continue; /* the base may be NULL */
+			memcpy(p, iov[i].iov_base, iov[i].iov_len);
+			p += iov[i].iov_len;
+		}
+	} else {
+		for (int i = 0; i < iovcnt; i++)
+			if (iov[i].iov_len)
+				tx_put(x, addr, &off, iov[i].iov_base, iov[i].iov_len);
 	}
-	tx_post(x, addr, idx, total);
+	tx_post(x, addr, k, idx, (uint32_t)(XDP_HDR + total), total);
 	if (flags & RCP_NIC_MORE)
 		return 0;
 	rc = tx_kick(x);
@@ -665,83 +716,173 @@ static int xdp_send_to(rcp_nic *nic, const void *blob, size_t len, const void *f
 {
 	struct xdp_nic *x = xdp_of(nic);
 	const uint8_t *mac = (const uint8_t *)blob + 1;
-	uint64_t addr;
-	uint32_t idx;
-	uint8_t *p;
+	uint64_t addr[XDP_SEGS];
+	uint32_t idx, k, off = XDP_HDR;
 	int rc;
 
 	if (len != XDP_BLOB || (mac[0] & 1))
 		return RCP_EADDR;
 	if (flen > x->mtu)
 		return RCP_EMSGSIZE;
-	rc = tx_claim(x, &addr, &idx);
+	k = tx_segs(flen);
+	rc = tx_claim(x, k, addr, &idx);
 	if (rc)
 		return rc;
-	p = xsk_umem__get_data(x->area, addr);
-	frame_head(x, p, mac, flen);
-	memcpy(p + XDP_HDR, frame, flen);
-	tx_post(x, addr, idx, flen);
+	frame_head(x, xsk_umem__get_data(x->area, addr[0]), mac, flen);
+	tx_put(x, addr, &off, frame, flen);
+	tx_post(x, addr, k, idx, (uint32_t)(XDP_HDR + flen), flen);
 	rc = tx_kick(x);
 	return rc == RCP_EAGAIN ? 0 : rc;
 }
 
 /* ---- receive ------------------------------------------------------------ */
 
-/* RX frames back to the kernel: one reservation for all N (the fill ring
- * has room for every RX frame, so it cannot fail). */
+/* RX frames back to the kernel: one reservation for all N but the
+ * XDP_NOBUF entries (the fill ring has room for every RX frame, so it
+ * cannot fail). */
 static void fill_give(struct xdp_nic *x, const uint64_t *addrs, int n)
 {
-	uint32_t idx;
+	uint32_t idx, m = 0, j = 0;
 
-	if (n <= 0 || xsk_ring_prod__reserve(&x->fill, (uint32_t)n, &idx) != (uint32_t)n)
+	for (int i = 0; i < n; i++)
+		m += addrs[i] != XDP_NOBUF;
+	if (!m || xsk_ring_prod__reserve(&x->fill, m, &idx) != m)
 		return;
 	for (int i = 0; i < n; i++)
-		*xsk_ring_prod__fill_addr(&x->fill, idx + (uint32_t)i) = addrs[i];
-	xsk_ring_prod__submit(&x->fill, (uint32_t)n);
+		if (addrs[i] != XDP_NOBUF)
+			*xsk_ring_prod__fill_addr(&x->fill, idx + j++) = addrs[i];
+	xsk_ring_prod__submit(&x->fill, m);
 	if (xsk_ring_prod__needs_wakeup(&x->fill))
 		(void)!recvfrom(x->fd, NULL, 0, MSG_DONTWAIT, NULL, NULL);
+}
+
+/* Every field of a frame of FLEN bytes whose first FIRST bytes are at P:
+ * our EtherType, our MAC, a unicast sender, a length word within the
+ * frame and, past the 60 bytes a link may pad to, exactly the frame.
+ * The payload length, or -1: drop it. */
+static int frame_check(const struct xdp_nic *x, const uint8_t *p, uint32_t first, uint32_t flen)
+{
+	uint32_t plen;
+
+	if (first < XDP_HDR || p[12] != XDP_ETHERTYPE >> 8 || p[13] != (XDP_ETHERTYPE & 0xff) ||
+	    memcmp(p, x->mac, 6) || (p[6] & 1))
+		return -1;
+	plen = (uint32_t)p[14] << 8 | p[15];
+	if (XDP_HDR + plen > flen || (flen > XDP_MINFRAME && XDP_HDR + plen != flen))
+		return -1;
+	return (int)plen;
+}
+
+/* A multi-buffer frame: the K descriptors from IDX joined into OUT
+ * (XDP_BIG bytes), payload only.  Its payload length, or -1 (more
+ * descriptors or bytes than a frame of ours has, or not ours). */
+static int chain_join(struct xdp_nic *x, uint32_t idx, uint32_t k, uint8_t *out)
+{
+	const struct xdp_desc *d0 = xsk_ring_cons__rx_desc(&x->rx, idx);
+	uint32_t flen = 0, at = 0;
+	int plen;
+
+	if (k > XDP_SEGS)
+		return -1;
+	for (uint32_t i = 0; i < k; i++)
+		flen += xsk_ring_cons__rx_desc(&x->rx, idx + i)->len;
+	if (flen > XDP_BIG)
+		return -1;
+	plen = frame_check(x, xsk_umem__get_data(x->area, d0->addr), d0->len, flen);
+	if (plen < 0)
+		return -1;
+	/* plen is flen - XDP_HDR exactly (flen > 60): every byte is payload. */
+	for (uint32_t i = 0; i < k; i++) {
+		const struct xdp_desc *d = xsk_ring_cons__rx_desc(&x->rx, idx + i);
+		uint32_t skip = i ? 0 : XDP_HDR;
+		memcpy(out + at, (const uint8_t *)xsk_umem__get_data(x->area, d->addr) + skip,
+		       d->len - skip);
+		at += d->len - skip;
+	}
+	return plen;
+}
+
+/* Descriptors from I (of N peeked at IDX) up to the end of the frame
+ * that starts there: 0 if its chain goes on past N. */
+static uint32_t chain_len(const struct xdp_nic *x, uint32_t idx, uint32_t i, uint32_t n)
+{
+	for (uint32_t k = 1; i + k <= n; k++)
+		if (!(xsk_ring_cons__rx_desc(&x->rx, idx + i + k - 1)->options & XDP_PKT_CONTD))
+			return k;
+	return 0;
 }
 
 static int xdp_recv(rcp_nic *nic, struct rcp_nic_frame *fr, int max)
 {
 	struct xdp_nic *x = xdp_of(nic);
-	uint64_t bad[XDP_BURST];
-	uint32_t idx, n;
-	int got = 0, nbad = 0;
+	uint64_t back[XDP_BURST];
+	uint32_t idx, n, i = 0;
+	int got = 0, nback = 0;
 
 	/* Frames the caller did not release go back now. */
 	if (x->nheld > x->released)
 		fill_give(x, x->held + x->released, x->nheld - x->released);
 	x->nheld = x->released = 0;
 
-	n = xsk_ring_cons__peek(&x->rx, (uint32_t)(max < XDP_BURST ? max : XDP_BURST), &idx);
+	/* With multi-buffer a frame takes up to XDP_SEGS descriptors: look
+	 * at a whole burst of them, whatever MAX. */
+	n = x->sg ? XDP_BURST : (uint32_t)(max < XDP_BURST ? max : XDP_BURST);
+	n = xsk_ring_cons__peek(&x->rx, n, &idx);
 	if (!n) {
 		if (xsk_ring_prod__needs_wakeup(&x->fill))
 			(void)!recvfrom(x->fd, NULL, 0, MSG_DONTWAIT, NULL, NULL);
 		return 0;
 	}
-	for (uint32_t i = 0; i < n; i++) {
+	while (i < n && got < max) {
 		const struct xdp_desc *d = xsk_ring_cons__rx_desc(&x->rx, idx + i);
-		const uint8_t *p = xsk_umem__get_data(x->area, d->addr);
+		const uint8_t *p = xsk_umem__get_data(x->area, d->addr); /* the header */
+		const uint8_t *data = p + XDP_HDR;
 		uint64_t base = xsk_umem__extract_addr(d->addr);
-		uint32_t plen;
+		uint32_t k = 1;
+		int plen;
 
-		/* Every field: our EtherType, our MAC, a unicast sender, a
-		 * length word within the frame and, past the 60 bytes a link
-		 * may pad to, exactly the frame. */
-		plen = d->len >= XDP_HDR ? (uint32_t)p[14] << 8 | p[15] : 0;
-		if (d->len < XDP_HDR || p[12] != XDP_ETHERTYPE >> 8 ||
-		    p[13] != (XDP_ETHERTYPE & 0xff) || memcmp(p, x->mac, 6) || (p[6] & 1) ||
-		    XDP_HDR + plen > d->len ||
-		    (d->len > XDP_MINFRAME && XDP_HDR + plen != d->len)) {
-			x->base.stats.rx_dropped++;
-			bad[nbad++] = base;
-			continue;
+		if (RCPI_UNLIKELY(x->rx_skip || (d->options & XDP_PKT_CONTD))) {
+			/* The kernel posts a frame's descriptors together: a
+			 * chain cut by N is whole next time, unless it is longer
+			 * than a burst (then not ours: dropped to its end). */
+			k = chain_len(x, idx, i, n);
+			if (!k && i)
+				break;
+			if (!k || x->rx_skip) {
+				if (!x->rx_skip)
+					x->base.stats.rx_dropped++;
+				x->rx_skip = !k;
+				k = k ? k : n - i;
+				for (uint32_t j = 0; j < k; j++)
+					back[nback++] = xsk_umem__extract_addr(
+					    xsk_ring_cons__rx_desc(&x->rx, idx + i + j)->addr);
+				i += k;
+				continue;
+			}
+			data = x->joined + (size_t)got * XDP_BIG;
+			plen = chain_join(x, idx + i, k, x->joined + (size_t)got * XDP_BIG);
+			for (uint32_t j = 0; j < k; j++)
+				back[nback++] = xsk_umem__extract_addr(
+				    xsk_ring_cons__rx_desc(&x->rx, idx + i + j)->addr);
+			i += k;
+			if (plen < 0) {
+				x->base.stats.rx_dropped++;
+				continue;
+			}
+			base = XDP_NOBUF; /* its buffers go back below, after p is read */
+		} else {
+			i++;
+			plen = frame_check(x, p, d->len, d->len);
+			if (plen < 0) {
+				x->base.stats.rx_dropped++;
+				back[nback++] = base;
+				continue;
+			}
 		}
 		x->srcblob[got][0] = RCPI_NIC_XDP;
 		memcpy(x->srcblob[got] + 1, p + 6, 6);
-		fr[got].data = p + XDP_HDR;
-		fr[got].len = plen;
+		fr[got].data = data;
+		fr[got].len = (uint32_t)plen;
 		fr[got].peer = peer_find(x, p + 6);
 		fr[got].src = x->srcblob[got];
 		fr[got].srclen = XDP_BLOB;
@@ -749,12 +890,13 @@ static int xdp_recv(rcp_nic *nic, struct rcp_nic_frame *fr, int max)
 		fr[got].token = (uintptr_t)base;
 		x->held[got] = base;
 		x->base.stats.rx_frames++;
-		x->base.stats.rx_bytes += plen;
+		x->base.stats.rx_bytes += (uint32_t)plen;
 		got++;
 	}
-	xsk_ring_cons__release(&x->rx, n);
+	xsk_ring_cons__cancel(&x->rx, n - i); /* the rest next time */
+	xsk_ring_cons__release(&x->rx, i);
 	x->nheld = got;
-	fill_give(x, bad, nbad);
+	fill_give(x, back, nback);
 	return got;
 }
 

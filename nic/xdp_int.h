@@ -1,6 +1,7 @@
 /*
  * nic/xdp_int.h — between nic/xdp.c (rings, frames, peers) and
- * nic/xdp_link.c (our XDP program on an interface and who owns it).
+ * nic/xdp_link.c (our XDP program on an interface and who owns it) and
+ * nic/xdp_neigh.c (peer strings to MACs).
  */
 #ifndef RCP_NIC_XDP_INT_H
 #define RCP_NIC_XDP_INT_H
@@ -42,6 +43,13 @@ int rcpi_xdp_link_attach(struct rcpi_xdp_link *l, struct xsk_socket *xsk);
 void rcpi_xdp_link_detach(struct rcpi_xdp_link *l);
 /* Closes the fds and gives the interface up (the lock last). */
 void rcpi_xdp_link_close(struct rcpi_xdp_link *l);
+/* nic/xdp_neigh.c: "aa:bb:cc:dd:ee:ff" -> MAC: 0 or RCP_EADDR. */
+int rcpi_xdp_parse_mac(const char *s, uint8_t mac[6]);
+/* The MAC of IPv4 address IP on IFNAME, from the neighbour table (the
+ * kernel's ARP provoked if the entry is missing; waits up to about a
+ * second).  0, RCP_EADDR (not an address), RCP_EPEER (no answer),
+ * RCP_ESYS. */
+int rcpi_xdp_neigh_mac(const char *ifname, const char *ip, uint8_t mac[6]);
 /* errno (either sign) of a failed privileged step -> RCP code, logged. */
 int rcpi_xdp_err(const char *what, int err);
 

@@ -10,9 +10,11 @@
 # ROUNDS rounds, interleaved (each round runs every transport once), so
 # drift on a shared machine hits all alike.
 #
-#   perf/xdp_bench.sh [--rounds N] [--mtu MTU] [--out FILE]    (root; from
-#   the build directory; run it under `flock -x /tmp/bench.lock` on a
-#   shared machine)
+#   perf/xdp_bench.sh [--rounds N] [--mtu MTU] [--only LIST] [--out FILE]
+#   (root; from the build directory; run it under `flock -x /tmp/bench.lock`
+#   on a shared machine, a round or two per hold: --only frame,rcp keeps a
+#   round of the 8 B figures under a minute)
+#   --only   the benches to run, comma-separated (default frame,rcp,tcp,pvm)
 #
 # CSV: round,bench,transport,size,iters,rtt_median_us,bandwidth_MBps
 # (bandwidth = size / half the median round trip).  The cluster ("xbench",
@@ -21,25 +23,29 @@
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 rcpc=${RCP_CLUSTER_TOOL:-$here/../tools/rcp-cluster}
-rounds=3 mtu=1500 out=/dev/stdout
+rounds=3 mtu=1500 out=/dev/stdout only=frame,rcp,tcp,pvm
 while [ $# -gt 0 ]; do
 	case $1 in
 	--rounds) rounds=$2; shift 2 ;;
 	--mtu) mtu=$2; shift 2 ;;
 	--out) out=$2; shift 2 ;;
-	*) echo "usage: $0 [--rounds N] [--mtu MTU] [--out FILE]" >&2; exit 2 ;;
+	--only) only=$2; shift 2 ;;
+	*) echo "usage: $0 [--rounds N] [--mtu MTU] [--only LIST] [--out FILE]" >&2; exit 2 ;;
 	esac
 done
 for p in perf/rcp-pingpong perf/rcp-xdp-pingpong perf/rcp-pvm-pingpong; do
 	[ -x "$p" ] || { echo "$0: run from the build directory ($p missing)" >&2; exit 2; }
 done
 C() { "$rcpc" --name xbench "$@"; }
+on() { case ",$only," in *",$1,"*) return 0 ;; esac; return 1; }
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/xdp-bench.XXXXXX") || exit 1
 trap 'C down >/dev/null 2>&1; rm -rf "$tmp"' EXIT
 trap 'exit 130' HUP INT TERM
 C up 2 --rate none --mtu "$mtu" >/dev/null || exit $?
-mkdir -p "$tmp/ep" && cp perf/rcp-pvm-pingpong "$tmp/ep/" || exit 1
-C pvm start --ep "$tmp/ep" >/dev/null || exit 1
+if on pvm; then
+	mkdir -p "$tmp/ep" && cp perf/rcp-pvm-pingpong "$tmp/ep/" || exit 1
+	C pvm start --ep "$tmp/ep" >/dev/null || exit 1
+fi
 echo "round,bench,transport,size,iters,rtt_median_us,bandwidth_MBps" >"$out"
 
 # rcp_pp ROUND TRANSPORT LISTEN CONNECT LOCAL: RCP channels h1 -> h2
@@ -80,10 +86,14 @@ pvm() {
 }
 
 for r in $(seq 1 "$rounds"); do
-	frame "$r" frame --transport xdp,udp,kernel-udp,kernel-tcp --size 8 --iters 20000
-	rcp_pp "$r" xdp xdp:eth0 xdp:eth0@198.18.0.2 xdp:eth0
-	rcp_pp "$r" udp udp:198.18.0.2:7100 udp:198.18.0.2:7100 udp:198.18.0.1:
-	frame "$r" tcp --transport kernel-tcp --size 4194304 --iters 40
-	for t in xdp udp stock; do pvm "$r" $t; done
+	on frame && frame "$r" frame --transport xdp,udp,kernel-udp,kernel-tcp --size 8 --iters 20000
+	if on rcp; then
+		rcp_pp "$r" xdp xdp:eth0 xdp:eth0@198.18.0.2 xdp:eth0
+		rcp_pp "$r" udp udp:198.18.0.2:7100 udp:198.18.0.2:7100 udp:198.18.0.1:
+	fi
+	on tcp && frame "$r" tcp --transport kernel-tcp --size 4194304 --iters 40
+	if on pvm; then
+		for t in xdp udp stock; do pvm "$r" $t; done
+	fi
 done
 C pvm halt >/dev/null 2>&1

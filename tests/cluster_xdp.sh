@@ -6,7 +6,8 @@
 # across the hosts (pvmt transport-hosts: the pair across hosts must be on
 # xdp, the pair within h1 on shm, 1 MiB round trips checked), then the
 # same RPC calls with the faults wrapper under RCP (RCP_FAULTS: drop, dup,
-# reorder, corrupt).  TAP.  Skips (77) without root, namespaces or XDP;
+# reorder, corrupt), then the first RPC round again at MTU 9000 (jumbo
+# frames).  TAP.  Skips (77) without root, namespaces or XDP;
 # the PVM part skips without pvm.
 set -u
 . "${srcdir:-.}/tests/cluster_lib.sh"
@@ -101,4 +102,12 @@ else
 	fi
 	C pvm halt >/dev/null 2>&1
 fi
+
+# Jumbo frames: the RPC calls again on a cluster at MTU 9000, where a frame
+# takes three UMEM buffers (nic/xdp.c's multi-buffer chains)
+C down >/dev/null 2>&1
+out=$(C up 3 --rate none --mtu 9000 2>&1)
+st=$?
+[ $st -eq 0 ] || { echo "$out"; exit $st; }
+rpc_round "RPC over xdp h1 -> h2 at MTU 9000"
 exit $rc

@@ -7,7 +7,7 @@ TEST_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
 check_PROGRAMS += tests/test_nic tests/test_shm tests/test_udp tests/test_faults
 TESTS += tests/test_nic tests/test_shm tests/test_udp tests/test_faults
 
-tests_test_nic_SOURCES = tests/test_nic.c tests/testutil.h
+tests_test_nic_SOURCES = tests/test_nic.c tests/testutil.h tests/test_xdp_veth.h common/sh.h
 tests_test_nic_CFLAGS = $(TEST_CFLAGS)
 tests_test_nic_LDADD = $(TEST_LDADD)
 tests_test_shm_SOURCES = tests/test_shm.c tests/testutil.h
@@ -50,6 +50,12 @@ TESTS += tests/test_xdp
 tests_test_xdp_SOURCES = tests/test_xdp.c tests/testutil.h common/sh.h
 tests_test_xdp_CFLAGS = $(TEST_CFLAGS)
 tests_test_xdp_LDADD = $(TEST_LDADD)
+# ... and at link MTU 9000: frames over several UMEM buffers (multi-buffer)
+check_PROGRAMS += tests/test_xdp_jumbo
+TESTS += tests/test_xdp_jumbo
+tests_test_xdp_jumbo_SOURCES = tests/test_xdp_jumbo.c tests/testutil.h tests/test_xdp_veth.h common/sh.h
+tests_test_xdp_jumbo_CFLAGS = $(TEST_CFLAGS)
+tests_test_xdp_jumbo_LDADD = $(TEST_LDADD)
 # RCP_TRANSPORT=xdp between two rcp-cluster hosts: relinked PVM (pvmt
 # transport-hosts) and RPC calls (cluster-xdp-rpc).  Root only; else SKIP.
 check_PROGRAMS += tests/cluster-xdp-rpc

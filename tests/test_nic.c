@@ -8,8 +8,16 @@
  *
  * Because some backends lose frames under overload, data is sent in
  * windows of WIN frames, each acknowledged by the receiver; on the
- * loopback and shared-memory paths used here no frame may be lost, so a
- * missing frame fails the test.
+ * loopback, shared-memory and veth paths used here no frame may be lost,
+ * so a missing frame fails the test.
+ *
+ * xdp needs a link of its own: its group runs inside a network namespace
+ * made for it (tests/test_xdp_veth.h) holding both ends of a veth pair, side
+ * 0 of each test on one end and side 1 on the other, twice: at link MTU
+ * 1500 (a frame in one UMEM buffer) and 9000 (frames over several, the
+ * kernel's multi-buffer); SKIP with the reason where root, `ip`, namespaces
+ * or the XDP attach are missing.  verbs needs an HCA:
+ * tests/test_verbs.c runs its checks on a model of one.
  */
 #include <errno.h>
 #include <poll.h>
@@ -17,19 +25,30 @@
 #include <rcp/nic.h>
 
 #include "testutil.h"
+#include "tests/test_xdp_veth.h"
 
 #define WIN 32
 
-static const char *backend; /* set per group */
+static const char *backend;   /* set per group */
+static struct test_veth veth; /* the xdp group's link */
 
-static void open_any(rcp_nic **nic, const char *tag)
+/* The address of endpoint SIDE (0 or 1) of this group's pair; TAG keeps
+ * shm's names apart. */
+static void ep_addr(char *addr, size_t n, const char *tag, int side)
+{
+	if (!strcmp(backend, "shm"))
+		snprintf(addr, n, "shm:tn-%d-%s", (int)getpid(), tag);
+	else if (!strcmp(backend, "xdp"))
+		snprintf(addr, n, "xdp:%s", veth.ifname[side]);
+	else
+		snprintf(addr, n, "%s:", backend);
+}
+
+static void open_any(rcp_nic **nic, const char *tag, int side)
 {
 	char addr[64];
 	int rc;
-	if (!strcmp(backend, "shm"))
-		snprintf(addr, sizeof addr, "shm:tn-%d-%s", (int)getpid(), tag);
-	else
-		snprintf(addr, sizeof addr, "%s:", backend);
+	ep_addr(addr, sizeof addr, tag, side);
 	rc = rcp_nic_open(addr, NULL, nic);
 	if (rc)
 		fail_msg("open %s: %s", addr, rcp_strerror(rc));
@@ -93,10 +112,7 @@ static int connect_pair(struct link *l, rcp_nic **nic, int *peer)
 	char addr[64];
 	int rc;
 
-	if (!strcmp(backend, "shm"))
-		snprintf(addr, sizeof addr, "shm:tn-%d-%d", (int)getpid(), l->is_child);
-	else
-		snprintf(addr, sizeof addr, "%s:", backend);
+	ep_addr(addr, sizeof addr, l->is_child ? "1" : "0", l->is_child);
 	rc = rcp_nic_open(addr, NULL, nic);
 	if (rc)
 		return rc;
@@ -184,7 +200,7 @@ static void t_info_and_addresses(void **state)
 	int p1, p2, p3;
 	(void)state;
 
-	open_any(&nic, "info");
+	open_any(&nic, "info", 0);
 	assert_int_equal(rcp_nic_query(nic, &info), 0);
 	assert_non_null(info.backend);
 	assert_non_null(strstr(info.backend, backend));
@@ -201,7 +217,7 @@ static void t_info_and_addresses(void **state)
 	assert_int_equal(rcp_nic_addr_blob(nic, blob, &small), RCP_ERANGE);
 
 	/* A second endpoint; the string and blob of it name the same peer. */
-	open_any(&other, "info2");
+	open_any(&other, "info2", 1);
 	assert_int_equal(rcp_nic_addr_str(other, s, sizeof s), 0);
 	blen = sizeof blob;
 	assert_int_equal(rcp_nic_addr_blob(other, blob, &blen), 0);
@@ -236,8 +252,8 @@ static void t_oversize_and_bad_send(void **state)
 	int peer;
 	(void)state;
 
-	open_any(&a, "ovA");
-	open_any(&b, "ovB");
+	open_any(&a, "ovA", 0);
+	open_any(&b, "ovB", 1);
 	assert_int_equal(rcp_nic_query(a, &info), 0);
 	assert_int_equal(rcp_nic_addr_str(b, s, sizeof s), 0);
 	assert_int_equal(rcp_nic_peer_add_str(a, s, &peer), 0);
@@ -592,14 +608,9 @@ static void t_recv_wait(void **state)
 /* Unknown environment variables are warned about; known ones are not.
  * The scan runs once per process, so the check runs in a fresh exec of
  * this program (see main). */
-static int env_child(const char *be)
+static int env_child(const char *addr)
 {
 	rcp_nic *nic;
-	char addr[64];
-	if (!strcmp(be, "shm"))
-		snprintf(addr, sizeof addr, "shm:tn-env-%d", (int)getpid());
-	else
-		snprintf(addr, sizeof addr, "%s:", be);
 	if (rcp_nic_open(addr, NULL, &nic))
 		return 10;
 	rcp_nic_close(nic);
@@ -610,10 +621,11 @@ static void t_env_warning(void **state)
 {
 	int out[2], st;
 	pid_t child;
-	char buf[4096] = {0};
+	char buf[4096] = {0}, addr[64];
 	ssize_t n, got = 0;
 	(void)state;
 
+	ep_addr(addr, sizeof addr, "env", 0);
 	assert_int_equal(pipe(out), 0);
 	child = test_fork();
 	assert_true(child >= 0);
@@ -621,7 +633,7 @@ static void t_env_warning(void **state)
 		dup2(out[1], 2);
 		setenv("RCP_NO_SUCH_KNOB", "1", 1);
 		setenv("RCP_LOG", "warn", 1);
-		execl("/proc/self/exe", "test_nic", "--env-child", backend, (char *)NULL);
+		execl("/proc/self/exe", "test_nic", "--env-child", addr, (char *)NULL);
 		_exit(127);
 	}
 	close(out[1]);
@@ -634,10 +646,58 @@ static void t_env_warning(void **state)
 	assert_null(strstr(buf, "RCP_LOG"));
 }
 
+/* The xdp group's link at link MTU MTU, and whether XDP attaches to it at
+ * all: NULL, or why not (nothing left behind then). */
+static const char *xdp_link_up(int mtu)
+{
+	const char *why = test_veth_make(&veth, "rcpnic", mtu);
+	char addr[64];
+	rcp_nic *nic;
+	int rc;
+
+	if (why)
+		return why;
+	snprintf(addr, sizeof addr, "xdp:%s", veth.ifname[0]);
+	rc = rcp_nic_open(addr, NULL, &nic);
+	if (rc == RCP_EPERM || rc == RCP_ENOTSUP) {
+		test_veth_remove(&veth);
+		return rc == RCP_EPERM ? "XDP attach refused (RCP_EPERM)"
+		                       : "XDP attach not supported here (RCP_ENOTSUP)";
+	}
+	if (!rc)
+		rcp_nic_close(nic);
+	return NULL; /* any other failure is the tests' to report */
+}
+
 static int setup_backend(void **state)
 {
 	backend = *state;
 	return 0;
+}
+
+/* The suite over backend NAME, as group LABEL: cmocka's verdict. */
+static int run_group(const char *name, const char *label)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_prestate_setup_teardown(t_strerror, setup_backend, NULL, (void *)name),
+	    cmocka_unit_test_prestate_setup_teardown(t_bad_open, setup_backend, NULL, (void *)name),
+	    cmocka_unit_test_prestate_setup_teardown(t_info_and_addresses, setup_backend, NULL,
+	                                             (void *)name),
+	    cmocka_unit_test_prestate_setup_teardown(t_oversize_and_bad_send, setup_backend, NULL,
+	                                             (void *)name),
+	    cmocka_unit_test_prestate_setup_teardown(t_frames_between_processes, setup_backend,
+	                                             NULL, (void *)name),
+	    cmocka_unit_test_prestate_setup_teardown(t_burst_recv, setup_backend, NULL,
+	                                             (void *)name),
+	    cmocka_unit_test_prestate_setup_teardown(t_wait_fd, setup_backend, NULL, (void *)name),
+	    cmocka_unit_test_prestate_setup_teardown(t_recv_wait, setup_backend, NULL,
+	                                             (void *)name),
+	    cmocka_unit_test_prestate_setup_teardown(t_env_warning, setup_backend, NULL,
+	                                             (void *)name),
+	};
+	char group[64];
+	snprintf(group, sizeof group, "nic conformance: %s", label);
+	return _cmocka_run_group_tests(group, tests, sizeof tests / sizeof tests[0], NULL, NULL);
 }
 
 int main(int argc, char **argv)
@@ -649,39 +709,28 @@ int main(int argc, char **argv)
 		return env_child(argv[2]);
 
 	for (int i = 0; names[i]; i++) {
-		/* xdp needs a link and privileges of its own: tests/test_xdp.c
-		 * builds them and runs its conformance checks there. */
-		if (!strcmp(names[i], "xdp"))
-			continue;
-		/* verbs needs an HCA: tests/test_verbs.c runs its conformance
-		 * checks on a model of one (and on a device, where there is). */
 		if (!strcmp(names[i], "verbs"))
+			continue; /* tests/test_verbs.c */
+		if (strcmp(names[i], "xdp")) {
+			fail |= run_group(names[i], names[i]);
+			groups++;
 			continue;
-		const struct CMUnitTest tests[] = {
-		    cmocka_unit_test_prestate_setup_teardown(t_strerror, setup_backend, NULL,
-		                                             (void *)names[i]),
-		    cmocka_unit_test_prestate_setup_teardown(t_bad_open, setup_backend, NULL,
-		                                             (void *)names[i]),
-		    cmocka_unit_test_prestate_setup_teardown(t_info_and_addresses, setup_backend,
-		                                             NULL, (void *)names[i]),
-		    cmocka_unit_test_prestate_setup_teardown(t_oversize_and_bad_send, setup_backend,
-		                                             NULL, (void *)names[i]),
-		    cmocka_unit_test_prestate_setup_teardown(t_frames_between_processes,
-		                                             setup_backend, NULL, (void *)names[i]),
-		    cmocka_unit_test_prestate_setup_teardown(t_burst_recv, setup_backend, NULL,
-		                                             (void *)names[i]),
-		    cmocka_unit_test_prestate_setup_teardown(t_wait_fd, setup_backend, NULL,
-		                                             (void *)names[i]),
-		    cmocka_unit_test_prestate_setup_teardown(t_recv_wait, setup_backend, NULL,
-		                                             (void *)names[i]),
-		    cmocka_unit_test_prestate_setup_teardown(t_env_warning, setup_backend, NULL,
-		                                             (void *)names[i]),
-		};
-		char group[64];
-		snprintf(group, sizeof group, "nic conformance: %s", names[i]);
-		fail |= _cmocka_run_group_tests(group, tests, sizeof tests / sizeof tests[0], NULL,
-		                                NULL);
-		groups++;
+		}
+		/* xdp twice: frames in one UMEM buffer (MTU 1500), and frames
+		 * over several (MTU 9000: the kernel's multi-buffer). */
+		for (int m = 0; m < 2; m++) {
+			static const int mtus[2] = {1500, 9000};
+			const char *why = xdp_link_up(mtus[m]);
+			char label[32];
+			snprintf(label, sizeof label, "xdp, link MTU %d", mtus[m]);
+			if (why) {
+				printf("SKIP: nic conformance: %s: %s\n", label, why);
+				continue;
+			}
+			fail |= run_group(names[i], label);
+			groups++;
+			test_veth_remove(&veth);
+		}
 	}
 	return fail ? 1 : (groups ? 0 : TEST_SKIP_CODE);
 }

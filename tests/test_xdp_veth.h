@@ -1,0 +1,140 @@
+/*
+ * tests/test_xdp_veth.h — a veth pair inside a network namespace of its
+ * own, for tests that run a link backend (xdp) with both endpoints in one
+ * process tree: tests/test_nic.c's xdp group.
+ *
+ * test_veth_make() makes namespace PREFIX-PID holding both ends of a veth
+ * pair (up, MTU as asked, no addresses: the xdp backend's peers are MAC
+ * addresses) and
+ * moves the process into it, so that every endpoint it opens and every
+ * child it forks or execs sees the pair.  test_veth_remove() moves back
+ * and deletes the namespace; an atexit handler and SIGINT/SIGTERM do the
+ * same after a failure, and namespaces left by a killed run (a dead pid in
+ * the name) are swept by the next make.  While the pair exists the
+ * process holds the lock tests/test_xdp.c and tests/cluster_down.sh take
+ * ($TMPDIR/rcp-netns-tests.lock), so namespace tests run one at a time.
+ *
+ * setns() moves only the calling thread: call these from a process that
+ * has no other threads (cmocka makes none).
+ */
+#ifndef RCP_TESTS_TEST_XDP_VETH_H
+#define RCP_TESTS_TEST_XDP_VETH_H
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <net/if.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include "common/sh.h"
+
+struct test_veth {
+	char ns[40];
+	char ifname[2][IF_NAMESIZE];
+	int home; /* our own namespace, to go back to */
+	int lock;
+	pid_t owner; /* only the maker removes (not a forked child) */
+};
+
+static struct test_veth *test_veth_live;
+
+static void test_veth_remove(struct test_veth *v) __attribute__((unused));
+static void test_veth_remove(struct test_veth *v)
+{
+	if (!v || v->owner != getpid())
+		return;
+	v->owner = 0;
+	if (v->home >= 0) {
+		(void)!setns(v->home, CLONE_NEWNET);
+		close(v->home);
+		v->home = -1;
+	}
+	rcpi_sh("ip netns del %s 2>/dev/null", v->ns);
+	if (v->lock >= 0)
+		close(v->lock);
+	v->lock = -1;
+	test_veth_live = NULL;
+}
+
+static void test_veth_atexit(void)
+{
+	test_veth_remove(test_veth_live);
+}
+
+static void test_veth_signal(int sig)
+{
+	test_veth_remove(test_veth_live);
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+/* Makes the pair (link MTU MTU) and enters its namespace: NULL, or why
+ * it cannot (the caller SKIPs with that reason; nothing is left behind). */
+static const char *test_veth_make(struct test_veth *v, const char *prefix, int mtu)
+    __attribute__((unused));
+static const char *test_veth_make(struct test_veth *v, const char *prefix, int mtu)
+{
+	static int registered;
+	const char *td = getenv("TMPDIR");
+	char path[256];
+	struct dirent *e;
+	DIR *d;
+	int pid = (int)getpid();
+
+	v->home = v->lock = -1;
+	v->owner = 0;
+	if (geteuid() != 0)
+		return "needs root (network namespaces, XDP attach)";
+	if (rcpi_sh("ip -V >/dev/null 2>&1"))
+		return "needs iproute2's ip";
+	snprintf(path, sizeof path, "%s/rcp-netns-tests.lock", td && *td ? td : "/tmp");
+	v->lock = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	if (v->lock >= 0)
+		(void)flock(v->lock, LOCK_EX);
+	/* Namespaces of runs killed before their teardown. */
+	if ((d = opendir("/run/netns"))) {
+		size_t pl = strlen(prefix);
+		while ((e = readdir(d))) {
+			int dead;
+			if (!strncmp(e->d_name, prefix, pl) && e->d_name[pl] == '-' &&
+			    sscanf(e->d_name + pl + 1, "%d", &dead) == 1 && dead > 0 &&
+			    kill(dead, 0) < 0 && errno == ESRCH)
+				rcpi_sh("ip netns del %s 2>/dev/null", e->d_name);
+		}
+		closedir(d);
+	}
+	snprintf(v->ns, sizeof v->ns, "%s-%d", prefix, pid);
+	snprintf(v->ifname[0], IF_NAMESIZE, "%.3sa%d", prefix, pid);
+	snprintf(v->ifname[1], IF_NAMESIZE, "%.3sb%d", prefix, pid);
+	v->home = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+	v->owner = getpid();
+	test_veth_live = v;
+	if (!registered) {
+		registered = 1;
+		atexit(test_veth_atexit);
+		signal(SIGINT, test_veth_signal);
+		signal(SIGTERM, test_veth_signal);
+	}
+	if (v->home < 0 || rcpi_sh("ip netns add %s", v->ns)) {
+		test_veth_remove(v);
+		return "cannot create a network namespace";
+	}
+	if (rcpi_sh("ip -n %s link add %s mtu %d type veth peer name %s mtu %d && "
+	            "ip -n %s link set %s up && ip -n %s link set %s up",
+	            v->ns, v->ifname[0], mtu, v->ifname[1], mtu, v->ns, v->ifname[0], v->ns,
+	            v->ifname[1])) {
+		test_veth_remove(v);
+		return "cannot create a veth pair in a namespace";
+	}
+	if (rcpi_netns_enter(v->ns)) {
+		test_veth_remove(v);
+		return "cannot enter the namespace (setns)";
+	}
+	return NULL;
+}
+
+#endif
