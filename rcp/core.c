@@ -293,6 +293,72 @@ void rcpc_chan_ban_epoch(rcp_chan *ch, uint32_t epoch)
 	ch->gone_epoch = epoch;
 }
 
+/* SMALL SENDS.  Most messages are a few bytes, sent on a channel with
+ * nothing queued ahead: they go as one eager frame whose slot keeps a copy
+ * (inline), so the send is done when the frame leaves.  That case skips
+ * the general machinery: no request on any list, no send_start, no
+ * completion bookkeeping (rcpi_complete) — the slot is taken and sent
+ * here, and the caller gets a request born finished (rcpc_isend) or none
+ * at all (rcpc_isend_detached).  Exactly the checks of the general path
+ * for this case: nothing to resend, no control frame or earlier start
+ * queued, no put into a READY promise out, room in the window, a credit
+ * left (CREDITS); a promise (READY) never takes a message of one frame.
+ * Returns 1 (sent, or kept for a resend the nic refused: its slot holds
+ * the copy), or 0 (not this case: nothing changed). */
+static RCPI_HOT_INLINE int send_small(rcp_chan *ch, uint64_t tag, const void *buf, size_t len,
+                                      uint64_t now)
+{
+	rcpc_core *c = ch->core;
+	struct slot *s;
+	uint32_t msg;
+
+	if (len > c->p.inline_max || len > c->payload_max || ch->ctl_count ||
+	    !list_empty(&ch->startq) || ch->rma_start || ch->credits_used == ch->credits_granted ||
+	    ch->tx_next - ch->tx_una >= window(ch) || rcpi_chan_resend_due(ch))
+		return 0;
+	chan_touch(ch, now);
+	msg = ch->tx_msg_next++;
+	ch->tx_msg_start++;
+	/* A promise for this message or an earlier one is used up (send_start). */
+	if (RCPI_UNLIKELY(ch->ready_valid) && rcpw_seq_le(ch->ready.msg, msg))
+		ch->ready_valid = 0;
+	ch->credit_stalled = 0;
+	ch->credits_used++;
+	s = rcpi_slot_new(ch, NULL, RCPW_DATA, RCPW_F_FIRST | RCPW_F_EAGER, msg, tag, len, buf,
+	                  (uint32_t)len, 1);
+	s->own = NULL;
+	c->xmit_now = 1; /* its one frame rings the nic at once */
+	(void)rcpi_slot_send(ch, s, now); /* refused: resent from the slot; failed: ch->failed */
+	c->xmit_now = 0;
+	c->st.msgs_sent++;
+	c->st.bytes_sent += len;
+	return 1;
+}
+
+/* A send request born finished (SMALL SENDS): from the pool, with only
+ * the fields a finished send is read by (rcpc_req_done, a callback's
+ * status, cancel, multicast's fold) set; counted as completed for the
+ * progress that follows, as rcpi_complete would. */
+static RCPI_HOT_INLINE rcp_req *req_sent(rcpc_core *c, rcp_chan *ch, uint64_t tag, size_t len)
+{
+	rcp_req *r = c->free_reqs;
+	c->free_reqs = r->pool_next;
+	r->core = c;
+	r->kind = REQ_SEND;
+	r->state = Q_DONE;
+	r->own_buf = 0;
+	r->error = 0;
+	r->chan = ch;
+	r->src = NULL;
+	r->tag = tag;
+	r->len = r->total = len;
+	r->mr = NULL;
+	r->parent = NULL;
+	r->cb = NULL;
+	c->completed++;
+	return r;
+}
+
 static int isend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, int sync, uint64_t now,
                  rcp_req **req)
 {
@@ -304,6 +370,10 @@ static int isend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, int sy
 	if (ch->failed)
 		return ch->failed;
 	c = ch->core;
+	if (!sync && c->free_reqs && send_small(ch, tag, buf, len, now)) {
+		*req = req_sent(c, ch, tag, len);
+		return 0;
+	}
 	r = rcpi_req_alloc(c);
 	if (!r)
 		return RCP_ENOMEM;
@@ -378,6 +448,9 @@ int rcpc_isend_detached(rcp_chan *ch, uint64_t tag, const void *buf, size_t len,
 		return RCP_EINVAL;
 	if (len > ch->core->payload_max)
 		return RCP_EMSGSIZE;
+	/* The common case needs no request at all (SMALL SENDS). */
+	if (tag != RCP_ANY_TAG && (buf || !len) && !ch->failed && send_small(ch, tag, buf, len, now))
+		return 0;
 	rc = isend(ch, tag, buf, len, 0, now, &r);
 	if (rc)
 		return rc;
