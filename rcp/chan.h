@@ -532,6 +532,41 @@ static inline void chan_retime(rcp_chan *ch)
 		list_add_tail(&ch->core->retime, &ch->tlink);
 }
 
+/* CH's earliest deadline may now be as early as AT, and no earlier than
+ * its key or AT: the key is lowered to AT if it is later (TIMERS: a key is
+ * a lower bound, never later than the channel's deadline).  The small
+ * message paths say so instead of marking the channel (chan_retime),
+ * which costs a recomputation of its deadline at the next read. */
+static inline void chan_arm(rcp_chan *ch, uint64_t at)
+{
+	if (at < ch->tnode.at)
+		rcpi_heap_set(&ch->core->theap, &ch->tnode, at);
+}
+
+/* Liveness of a channel with work (TIMERS): a silent peer is pinged after
+ * peer_timeout/4 (then every peer_timeout/8), and fails it at peer_timeout. */
+static inline uint64_t chan_live_at(const rcp_chan *ch)
+{
+	const struct rcpc_params *p = &ch->core->p;
+	uint64_t at = ch->last_heard + p->peer_timeout / 4;
+	if (ch->last_ping + p->peer_timeout / 8 > at)
+		at = ch->last_ping + p->peer_timeout / 8;
+	if (ch->last_heard + p->peer_timeout + 1 < at)
+		at = ch->last_heard + p->peer_timeout + 1;
+	return at;
+}
+
+/* CH takes on work (a send, a receive posted for it): silence while idle
+ * is no failure, so liveness counts from now.  Its liveness deadline is
+ * no earlier than the return value (a ping at last_heard + peer_timeout/4,
+ * failure later: timers.c chan_deadline). */
+static inline uint64_t chan_work_from(rcp_chan *ch, uint64_t now)
+{
+	if (!chan_has_work(ch) && ch->last_heard < now)
+		ch->last_heard = now;
+	return ch->last_heard + ch->core->p.peer_timeout / 4;
+}
+
 /* Called before a channel takes on work: silence while idle is no failure. */
 static inline void chan_touch(rcp_chan *ch, uint64_t now)
 {

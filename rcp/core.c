@@ -75,6 +75,37 @@ void rcpc_params_default(struct rcpc_params *p)
 	p->time_wait = 50000000; /* 50 ms: core.c, CLOSE */
 }
 
+/* The end of a frame taken in on CH (FLUSH, TIMERS).  In the common case
+ * of a small exchange — nothing of ours out, nothing queued, no ack owed
+ * at once — what rcpi_chan_flush would do is done here: the reordering
+ * timer cleared, the delayed ack armed; and the channel's key is lowered
+ * to its earliest deadline now possible (the delayed ack, liveness while
+ * it has work) rather than recomputed: the frame moved every other
+ * deadline later (its acks end RTO and probe, last_heard is now) or set
+ * none.  Else it goes on the dirty list (flushed and keyed anew).
+ * (Setting the exact key here and in send_small instead, as their state
+ * allows, cost more: +90 instructions per round trip, a heap move on
+ * every frame.) */
+static RCPI_HOT_INLINE void input_done(rcp_chan *ch, uint64_t now)
+{
+	const rcpc_core *c = ch->core;
+	uint64_t at = UINT64_MAX;
+
+	if (ch->failed || ch->tx_una != ch->tx_next || ch->ack_now || !chan_nothing_queued(ch) ||
+	    !list_empty(&ch->dlink)) {
+		chan_dirty(ch);
+		return;
+	}
+	ch->rack_at = 0;
+	if (ch->ack_pending && !ch->ack_due)
+		ch->ack_due = now + c->p.ack_delay;
+	if (ch->ack_due)
+		at = ch->ack_due;
+	if (chan_has_work(ch) && ch->last_heard + c->p.peer_timeout / 4 < at)
+		at = ch->last_heard + c->p.peer_timeout / 4;
+	chan_arm(ch, at);
+}
+
 void rcpc_input(rcpc_core *c, int peer, const void *src, size_t srclen, const void *frame,
                 size_t len, uint64_t now)
 {
@@ -102,8 +133,8 @@ void rcpc_input(rcpc_core *c, int peer, const void *src, size_t srclen, const vo
 		return;
 	ch->last_heard = now;
 	ch->unreachable = 0;
-	chan_dirty(ch);
 	if (rcpi_process_ack_fields(ch, &h, now)) {
+		chan_dirty(ch);
 		bad(c); /* acks frames never sent: forged or broken */
 		return;
 	}
@@ -126,6 +157,7 @@ void rcpc_input(rcpc_core *c, int peer, const void *src, size_t srclen, const vo
 		if (!ch->failed)
 			rcpi_process_reliable(ch, &h, pl);
 	}
+	input_done(ch, now);
 }
 
 int rcpc_flush(rcpc_core *c, uint64_t now)
@@ -311,12 +343,14 @@ static RCPI_HOT_INLINE int send_small(rcp_chan *ch, uint64_t tag, const void *bu
 	rcpc_core *c = ch->core;
 	struct slot *s;
 	uint32_t msg;
+	uint64_t live;
+
 
 	if (len > c->p.inline_max || len > c->payload_max || ch->ctl_count ||
 	    !list_empty(&ch->startq) || ch->rma_start || ch->credits_used == ch->credits_granted ||
 	    ch->tx_next - ch->tx_una >= window(ch) || rcpi_chan_resend_due(ch))
 		return 0;
-	chan_touch(ch, now);
+	live = chan_work_from(ch, now);
 	msg = ch->tx_msg_next++;
 	ch->tx_msg_start++;
 	/* A promise for this message or an earlier one is used up (send_start). */
@@ -330,6 +364,18 @@ static RCPI_HOT_INLINE int send_small(rcp_chan *ch, uint64_t tag, const void *bu
 	c->xmit_now = 1; /* its one frame rings the nic at once */
 	(void)rcpi_slot_send(ch, s, now); /* refused: resent from the slot; failed: ch->failed */
 	c->xmit_now = 0;
+	/* Its timers (TIMERS) lower the key: the frame's RTO (if no other
+	 * frame was out, it is the oldest: base now or later; else the
+	 * oldest's was covered already), the tail-loss probe, liveness.  A
+	 * frame the nic refused, or a failure: keyed anew. */
+	if (RCPI_UNLIKELY(!s->sent_at || ch->failed)) {
+		chan_retime(ch);
+	} else {
+		uint64_t at = now + ch->rto;
+		if (ch->tlp_at && ch->tlp_at < at)
+			at = ch->tlp_at;
+		chan_arm(ch, live < at ? live : at);
+	}
 	c->st.msgs_sent++;
 	c->st.bytes_sent += len;
 	return 1;
@@ -538,13 +584,13 @@ int rcpc_irecv(rcpc_core *c, rcp_chan *ch, uint64_t tag, void *buf, size_t len, 
 		}
 		return 0;
 	}
-	if (ch)
-		chan_touch(ch, now);
 	r->state = R_POSTED;
 	list_add_tail(&c->posted, &r->link);
 	r->pseq = ++c->post_seq;
 	list_add_tail(ch ? &ch->posted : &c->posted_any, &r->clink);
 	if (ch) {
+		/* Posted for CH: work, so its liveness timer runs (TIMERS). */
+		chan_arm(ch, chan_work_from(ch, now));
 		ch->posted_specific++;
 		/* Only a receive larger than a frame can be promised by READY;
 		 * skip the scan for the common small one. */
@@ -554,6 +600,7 @@ int rcpc_irecv(rcpc_core *c, rcp_chan *ch, uint64_t tag, void *buf, size_t len, 
 		if (ch->unexp_count && r->state == R_POSTED)
 			rcpi_credit_demand(ch);
 		if (ch->ctl_count) {
+			chan_retime(ch); /* frames go: their timers */
 			rcpi_chan_pump(ch, now);
 			core_push(c);
 		}
@@ -639,6 +686,8 @@ int rcpc_cancel(rcp_req *r, uint64_t now)
 		return 0;
 	}
 	if (r->kind == REQ_RECV && r->state == R_POSTED) {
+		if (r->chan)
+			chan_retime(r->chan); /* posted_specific: its liveness timer */
 		rcpi_recv_unpost(r);
 		rcpi_complete(r, RCP_ECANCELED);
 		return 0;

@@ -382,7 +382,9 @@ inline void rcpi_recv_unpost(rcp_req *r)
 	list_del(&r->link);
 	list_del(&r->clink);
 	if (r->chan) {
-		chan_retime(r->chan); /* posted_specific: its liveness timer */
+		/* No chan_retime: one receive less moves no deadline earlier
+		 * (TIMERS: keys are lower bounds); cancel marks it, so an idle
+		 * channel leaves the heap at once. */
 		r->chan->posted_specific--;
 		if (r->chan->reserved == r)
 			r->chan->reserved = NULL;
@@ -757,7 +759,10 @@ void rcpi_process_inorder(rcp_chan *ch, const struct rcpw_hdr *h, const unsigned
 			recv_matched(ch, r, h->msg, h->tag, h->len);
 			place(r, 0, pl, h->len);
 			rcpi_complete(r, h->len > r->len ? RCP_ETRUNC : 0);
-			rcpi_credit_return(ch);
+			/* The credit goes back (rcpi_credit_return), on the ack
+			 * that rcpc_input's end arms or flushes. */
+			ch->credits_given++;
+			ch->ack_pending = 1;
 		} else {
 			struct unexp *u = rcpi_unexp_get(c);
 			unsigned char *b = h->len ? rcpi_buf_get(c) : NULL;
