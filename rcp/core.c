@@ -195,7 +195,6 @@ int rcpc_core_new(const struct rcpc_params *p, const struct rcpc_io *io, void *o
 	list_init(&c->dirty);
 	c->cbtail = &c->cbq;
 	list_init(&c->retime);
-	list_init(&c->posted);
 	list_init(&c->posted_any);
 	list_init(&c->unexp);
 	list_init(&c->free_unexp);
@@ -238,7 +237,13 @@ void rcpc_core_shutdown(rcpc_core *c)
 		rcp_chan *ch = container_of(p, rcp_chan, link);
 		rcpi_chan_reset(ch, RCP_ECLOSED);
 	}
-	rcpi_fail_list(&c->posted, RCP_ECLOSED);
+	/* The receives for any channel (each channel's failed with it). */
+	list_for_each_safe(p, t, &c->posted_any)
+	{
+		rcp_req *r = container_of(p, rcp_req, clink);
+		list_del(&r->clink);
+		rcpi_complete(r, RCP_ECLOSED);
+	}
 	rcpi_rma_shutdown(c); /* transfers the glue still held (rmaq.c) */
 }
 
@@ -585,9 +590,12 @@ int rcpc_irecv(rcpc_core *c, rcp_chan *ch, uint64_t tag, void *buf, size_t len, 
 		return 0;
 	}
 	r->state = R_POSTED;
-	list_add_tail(&c->posted, &r->link);
 	r->pseq = ++c->post_seq;
-	list_add_tail(ch ? &ch->posted : &c->posted_any, &r->clink);
+	if (ch && !ch->direct && len <= c->payload_max && list_empty(&ch->posted) &&
+	    list_empty(&c->posted_any))
+		ch->direct = r; /* (chan.h, DIRECT) */
+	else
+		list_add_tail(ch ? &ch->posted : &c->posted_any, &r->clink);
 	if (ch) {
 		/* Posted for CH: work, so its liveness timer runs (TIMERS). */
 		chan_arm(ch, chan_work_from(ch, now));
@@ -735,7 +743,8 @@ int rcpc_chan_debug(const rcp_chan *ch, char *buf, size_t len)
 	    ch->highest_sacked, ch->tx_msg_next, ch->tx_msg_start, list_len(&ch->startq),
 	    list_len(&ch->streamq), list_len(&ch->busyq), ch->ctl_count, ch->ready_valid,
 	    ch->ready.msg, ch->rx_next, ch->rx_gaps, ch->rx_msg_next, list_len(&ch->rndv),
-	    ch->reserved ? (int)ch->reserved->msg : -1, list_len(&c->posted), list_len(&c->unexp),
+	    ch->reserved ? (int)ch->reserved->msg : -1,
+	    (int)ch->posted_specific + list_len(&c->posted_any), list_len(&c->unexp),
 	    ch->credits_used, ch->credits_granted, ch->credits_given);
 }
 

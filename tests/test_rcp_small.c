@@ -172,11 +172,92 @@ static void t_small_detached(void **state)
 	sim_free(s);
 }
 
+/* Posts a receive on node 1 (CH NULL: any channel). */
+static rcp_req *post(struct sim *s, rcp_chan *ch, uint64_t tag, unsigned char *buf)
+{
+	rcp_req *r = NULL;
+	assert_int_equal(rcpc_irecv(sim_core(s, 1), ch, tag, buf, 8, sim_now(s), &r), 0);
+	return r;
+}
+
+static void send_one(struct sim *s, uint64_t tag, unsigned char v)
+{
+	unsigned char b[8];
+	rcp_req *r;
+	memset(b, v, sizeof b);
+	assert_int_equal(rcpc_isend(sim_chan(s, 0, 1), tag, b, sizeof b, sim_now(s), &r), 0);
+	assert_int_equal(rcpc_req_done(r, NULL), 1); /* small: done at once */
+}
+
+/* Runs until R is done; returns the first byte it received. */
+static int got(struct sim *s, rcp_req *r, const unsigned char *buf, uint64_t seed)
+{
+	struct sim_one x = {r, {0}, 0};
+	if (sim_run(s, sim_one_done, &x, SEC))
+		fail_msg("a receive never completed (seed %#llx)", (unsigned long long)seed);
+	assert_int_equal(x.st.error, 0);
+	return buf[0];
+}
+
+/* The direct receive (rcp/chan.h, DIRECT) keeps matching order: it takes
+ * a message only if it is the first posted receive that could; a receive
+ * for any channel posted before it, or its tag not matching, and the
+ * message goes where the lists say.  Canceled, it takes nothing; the
+ * channel failing completes it once. */
+static void t_direct_order(void **state)
+{
+	uint64_t seed = test_seed(1920);
+	struct sim *s = pair(seed, 0);
+	rcp_chan *ba = sim_chan(s, 1, 0);
+	unsigned char b1[8], b2[8], b3[8], b4[8];
+	rcp_req *r1, *r2, *r3, *r4;
+
+	(void)state;
+	/* r1 direct (tag 1), r2 any channel any tag, r3 on ba tag 2: a
+	 * tag-2 message goes to r2 (posted before r3), tag 1 to r1. */
+	r1 = post(s, ba, 1, b1);
+	r2 = post(s, NULL, RCP_ANY_TAG, b2);
+	r3 = post(s, ba, 2, b3);
+	send_one(s, 2, 0x22);
+	assert_int_equal(got(s, r2, b2, seed), 0x22);
+	send_one(s, 1, 0x11);
+	assert_int_equal(got(s, r1, b1, seed), 0x11);
+	send_one(s, 2, 0x33);
+	assert_int_equal(got(s, r3, b3, seed), 0x33);
+	/* A receive for any channel first: a later one on ba is not direct,
+	 * and the message goes to the earlier. */
+	r2 = post(s, NULL, RCP_ANY_TAG, b2);
+	r4 = post(s, ba, RCP_ANY_TAG, b4);
+	send_one(s, 5, 0x44);
+	assert_int_equal(got(s, r2, b2, seed), 0x44);
+	send_one(s, 5, 0x55);
+	assert_int_equal(got(s, r4, b4, seed), 0x55);
+	/* A canceled direct receive takes nothing: the message waits. */
+	r1 = post(s, ba, 7, b1);
+	assert_int_equal(rcpc_cancel(r1, sim_now(s)), 0);
+	assert_int_equal(rcpc_req_done(r1, NULL), 1);
+	send_one(s, 7, 0x66);
+	sim_run(s, never, NULL, SEC / 100);
+	assert_int_equal(rcpc_probe(sim_core(s, 1), ba, 7, NULL), 1);
+	r1 = post(s, ba, 7, b1);
+	assert_int_equal(got(s, r1, b1, seed), 0x66);
+	/* The peer dies: the direct receive fails, once. */
+	r1 = post(s, ba, 8, b1);
+	sim_kill(s, 0);
+	{
+		struct sim_one x = {r1, {0}, 0};
+		assert_int_equal(sim_run(s, sim_one_done, &x, 30 * SEC), 0);
+		assert_int_equal(x.st.error, RCP_EPEER);
+	}
+	sim_free(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(t_small_done_at_once),
 	    cmocka_unit_test(t_small_detached),
+	    cmocka_unit_test(t_direct_order),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
