@@ -106,6 +106,50 @@ static RCPI_HOT_INLINE void input_done(rcp_chan *ch, uint64_t now)
 	chan_arm(ch, at);
 }
 
+/* SMALL RECEIVES.  A whole message in one frame (eager DATA), the next in
+ * sequence with nothing held past a gap, the channel's next message, with
+ * a credit it took, for the channel's direct receive (chan.h, DIRECT):
+ * what recv.c process_reliable and msg.c process_inorder would do, here
+ * without their general cases (holes, held frames, other frame types,
+ * the posted lists, unexpected messages, READY promises).  Returns 1 if
+ * H was taken so, else 0 (nothing changed). */
+static RCPI_HOT_INLINE int input_small(rcp_chan *ch, const struct rcpw_hdr *h,
+                                       const unsigned char *pl)
+{
+	rcp_req *r = ch->direct;
+	size_t n;
+
+	if ((h->flags & (RCPW_F_FIRST | RCPW_F_EAGER | RCPW_F_STREAM)) !=
+	        (RCPW_F_FIRST | RCPW_F_EAGER) ||
+	    h->type != RCPW_DATA || !r || h->seq != ch->rx_next || ch->rx_gaps ||
+	    h->msg != ch->rx_msg_next || ch->credits_taken == ch->credits_given || ch->reserved ||
+	    !tag_match(r->tag, h->tag))
+		return 0;
+	ch->rx_taken = 1;
+	if (h->flags & RCPW_F_ACKREQ)
+		ch->ack_now = 1;
+	ch->rx_msg_next++;
+	ch->credits_taken++;
+	/* The direct receive is matched (msg.c recv_matched, unpost). */
+	ch->direct = NULL;
+	ch->posted_specific--;
+	r->src = ch;
+	r->msg = h->msg;
+	r->tag = h->tag;
+	r->total = h->len;
+	n = h->len < r->len ? h->len : r->len;
+	copy_bytes(r->buf, pl, n);
+	r->got = h->len;
+	rcpi_complete(r, h->len > r->len ? RCP_ETRUNC : 0);
+	/* Its credit goes back on the ack input_done arms (CREDITS). */
+	ch->credits_given++;
+	ch->rx_next++;
+	if (++ch->since_ack >= ACK_EVERY)
+		ch->ack_now = 1;
+	ch->ack_pending = 1;
+	return 1;
+}
+
 void rcpc_input(rcpc_core *c, int peer, const void *src, size_t srclen, const void *frame,
                 size_t len, uint64_t now)
 {
@@ -154,7 +198,7 @@ void rcpc_input(rcpc_core *c, int peer, const void *src, size_t srclen, const vo
 	default:
 		if (RCPI_UNLIKELY(ch->accepted))
 			rcpi_chan_claim(ch); /* a message may move: the user may get CH */
-		if (!ch->failed)
+		if (!ch->failed && !input_small(ch, &h, pl))
 			rcpi_process_reliable(ch, &h, pl);
 	}
 	input_done(ch, now);
