@@ -144,7 +144,7 @@ struct rcp_req {
 	rcp_req_cb cb; /* set: completion goes on core->cbq (req.c, CALLBACKS) */
 	void *cb_user;
 	rcp_req *cb_next;  /* core->cbq */
-	struct list clink; /* posted recv: in chan->posted or core->posted_any (self-linked: direct) */
+	struct list clink; /* posted recv: chan->posted, core->posted_any, or none (direct) */
 	uint64_t pseq;     /* posted recv: posting order across both */
 };
 
@@ -238,9 +238,9 @@ struct rcp_chan {
 	 * list (msg.c match_posted).  It is the earliest posted receive that
 	 * could take this channel's next message; never promised by READY. */
 	rcp_req *direct;
-	int accepted;        /* made for an unknown sender, unseen by the user (HANDSHAKE) */
-	uint64_t echo;       /* the peer's last challenge: our ACKs echo it (HANDSHAKE) */
-	int unreachable;     /* ICMP says so, and nothing heard since: close won't linger */
+	int accepted;    /* made for an unknown sender, unseen by the user (HANDSHAKE) */
+	uint64_t echo;   /* the peer's last challenge: our ACKs echo it (HANDSHAKE) */
+	int unreachable; /* ICMP says so, and nothing heard since: close won't linger */
 
 	/* send side */
 	uint32_t tx_next, tx_una, nslots;

@@ -394,7 +394,6 @@ static RCPI_HOT_INLINE int send_small(rcp_chan *ch, uint64_t tag, const void *bu
 	uint32_t msg;
 	uint64_t live;
 
-
 	if (len > c->p.inline_max || len > c->payload_max || ch->ctl_count ||
 	    !list_empty(&ch->startq) || ch->rma_start || ch->credits_used == ch->credits_granted ||
 	    ch->tx_next - ch->tx_una >= window(ch) || rcpi_chan_resend_due(ch))
@@ -410,7 +409,7 @@ static RCPI_HOT_INLINE int send_small(rcp_chan *ch, uint64_t tag, const void *bu
 	s = rcpi_slot_new(ch, NULL, RCPW_DATA, RCPW_F_FIRST | RCPW_F_EAGER, msg, tag, len, buf,
 	                  (uint32_t)len, 1);
 	s->own = NULL;
-	c->xmit_now = 1; /* its one frame rings the nic at once */
+	c->xmit_now = 1;                  /* its one frame rings the nic at once */
 	(void)rcpi_slot_send(ch, s, now); /* refused: resent from the slot; failed: ch->failed */
 	c->xmit_now = 0;
 	/* Its timers (TIMERS) lower the key: the frame's RTO (if no other
@@ -544,7 +543,8 @@ int rcpc_isend_detached(rcp_chan *ch, uint64_t tag, const void *buf, size_t len,
 	if (len > ch->core->payload_max)
 		return RCP_EMSGSIZE;
 	/* The common case needs no request at all (SMALL SENDS). */
-	if (tag != RCP_ANY_TAG && (buf || !len) && !ch->failed && send_small(ch, tag, buf, len, now))
+	if (tag != RCP_ANY_TAG && (buf || !len) && !ch->failed &&
+	    send_small(ch, tag, buf, len, now))
 		return 0;
 	rc = isend(ch, tag, buf, len, 0, now, &r);
 	if (rc)
@@ -776,20 +776,20 @@ static int list_len(const struct list *l)
 int rcpc_chan_debug(const rcp_chan *ch, char *buf, size_t len)
 {
 	const rcpc_core *c = ch->core;
-	return snprintf(
-	    buf, len,
-	    "peer %d failed %d tx una %u next %u cwnd %u/%u peer_wnd %u rto %llu "
-	    "backoff %d unsent %u sack %d/%u | msgs next %u start %u | startq %d "
-	    "streamq %d busyq %d ctl %u ready %d(%u) | rx next %u gaps %u msg %u "
-	    "rndv %d reserved %d posted %d unexp %d credits %u/%u given %u",
-	    ch->peer, ch->failed, ch->tx_una, ch->tx_next, ch->cwnd / CWND_ONE, window(ch),
-	    ch->peer_wnd, (unsigned long long)ch->rto, ch->backoff, ch->unsent, ch->have_sack,
-	    ch->highest_sacked, ch->tx_msg_next, ch->tx_msg_start, list_len(&ch->startq),
-	    list_len(&ch->streamq), list_len(&ch->busyq), ch->ctl_count, ch->ready_valid,
-	    ch->ready.msg, ch->rx_next, ch->rx_gaps, ch->rx_msg_next, list_len(&ch->rndv),
-	    ch->reserved ? (int)ch->reserved->msg : -1,
-	    (int)ch->posted_specific + list_len(&c->posted_any), list_len(&c->unexp),
-	    ch->credits_used, ch->credits_granted, ch->credits_given);
+	return snprintf(buf, len,
+	                "peer %d failed %d tx una %u next %u cwnd %u/%u peer_wnd %u rto %llu "
+	                "backoff %d unsent %u sack %d/%u | msgs next %u start %u | startq %d "
+	                "streamq %d busyq %d ctl %u ready %d(%u) | rx next %u gaps %u msg %u "
+	                "rndv %d reserved %d posted %d unexp %d credits %u/%u given %u",
+	                ch->peer, ch->failed, ch->tx_una, ch->tx_next, ch->cwnd / CWND_ONE,
+	                window(ch), ch->peer_wnd, (unsigned long long)ch->rto, ch->backoff,
+	                ch->unsent, ch->have_sack, ch->highest_sacked, ch->tx_msg_next,
+	                ch->tx_msg_start, list_len(&ch->startq), list_len(&ch->streamq),
+	                list_len(&ch->busyq), ch->ctl_count, ch->ready_valid, ch->ready.msg,
+	                ch->rx_next, ch->rx_gaps, ch->rx_msg_next, list_len(&ch->rndv),
+	                ch->reserved ? (int)ch->reserved->msg : -1,
+	                (int)ch->posted_specific + list_len(&c->posted_any), list_len(&c->unexp),
+	                ch->credits_used, ch->credits_granted, ch->credits_given);
 }
 
 int rcpc_core_busy(const rcpc_core *c)

@@ -146,7 +146,8 @@ static void t_small_detached(void **state)
 	for (int i = 0; i < 24; i++) {
 		unsigned char b[4] = {(unsigned char)i, 1, 2, 3};
 		rcp_req *r = (rcp_req *)(uintptr_t)1;
-		assert_int_equal(rcpc_isend_detached(ab, 7, b, sizeof b, sim_now(s), drop_cb, &r), 0);
+		assert_int_equal(rcpc_isend_detached(ab, 7, b, sizeof b, sim_now(s), drop_cb, &r),
+		                 0);
 		assert_null(r);
 		none += !rcpc_core_busy(sim_core(s, 0)) ? 0 : 1;
 		memset(b, 0xee, sizeof b); /* the caller's buffer is free again */
@@ -159,8 +160,8 @@ static void t_small_detached(void **state)
 	for (int i = 0; i < 24; i++) {
 		unsigned char in[4] = {0};
 		struct sim_one x = {0};
-		assert_int_equal(
-		    rcpc_irecv(sim_core(s, 1), ba, 7, in, sizeof in, sim_now(s), &x.r), 0);
+		assert_int_equal(rcpc_irecv(sim_core(s, 1), ba, 7, in, sizeof in, sim_now(s), &x.r),
+		                 0);
 		assert_int_equal(sim_run(s, sim_one_done, &x, 10 * SEC), 0);
 		assert_int_equal(x.st.error, 0);
 		if (in[0] != i || in[1] != 1)
