@@ -51,14 +51,16 @@ void rcpi_chan_reset(rcp_chan *ch, int error)
 	rcpi_fail_list(&ch->streamq, error);
 	rcpi_fail_list(&ch->busyq, error);
 	rcpi_fail_list(&ch->rndv, error);
-	list_for_each_safe(p, t, &c->posted)
+	if (ch->direct) {
+		rcp_req *r = ch->direct; /* the earliest posted (chan.h, DIRECT) */
+		ch->direct = NULL;
+		rcpi_complete(r, error);
+	}
+	list_for_each_safe(p, t, &ch->posted)
 	{
-		rcp_req *r = container_of(p, rcp_req, link);
-		if (r->chan == ch) {
-			list_del(&r->link);
-			list_del(&r->clink);
-			rcpi_complete(r, error);
-		}
+		rcp_req *r = container_of(p, rcp_req, clink);
+		list_del(&r->clink);
+		rcpi_complete(r, error);
 	}
 	list_for_each_safe(p, t, &c->unexp)
 	{

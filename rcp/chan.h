@@ -111,8 +111,8 @@ enum req_state {
 	S_WAITACK,    /* all frames out, waiting for acks (busyq) */
 	S_RMA,        /* put into a READY promise asked for, FIN FIRST not out (busyq; rma.c) */
 	/* recv */
-	R_POSTED, /* in core->posted */
-	R_READY,  /* in core->posted and ch->reserved: READY sent */
+	R_POSTED, /* in ch->posted (or ch->direct) or core->posted_any */
+	R_READY,  /* in ch->posted and ch->reserved: READY sent */
 	R_FILL,   /* matched to a message, bytes arriving (ch->rndv) */
 	R_RMA,    /* matched, its bytes move by RMA: our get, a split's halves (ch->rndv) */
 	/* all */
@@ -144,7 +144,7 @@ struct rcp_req {
 	rcp_req_cb cb; /* set: completion goes on core->cbq (req.c, CALLBACKS) */
 	void *cb_user;
 	rcp_req *cb_next;  /* core->cbq */
-	struct list clink; /* posted recv: in chan->posted or core->posted_any */
+	struct list clink; /* posted recv: chan->posted, core->posted_any, or none (direct) */
 	uint64_t pseq;     /* posted recv: posting order across both */
 };
 
@@ -231,9 +231,16 @@ struct rcp_chan {
 	uint32_t chal_epoch; /* the incarnation it went to */
 	int failed;          /* error every new operation gets, or 0 */
 	struct list posted;  /* receives posted for this channel (rcpc_core.posted_any) */
-	int accepted;        /* made for an unknown sender, unseen by the user (HANDSHAKE) */
-	uint64_t echo;       /* the peer's last challenge: our ACKs echo it (HANDSHAKE) */
-	int unreachable;     /* ICMP says so, and nothing heard since: close won't linger */
+	/* The DIRECT receive: a receive of one frame or less posted for this
+	 * channel when no other receive could take its messages (none posted
+	 * for it, none for any channel), kept here instead of in `posted`:
+	 * the common "one receive for the next message" is matched without a
+	 * list (msg.c match_posted).  It is the earliest posted receive that
+	 * could take this channel's next message; never promised by READY. */
+	rcp_req *direct;
+	int accepted;    /* made for an unknown sender, unseen by the user (HANDSHAKE) */
+	uint64_t echo;   /* the peer's last challenge: our ACKs echo it (HANDSHAKE) */
+	int unreachable; /* ICMP says so, and nothing heard since: close won't linger */
 
 	/* send side */
 	uint32_t tx_next, tx_una, nslots;
@@ -291,11 +298,11 @@ struct rcpc_core {
 	void *owner;
 	uint32_t payload_max; /* mtu - header */
 	struct list chans;
-	struct list dirty;  /* channels rcpi_chan_flush() must look at (FLUSH) */
-	struct list posted; /* R_POSTED / R_READY receives, in post order */
-	/* The same receives by channel (rcp_chan.posted) and those for any
-	 * channel, with a posting number: matching a message looks at two list
-	 * heads, never past the receives other channels wait on. */
+	struct list dirty; /* channels rcpi_chan_flush() must look at (FLUSH) */
+	/* Posted receives (R_POSTED / R_READY) are by channel (rcp_chan.direct
+	 * and .posted) or for any channel (here), with a posting number:
+	 * matching a message looks at two list heads, never past the receives
+	 * other channels wait on. */
 	struct list posted_any;
 	uint64_t post_seq;
 	struct list unexp; /* unexpected messages, in arrival order */
@@ -530,6 +537,41 @@ static inline void chan_retime(rcp_chan *ch)
 {
 	if (list_empty(&ch->tlink))
 		list_add_tail(&ch->core->retime, &ch->tlink);
+}
+
+/* CH's earliest deadline may now be as early as AT, and no earlier than
+ * its key or AT: the key is lowered to AT if it is later (TIMERS: a key is
+ * a lower bound, never later than the channel's deadline).  The small
+ * message paths say so instead of marking the channel (chan_retime),
+ * which costs a recomputation of its deadline at the next read. */
+static inline void chan_arm(rcp_chan *ch, uint64_t at)
+{
+	if (at < ch->tnode.at)
+		rcpi_heap_set(&ch->core->theap, &ch->tnode, at);
+}
+
+/* Liveness of a channel with work (TIMERS): a silent peer is pinged after
+ * peer_timeout/4 (then every peer_timeout/8), and fails it at peer_timeout. */
+static inline uint64_t chan_live_at(const rcp_chan *ch)
+{
+	const struct rcpc_params *p = &ch->core->p;
+	uint64_t at = ch->last_heard + p->peer_timeout / 4;
+	if (ch->last_ping + p->peer_timeout / 8 > at)
+		at = ch->last_ping + p->peer_timeout / 8;
+	if (ch->last_heard + p->peer_timeout + 1 < at)
+		at = ch->last_heard + p->peer_timeout + 1;
+	return at;
+}
+
+/* CH takes on work (a send, a receive posted for it): silence while idle
+ * is no failure, so liveness counts from now.  Its liveness deadline is
+ * no earlier than the return value (a ping at last_heard + peer_timeout/4,
+ * failure later: timers.c chan_deadline). */
+static inline uint64_t chan_work_from(rcp_chan *ch, uint64_t now)
+{
+	if (!chan_has_work(ch) && ch->last_heard < now)
+		ch->last_heard = now;
+	return ch->last_heard + ch->core->p.peer_timeout / 4;
 }
 
 /* Called before a channel takes on work: silence while idle is no failure. */

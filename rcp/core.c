@@ -75,6 +75,81 @@ void rcpc_params_default(struct rcpc_params *p)
 	p->time_wait = 50000000; /* 50 ms: core.c, CLOSE */
 }
 
+/* The end of a frame taken in on CH (FLUSH, TIMERS).  In the common case
+ * of a small exchange — nothing of ours out, nothing queued, no ack owed
+ * at once — what rcpi_chan_flush would do is done here: the reordering
+ * timer cleared, the delayed ack armed; and the channel's key is lowered
+ * to its earliest deadline now possible (the delayed ack, liveness while
+ * it has work) rather than recomputed: the frame moved every other
+ * deadline later (its acks end RTO and probe, last_heard is now) or set
+ * none.  Else it goes on the dirty list (flushed and keyed anew).
+ * (Setting the exact key here and in send_small instead, as their state
+ * allows, cost more: +90 instructions per round trip, a heap move on
+ * every frame.) */
+static RCPI_HOT_INLINE void input_done(rcp_chan *ch, uint64_t now)
+{
+	const rcpc_core *c = ch->core;
+	uint64_t at = UINT64_MAX;
+
+	if (ch->failed || ch->tx_una != ch->tx_next || ch->ack_now || !chan_nothing_queued(ch) ||
+	    !list_empty(&ch->dlink)) {
+		chan_dirty(ch);
+		return;
+	}
+	ch->rack_at = 0;
+	if (ch->ack_pending && !ch->ack_due)
+		ch->ack_due = now + c->p.ack_delay;
+	if (ch->ack_due)
+		at = ch->ack_due;
+	if (chan_has_work(ch) && ch->last_heard + c->p.peer_timeout / 4 < at)
+		at = ch->last_heard + c->p.peer_timeout / 4;
+	chan_arm(ch, at);
+}
+
+/* SMALL RECEIVES.  A whole message in one frame (eager DATA), the next in
+ * sequence with nothing held past a gap, the channel's next message, with
+ * a credit it took, for the channel's direct receive (chan.h, DIRECT):
+ * what recv.c process_reliable and msg.c process_inorder would do, here
+ * without their general cases (holes, held frames, other frame types,
+ * the posted lists, unexpected messages, READY promises).  Returns 1 if
+ * H was taken so, else 0 (nothing changed). */
+static RCPI_HOT_INLINE int input_small(rcp_chan *ch, const struct rcpw_hdr *h,
+                                       const unsigned char *pl)
+{
+	rcp_req *r = ch->direct;
+	size_t n;
+
+	if ((h->flags & (RCPW_F_FIRST | RCPW_F_EAGER | RCPW_F_STREAM)) !=
+	        (RCPW_F_FIRST | RCPW_F_EAGER) ||
+	    h->type != RCPW_DATA || !r || h->seq != ch->rx_next || ch->rx_gaps ||
+	    h->msg != ch->rx_msg_next || ch->credits_taken == ch->credits_given || ch->reserved ||
+	    !tag_match(r->tag, h->tag))
+		return 0;
+	ch->rx_taken = 1;
+	if (h->flags & RCPW_F_ACKREQ)
+		ch->ack_now = 1;
+	ch->rx_msg_next++;
+	ch->credits_taken++;
+	/* The direct receive is matched (msg.c recv_matched, unpost). */
+	ch->direct = NULL;
+	ch->posted_specific--;
+	r->src = ch;
+	r->msg = h->msg;
+	r->tag = h->tag;
+	r->total = h->len;
+	n = h->len < r->len ? h->len : r->len;
+	copy_bytes(r->buf, pl, n);
+	r->got = h->len;
+	rcpi_complete(r, h->len > r->len ? RCP_ETRUNC : 0);
+	/* Its credit goes back on the ack input_done arms (CREDITS). */
+	ch->credits_given++;
+	ch->rx_next++;
+	if (++ch->since_ack >= ACK_EVERY)
+		ch->ack_now = 1;
+	ch->ack_pending = 1;
+	return 1;
+}
+
 void rcpc_input(rcpc_core *c, int peer, const void *src, size_t srclen, const void *frame,
                 size_t len, uint64_t now)
 {
@@ -102,8 +177,8 @@ void rcpc_input(rcpc_core *c, int peer, const void *src, size_t srclen, const vo
 		return;
 	ch->last_heard = now;
 	ch->unreachable = 0;
-	chan_dirty(ch);
 	if (rcpi_process_ack_fields(ch, &h, now)) {
+		chan_dirty(ch);
 		bad(c); /* acks frames never sent: forged or broken */
 		return;
 	}
@@ -123,9 +198,10 @@ void rcpc_input(rcpc_core *c, int peer, const void *src, size_t srclen, const vo
 	default:
 		if (RCPI_UNLIKELY(ch->accepted))
 			rcpi_chan_claim(ch); /* a message may move: the user may get CH */
-		if (!ch->failed)
+		if (!ch->failed && !input_small(ch, &h, pl))
 			rcpi_process_reliable(ch, &h, pl);
 	}
+	input_done(ch, now);
 }
 
 int rcpc_flush(rcpc_core *c, uint64_t now)
@@ -163,7 +239,6 @@ int rcpc_core_new(const struct rcpc_params *p, const struct rcpc_io *io, void *o
 	list_init(&c->dirty);
 	c->cbtail = &c->cbq;
 	list_init(&c->retime);
-	list_init(&c->posted);
 	list_init(&c->posted_any);
 	list_init(&c->unexp);
 	list_init(&c->free_unexp);
@@ -206,7 +281,13 @@ void rcpc_core_shutdown(rcpc_core *c)
 		rcp_chan *ch = container_of(p, rcp_chan, link);
 		rcpi_chan_reset(ch, RCP_ECLOSED);
 	}
-	rcpi_fail_list(&c->posted, RCP_ECLOSED);
+	/* The receives for any channel (each channel's failed with it). */
+	list_for_each_safe(p, t, &c->posted_any)
+	{
+		rcp_req *r = container_of(p, rcp_req, clink);
+		list_del(&r->clink);
+		rcpi_complete(r, RCP_ECLOSED);
+	}
 	rcpi_rma_shutdown(c); /* transfers the glue still held (rmaq.c) */
 }
 
@@ -293,6 +374,85 @@ void rcpc_chan_ban_epoch(rcp_chan *ch, uint32_t epoch)
 	ch->gone_epoch = epoch;
 }
 
+/* SMALL SENDS.  Most messages are a few bytes, sent on a channel with
+ * nothing queued ahead: they go as one eager frame whose slot keeps a copy
+ * (inline), so the send is done when the frame leaves.  That case skips
+ * the general machinery: no request on any list, no send_start, no
+ * completion bookkeeping (rcpi_complete) — the slot is taken and sent
+ * here, and the caller gets a request born finished (rcpc_isend) or none
+ * at all (rcpc_isend_detached).  Exactly the checks of the general path
+ * for this case: nothing to resend, no control frame or earlier start
+ * queued, no put into a READY promise out, room in the window, a credit
+ * left (CREDITS); a promise (READY) never takes a message of one frame.
+ * Returns 1 (sent, or kept for a resend the nic refused: its slot holds
+ * the copy), or 0 (not this case: nothing changed). */
+static RCPI_HOT_INLINE int send_small(rcp_chan *ch, uint64_t tag, const void *buf, size_t len,
+                                      uint64_t now)
+{
+	rcpc_core *c = ch->core;
+	struct slot *s;
+	uint32_t msg;
+	uint64_t live;
+
+	if (len > c->p.inline_max || len > c->payload_max || ch->ctl_count ||
+	    !list_empty(&ch->startq) || ch->rma_start || ch->credits_used == ch->credits_granted ||
+	    ch->tx_next - ch->tx_una >= window(ch) || rcpi_chan_resend_due(ch))
+		return 0;
+	live = chan_work_from(ch, now);
+	msg = ch->tx_msg_next++;
+	ch->tx_msg_start++;
+	/* A promise for this message or an earlier one is used up (send_start). */
+	if (RCPI_UNLIKELY(ch->ready_valid) && rcpw_seq_le(ch->ready.msg, msg))
+		ch->ready_valid = 0;
+	ch->credit_stalled = 0;
+	ch->credits_used++;
+	s = rcpi_slot_new(ch, NULL, RCPW_DATA, RCPW_F_FIRST | RCPW_F_EAGER, msg, tag, len, buf,
+	                  (uint32_t)len, 1);
+	s->own = NULL;
+	c->xmit_now = 1;                  /* its one frame rings the nic at once */
+	(void)rcpi_slot_send(ch, s, now); /* refused: resent from the slot; failed: ch->failed */
+	c->xmit_now = 0;
+	/* Its timers (TIMERS) lower the key: the frame's RTO (if no other
+	 * frame was out, it is the oldest: base now or later; else the
+	 * oldest's was covered already), the tail-loss probe, liveness.  A
+	 * frame the nic refused, or a failure: keyed anew. */
+	if (RCPI_UNLIKELY(!s->sent_at || ch->failed)) {
+		chan_retime(ch);
+	} else {
+		uint64_t at = now + ch->rto;
+		if (ch->tlp_at && ch->tlp_at < at)
+			at = ch->tlp_at;
+		chan_arm(ch, live < at ? live : at);
+	}
+	c->st.msgs_sent++;
+	c->st.bytes_sent += len;
+	return 1;
+}
+
+/* A send request born finished (SMALL SENDS): from the pool, with only
+ * the fields a finished send is read by (rcpc_req_done, a callback's
+ * status, cancel, multicast's fold) set; counted as completed for the
+ * progress that follows, as rcpi_complete would. */
+static RCPI_HOT_INLINE rcp_req *req_sent(rcpc_core *c, rcp_chan *ch, uint64_t tag, size_t len)
+{
+	rcp_req *r = c->free_reqs;
+	c->free_reqs = r->pool_next;
+	r->core = c;
+	r->kind = REQ_SEND;
+	r->state = Q_DONE;
+	r->own_buf = 0;
+	r->error = 0;
+	r->chan = ch;
+	r->src = NULL;
+	r->tag = tag;
+	r->len = r->total = len;
+	r->mr = NULL;
+	r->parent = NULL;
+	r->cb = NULL;
+	c->completed++;
+	return r;
+}
+
 static int isend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, int sync, uint64_t now,
                  rcp_req **req)
 {
@@ -304,6 +464,10 @@ static int isend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, int sy
 	if (ch->failed)
 		return ch->failed;
 	c = ch->core;
+	if (!sync && c->free_reqs && send_small(ch, tag, buf, len, now)) {
+		*req = req_sent(c, ch, tag, len);
+		return 0;
+	}
 	r = rcpi_req_alloc(c);
 	if (!r)
 		return RCP_ENOMEM;
@@ -378,6 +542,10 @@ int rcpc_isend_detached(rcp_chan *ch, uint64_t tag, const void *buf, size_t len,
 		return RCP_EINVAL;
 	if (len > ch->core->payload_max)
 		return RCP_EMSGSIZE;
+	/* The common case needs no request at all (SMALL SENDS). */
+	if (tag != RCP_ANY_TAG && (buf || !len) && !ch->failed &&
+	    send_small(ch, tag, buf, len, now))
+		return 0;
 	rc = isend(ch, tag, buf, len, 0, now, &r);
 	if (rc)
 		return rc;
@@ -465,13 +633,16 @@ int rcpc_irecv(rcpc_core *c, rcp_chan *ch, uint64_t tag, void *buf, size_t len, 
 		}
 		return 0;
 	}
-	if (ch)
-		chan_touch(ch, now);
 	r->state = R_POSTED;
-	list_add_tail(&c->posted, &r->link);
 	r->pseq = ++c->post_seq;
-	list_add_tail(ch ? &ch->posted : &c->posted_any, &r->clink);
+	if (ch && !ch->direct && len <= c->payload_max && list_empty(&ch->posted) &&
+	    list_empty(&c->posted_any))
+		ch->direct = r; /* (chan.h, DIRECT) */
+	else
+		list_add_tail(ch ? &ch->posted : &c->posted_any, &r->clink);
 	if (ch) {
+		/* Posted for CH: work, so its liveness timer runs (TIMERS). */
+		chan_arm(ch, chan_work_from(ch, now));
 		ch->posted_specific++;
 		/* Only a receive larger than a frame can be promised by READY;
 		 * skip the scan for the common small one. */
@@ -481,6 +652,7 @@ int rcpc_irecv(rcpc_core *c, rcp_chan *ch, uint64_t tag, void *buf, size_t len, 
 		if (ch->unexp_count && r->state == R_POSTED)
 			rcpi_credit_demand(ch);
 		if (ch->ctl_count) {
+			chan_retime(ch); /* frames go: their timers */
 			rcpi_chan_pump(ch, now);
 			core_push(c);
 		}
@@ -566,6 +738,8 @@ int rcpc_cancel(rcp_req *r, uint64_t now)
 		return 0;
 	}
 	if (r->kind == REQ_RECV && r->state == R_POSTED) {
+		if (r->chan)
+			chan_retime(r->chan); /* posted_specific: its liveness timer */
 		rcpi_recv_unpost(r);
 		rcpi_complete(r, RCP_ECANCELED);
 		return 0;
@@ -602,19 +776,20 @@ static int list_len(const struct list *l)
 int rcpc_chan_debug(const rcp_chan *ch, char *buf, size_t len)
 {
 	const rcpc_core *c = ch->core;
-	return snprintf(
-	    buf, len,
-	    "peer %d failed %d tx una %u next %u cwnd %u/%u peer_wnd %u rto %llu "
-	    "backoff %d unsent %u sack %d/%u | msgs next %u start %u | startq %d "
-	    "streamq %d busyq %d ctl %u ready %d(%u) | rx next %u gaps %u msg %u "
-	    "rndv %d reserved %d posted %d unexp %d credits %u/%u given %u",
-	    ch->peer, ch->failed, ch->tx_una, ch->tx_next, ch->cwnd / CWND_ONE, window(ch),
-	    ch->peer_wnd, (unsigned long long)ch->rto, ch->backoff, ch->unsent, ch->have_sack,
-	    ch->highest_sacked, ch->tx_msg_next, ch->tx_msg_start, list_len(&ch->startq),
-	    list_len(&ch->streamq), list_len(&ch->busyq), ch->ctl_count, ch->ready_valid,
-	    ch->ready.msg, ch->rx_next, ch->rx_gaps, ch->rx_msg_next, list_len(&ch->rndv),
-	    ch->reserved ? (int)ch->reserved->msg : -1, list_len(&c->posted), list_len(&c->unexp),
-	    ch->credits_used, ch->credits_granted, ch->credits_given);
+	return snprintf(buf, len,
+	                "peer %d failed %d tx una %u next %u cwnd %u/%u peer_wnd %u rto %llu "
+	                "backoff %d unsent %u sack %d/%u | msgs next %u start %u | startq %d "
+	                "streamq %d busyq %d ctl %u ready %d(%u) | rx next %u gaps %u msg %u "
+	                "rndv %d reserved %d posted %d unexp %d credits %u/%u given %u",
+	                ch->peer, ch->failed, ch->tx_una, ch->tx_next, ch->cwnd / CWND_ONE,
+	                window(ch), ch->peer_wnd, (unsigned long long)ch->rto, ch->backoff,
+	                ch->unsent, ch->have_sack, ch->highest_sacked, ch->tx_msg_next,
+	                ch->tx_msg_start, list_len(&ch->startq), list_len(&ch->streamq),
+	                list_len(&ch->busyq), ch->ctl_count, ch->ready_valid, ch->ready.msg,
+	                ch->rx_next, ch->rx_gaps, ch->rx_msg_next, list_len(&ch->rndv),
+	                ch->reserved ? (int)ch->reserved->msg : -1,
+	                (int)ch->posted_specific + list_len(&c->posted_any), list_len(&c->unexp),
+	                ch->credits_used, ch->credits_granted, ch->credits_given);
 }
 
 int rcpc_core_busy(const rcpc_core *c)

@@ -125,9 +125,14 @@ int rcpc_timers(rcpc_core *c, uint64_t now);
  * nonzero if it cleared a delayed-ack timer (the deadline may be later). */
 int rcpc_ack_owed(rcpc_core *c, uint64_t now);
 /* The earliest time a timer is due (0: at once), or UINT64_MAX.  Exact
- * after any entry point, and cheap: the top of a heap (timers.c, TIMERS),
- * so callers take it whenever they need it rather than keep a copy. */
+ * after any entry point: the top of a heap, whose keys are lower bounds
+ * made exact at the top when read (timers.c, TIMERS), so callers take it
+ * whenever they need it rather than keep a copy. */
 uint64_t rcpc_deadline(rcpc_core *c);
+/* Nonzero if a timer is due at NOW (rcpc_deadline() <= NOW), cheaper:
+ * only keys not after NOW are made exact.  What a poll asks after every
+ * frame taken in. */
+int rcpc_due(rcpc_core *c, uint64_t now);
 
 /* The glue's news that the CPU is crowded (more tasks runnable than
  * CPUs: every wake-up waits behind others): messages below
@@ -213,9 +218,11 @@ int rcpc_core_linger(const rcpc_core *c, uint64_t now);
 /* One line describing CH's state, for diagnostics.  Returns snprintf's. */
 int rcpc_chan_debug(const rcp_chan *ch, char *buf, size_t len);
 
-/* For tests: the channels whose timer key is stale though they are not
- * marked to be keyed anew (timers.c, TIMERS): 0, or an entry point forgot
- * to mark a channel it changed.  Walks every channel. */
+/* For tests: the channels whose timer key is later than their deadline,
+ * or that have a deadline and are not in the heap, though they are not
+ * marked to be keyed anew (timers.c, TIMERS, LAZY KEYS): 0, or an entry
+ * point forgot to mark a channel it changed or lower its key.  Walks every
+ * channel. */
 int rcpc_timers_check(const rcpc_core *c);
 
 /* For tests: the largest number of frames ever in flight on CH, and the

@@ -481,7 +481,7 @@ static int progress(rcp_ep *ep)
 		return n;
 	/* An idle poll reads the clock only now and then: timers are tens of
 	 * microseconds apart, a clock read costs ~27 ns here. */
-	if (!n && rcpc_deadline(ep->core) != 0 && (++ep->idle_polls & 31)) {
+	if (!n && !rcpc_due(ep->core, 0) && (++ep->idle_polls & 31)) {
 		ep->burst = 1;
 		callbacks(ep); /* e.g. sends posted since that completed at once */
 		return 0;
@@ -518,7 +518,7 @@ static int took(rcp_ep *ep, int n)
 		done += RCPI_UNLIKELY(*ep->rmaq) ? rma_run(ep, now) : rcpc_flush(ep->core, now);
 	}
 	/* The deadline is the top of the core's timer heap: no walk. */
-	if (now >= rcpc_deadline(ep->core))
+	if (rcpc_due(ep->core, now))
 		done += rcpc_timers(ep->core, now);
 	/* Transfers the flush or the timers asked for. */
 	if (RCPI_UNLIKELY(*ep->rmaq))

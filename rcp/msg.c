@@ -369,20 +369,28 @@ static RCPI_HOT_INLINE rcp_req *first_match(struct list *l, uint64_t tag)
 	return NULL;
 }
 
-/* The first posted receive for (CH, TAG): the earlier of CH's own and the
- * any-channel ones (each list in posting order). */
+/* The first posted receive for (CH, TAG): CH's direct one (chan.h,
+ * DIRECT: posted before every other that could take it), else the earlier
+ * of CH's own and the any-channel ones (each list in posting order). */
 static RCPI_HOT_INLINE rcp_req *match_posted(rcpc_core *c, rcp_chan *ch, uint64_t tag)
 {
-	rcp_req *r = first_match(&ch->posted, tag), *w = first_match(&c->posted_any, tag);
+	rcp_req *r, *w;
+	if (ch->direct && tag_match(ch->direct->tag, tag))
+		return ch->direct;
+	r = first_match(&ch->posted, tag);
+	w = first_match(&c->posted_any, tag);
 	return !r || (w && w->pseq < r->pseq) ? w : r;
 }
 
 inline void rcpi_recv_unpost(rcp_req *r)
 {
-	list_del(&r->link);
-	list_del(&r->clink);
+	list_del(&r->clink); /* (self-linked if direct) */
 	if (r->chan) {
-		chan_retime(r->chan); /* posted_specific: its liveness timer */
+		if (r->chan->direct == r)
+			r->chan->direct = NULL;
+		/* No chan_retime: one receive less moves no deadline earlier
+		 * (TIMERS: keys are lower bounds); cancel marks it, so an idle
+		 * channel leaves the heap at once. */
 		r->chan->posted_specific--;
 		if (r->chan->reserved == r)
 			r->chan->reserved = NULL;
@@ -436,7 +444,7 @@ inline void rcpi_credit_return(rcp_chan *ch)
  * channel)? */
 static int chan_awaited(const rcp_chan *ch)
 {
-	return !list_empty(&ch->posted) || !list_empty(&ch->core->posted_any);
+	return ch->direct || !list_empty(&ch->posted) || !list_empty(&ch->core->posted_any);
 }
 
 /* A receive waits on CH and the peer holds no credit (DEMAND): grant one
@@ -453,6 +461,13 @@ void rcpi_credit_demand(rcp_chan *ch)
 		c->st.demand_credits++;
 		rcpi_credit_return(ch);
 		return;
+	}
+	if (ch->direct) {
+		rcp_req *r = ch->direct;
+		rcpi_recv_unpost(r);
+		rcpi_complete(r, RCP_ENOMEM);
+		c->st.demand_fails++;
+		failed = 1;
 	}
 	list_for_each_safe(p, t, &ch->posted)
 	{
@@ -607,7 +622,9 @@ void rcpi_try_ready(rcp_chan *ch)
 	rcp_req *r;
 	struct ctl k = {0};
 
-	if (ch->reserved || ch->failed || !ch->posted_specific || list_empty(&ch->posted))
+	/* A direct receive is the first and fits a frame: no promise. */
+	if (ch->reserved || ch->failed || ch->direct || !ch->posted_specific ||
+	    list_empty(&ch->posted))
 		return;
 	r = container_of(ch->posted.next, rcp_req, clink);
 	if (!list_empty(&c->posted_any) &&
@@ -757,7 +774,10 @@ void rcpi_process_inorder(rcp_chan *ch, const struct rcpw_hdr *h, const unsigned
 			recv_matched(ch, r, h->msg, h->tag, h->len);
 			place(r, 0, pl, h->len);
 			rcpi_complete(r, h->len > r->len ? RCP_ETRUNC : 0);
-			rcpi_credit_return(ch);
+			/* The credit goes back (rcpi_credit_return), on the ack
+			 * that rcpc_input's end arms or flushes. */
+			ch->credits_given++;
+			ch->ack_pending = 1;
 		} else {
 			struct unexp *u = rcpi_unexp_get(c);
 			unsigned char *b = h->len ? rcpi_buf_get(c) : NULL;

@@ -17,17 +17,31 @@
  *
  * The HEAP.  A channel's earliest deadline (chan_deadline) is its key in a
  * binary heap (rcp/heap.c), so the core's next deadline is the heap's top,
- * O(1) to read (rcpc_deadline), O(log n) to change.  Idle and failed
+ * O(1) to read (rcpc_deadline; see LAZY KEYS), O(log n) to change.  Idle and failed
  * channels have no deadline and are not in it: a master with many peers,
  * most of them idle, pays nothing for those.  Keys are not updated at
  * each of the dozens of places that move a timer: an entry point marks
  * every channel it touches (chan_retime: from chan_dirty, chan_touch,
- * rcpi_chan_reset, rcpi_recv_unpost, rcpi_chan_flush, a send's cancel,
- * rcpc_ack_owed), and the marked ones get their keys anew (settle) before
- * the deadline is read or timers run.  So the key set is exact whenever
- * it is read (tests/sim.c checks it at every step: rcpc_timers_check),
- * and between reads a channel costs one list insertion however often it
- * changes.
+ * rcpi_chan_reset, rcpi_chan_flush, a cancel, rcpc_ack_owed), and the
+ * marked ones get their keys anew (settle) before the deadline is read or
+ * timers run; between reads a channel costs one list insertion however
+ * often it changes.
+ *
+ * LAZY KEYS.  A key is a lower bound of its channel's deadline, not
+ * always the deadline itself: the small-message paths (core.c send_small,
+ * input_done, a receive posted for a channel) do not mark the channel —
+ * the recomputation cost ~100 instructions per frame — but lower its key
+ * to the earliest time their change can make due (chan_arm); what they
+ * change otherwise only moves deadlines later (an ack piggybacked, a
+ * receive matched), which leaves the key early.  An early key is made
+ * exact when it comes to the top and is read: rcpc_deadline, and
+ * rcpc_due (only keys not after now: what a poll asks after each frame),
+ * recompute the top until it is exact (top_exact), and the top's exact key
+ * is then the earliest deadline of all.  So timers never fire late, and
+ * a key that came due early costs one recomputation, not a run of the
+ * timers.  tests/sim.c checks at every step that no key is later than its
+ * channel's deadline and that a channel with one is in the heap
+ * (rcpc_timers_check).
  *
  * rcpc_timers serves every channel in the heap (every one neither idle
  * nor failed, due or not) and the dirty ones with work (FLUSH, core.c),
@@ -63,7 +77,6 @@ static int ack_owed(const rcp_chan *ch)
 /* The earliest time a timer of CH is due (0: at once), or UINT64_MAX. */
 static inline uint64_t chan_deadline(const rcp_chan *ch)
 {
-	const rcpc_core *c = ch->core;
 	uint64_t d = UINT64_MAX;
 	int work = chan_has_work(ch); /* chan_idle, with the walk of its lists once */
 
@@ -88,15 +101,8 @@ static inline uint64_t chan_deadline(const rcp_chan *ch)
 	 * frame in), which only rcpc_flush or rcpc_timers would send. */
 	if (ch->ack_now || (ch->ack_pending && !ch->ack_due))
 		d = 0;
-	if (work) {
-		uint64_t ping = ch->last_heard + c->p.peer_timeout / 4;
-		if (ch->last_ping + c->p.peer_timeout / 8 > ping)
-			ping = ch->last_ping + c->p.peer_timeout / 8;
-		if (ping < d)
-			d = ping;
-		if (ch->last_heard + c->p.peer_timeout + 1 < d)
-			d = ch->last_heard + c->p.peer_timeout + 1;
-	}
+	if (work && chan_live_at(ch) < d)
+		d = chan_live_at(ch);
 	return d;
 }
 
@@ -242,10 +248,30 @@ int rcpc_timers_check(const rcpc_core *c)
 		uint64_t d = chan_deadline(ch);
 		if (!list_empty(&ch->tlink))
 			continue; /* marked: keyed anew before the next read */
-		if (ch->tnode.at != d || (d == UINT64_MAX) != (ch->tnode.idx == RCPI_HEAP_NONE))
+		/* A key is a lower bound (chan_arm): never later than the
+		 * deadline; a channel with one is in the heap. */
+		if (d < ch->tnode.at || (d != UINT64_MAX && ch->tnode.idx == RCPI_HEAP_NONE))
 			bad++;
 	}
 	return bad;
+}
+
+/* Keys are lower bounds (chan_arm): the top's is made exact, and the
+ * next top's, while they are not after LIMIT.  The top's exact key is then
+ * the earliest deadline of all (every other key is later, and no deadline
+ * is earlier than its key).  Returns the top's key, or UINT64_MAX. */
+static uint64_t top_exact(rcpc_core *c, uint64_t limit)
+{
+	for (;;) {
+		struct rcpi_tnode *t = rcpi_heap_top(&c->theap);
+		uint64_t d;
+		if (!t || t->at > limit)
+			return t ? t->at : UINT64_MAX;
+		d = chan_deadline(container_of(t, rcp_chan, tnode));
+		if (d == t->at)
+			return d;
+		rcpi_heap_set(&c->theap, t, d);
+	}
 }
 
 uint64_t rcpc_deadline(rcpc_core *c)
@@ -253,6 +279,14 @@ uint64_t rcpc_deadline(rcpc_core *c)
 	uint64_t d = c->naccepted ? c->sweep_at : UINT64_MAX, t;
 
 	settle(c);
-	t = rcpi_heap_min(&c->theap);
+	t = top_exact(c, UINT64_MAX);
 	return t < d ? t : d;
+}
+
+int rcpc_due(rcpc_core *c, uint64_t now)
+{
+	settle(c);
+	if (c->naccepted && now >= c->sweep_at)
+		return 1;
+	return top_exact(c, now) <= now;
 }

@@ -103,6 +103,14 @@ tests_test_rcp_sim_SOURCES = tests/test_rcp_sim.c tests/sim.c tests/sim.h tests/
 tests_test_rcp_sim_CFLAGS = $(TEST_CFLAGS)
 tests_test_rcp_sim_LDFLAGS = -static
 tests_test_rcp_sim_LDADD = $(TEST_LDADD)
+
+# The small-message path (rcp/core.c, SMALL SENDS), on the simulator.
+check_PROGRAMS += tests/test_rcp_small
+TESTS += tests/test_rcp_small
+tests_test_rcp_small_SOURCES = tests/test_rcp_small.c tests/sim.c tests/sim.h tests/testutil.h
+tests_test_rcp_small_CFLAGS = $(TEST_CFLAGS)
+tests_test_rcp_small_LDFLAGS = -static
+tests_test_rcp_small_LDADD = $(TEST_LDADD)
 # The READY handshake when a promise and an RTS cross.
 check_PROGRAMS += tests/test_rcp_ready
 TESTS += tests/test_rcp_ready

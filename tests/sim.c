@@ -419,9 +419,11 @@ void sim_stats(const struct sim *s, struct sim_stats *st)
 	*st = s->st;
 }
 
-/* Every core's timer heap is exact but for the channels marked to be
- * keyed anew (rcp/timers.c, TIMERS): a channel an entry point changed
- * without marking it would have its timers fire late or never. */
+/* No core's timer key is later than its channel's deadline, and a channel
+ * with a deadline is in the heap, but for the channels marked to be keyed
+ * anew (rcp/timers.c, TIMERS, LAZY KEYS): a channel an entry point changed
+ * without marking it or lowering its key would have its timers fire late
+ * or never. */
 static void check_timers(const struct sim *s)
 {
 	for (int i = 0; i < s->o.n; i++) {

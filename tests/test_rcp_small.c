@@ -1,0 +1,264 @@
+/*
+ * tests/test_rcp_small.c — the small-message path (rcp/core.c, SMALL
+ * SENDS): a send of one inline frame with nothing ahead of it is done when
+ * rcpc_isend returns, with its own status, and needs no request when
+ * detached; but never past what the general path would refuse (no credit
+ * left, frames queued ahead), and never out of order.  Run on the
+ * simulator (tests/sim.c): deterministic, seeded.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "rcp/core.h"
+#include "sim.h"
+#include "testutil.h"
+
+#define SEC 1000000000ull
+
+static struct sim *pair(uint64_t seed, double drop)
+{
+	struct sim_opts o = {0};
+	struct sim *s;
+	o.n = 2;
+	o.seed = seed;
+	o.link.drop = drop;
+	o.link.latency = 5000;
+	rcpc_params_default(&o.params);
+	o.params.mtu = 4096;
+	o.params.rx_frames = 64;
+	o.params.crc = 1;
+	s = sim_new(&o);
+	sim_chan(s, 0, 1);
+	sim_chan(s, 1, 0);
+	return s;
+}
+
+static int never(void *arg)
+{
+	(void)arg;
+	return 0;
+}
+
+/* A small send is done at once, each with its own status (not the last
+ * one's); past the receiver's credits (nothing consumed) the next send
+ * waits, as the general path makes it, and goes once receives are posted;
+ * all arrive in order. */
+static void t_small_done_at_once(void **state)
+{
+	uint64_t seed = test_seed(1900);
+	struct sim *s = pair(seed, 0);
+	rcp_chan *ab = sim_chan(s, 0, 1), *ba = sim_chan(s, 1, 0);
+	enum { N = 40 };
+	rcp_req *r[N];
+	unsigned char out[N][8], in[N][8];
+	struct rcp_status st;
+	int at_once = 0;
+
+	(void)state;
+	for (int i = 0; i < N; i++) {
+		memset(out[i], i + 1, sizeof out[i]);
+		assert_int_equal(rcpc_isend(ab, 100 + (uint64_t)i, out[i], (size_t)(i % 8) + 1,
+		                            sim_now(s), &r[i]),
+		                 0);
+	}
+	for (int i = 0; i < N; i++) {
+		if (!rcpc_req_done(r[i], &st))
+			continue; /* still out: finished below */
+		if (st.error || st.tag != 100 + (uint64_t)i || st.len != (size_t)(i % 8) + 1 ||
+		    st.chan != ab)
+			fail_msg("send %d: error %d tag %llu len %zu (seed %#llx)", i, st.error,
+			         (unsigned long long)st.tag, st.len, (unsigned long long)seed);
+		if (at_once != i)
+			fail_msg("send %d done at once after send %d was not (seed %#llx)", i,
+			         at_once, (unsigned long long)seed);
+		at_once++;
+		r[i] = NULL;
+	}
+	/* Before it hears the receiver a sender assumes 8 credits (msg.c,
+	 * CREDITS): no more went at once, and all of those did. */
+	if (at_once != 8)
+		fail_msg("%d sends done at once, 8 credits (seed %#llx)", at_once,
+		         (unsigned long long)seed);
+	for (int i = 0; i < N; i++) {
+		struct sim_one x = {0};
+		memset(in[i], 0, sizeof in[i]);
+		assert_int_equal(rcpc_irecv(sim_core(s, 1), ba, RCP_ANY_TAG, in[i], sizeof in[i],
+		                            sim_now(s), &x.r),
+		                 0);
+		assert_int_equal(sim_run(s, sim_one_done, &x, SEC), 0);
+		if (x.st.tag != 100 + (uint64_t)i || x.st.len != (size_t)(i % 8) + 1)
+			fail_msg("receive %d got tag %llu (seed %#llx)", i,
+			         (unsigned long long)x.st.tag, (unsigned long long)seed);
+		assert_memory_equal(in[i], out[i], (size_t)(i % 8) + 1);
+	}
+	for (int i = 0; i < N; i++) {
+		struct sim_one x = {r[i], {0}, 0};
+		if (!r[i])
+			continue;
+		assert_int_equal(sim_run(s, sim_one_done, &x, SEC), 0);
+		assert_int_equal(x.st.error, 0);
+		assert_int_equal(x.st.tag, 100 + (uint64_t)i);
+	}
+	sim_free(s);
+}
+
+static void drop_cb(rcp_req *r, const struct rcp_status *st, void *user)
+{
+	(void)r;
+	(void)st;
+	(void)user;
+}
+
+/* Releases the requests on CORE's completion list; returns how many. */
+static int take_cbq(rcpc_core *core)
+{
+	int n = 0;
+	for (rcp_req *r = rcpc_cb_take(core), *next; r; r = next) {
+		rcp_req_cb cb;
+		void *user;
+		struct rcp_status st;
+		next = rcpc_req_cb_get(r, &cb, &user, &st);
+		assert_int_equal(st.error, 0);
+		rcpc_req_release(r);
+		n++;
+	}
+	return n;
+}
+
+/* A detached small send leaves no request behind; one that cannot go at
+ * once (no credit) is kept, copied, and arrives after the earlier ones,
+ * under loss. */
+static void t_small_detached(void **state)
+{
+	uint64_t seed = test_seed(1910);
+	struct sim *s = pair(seed, 0.05);
+	rcp_chan *ab = sim_chan(s, 0, 1), *ba = sim_chan(s, 1, 0);
+	int none = 0;
+
+	(void)state;
+	for (int i = 0; i < 24; i++) {
+		unsigned char b[4] = {(unsigned char)i, 1, 2, 3};
+		rcp_req *r = (rcp_req *)(uintptr_t)1;
+		assert_int_equal(rcpc_isend_detached(ab, 7, b, sizeof b, sim_now(s), drop_cb, &r),
+		                 0);
+		assert_null(r);
+		none += !rcpc_core_busy(sim_core(s, 0)) ? 0 : 1;
+		memset(b, 0xee, sizeof b); /* the caller's buffer is free again */
+	}
+	assert_int_equal(none, 24);
+	/* Nothing finished with a callback yet: the 8 that went (the credits
+	 * a sender assumes) needed no request, the 16 past them wait in the
+	 * start queue. */
+	assert_int_equal(take_cbq(sim_core(s, 0)), 0);
+	for (int i = 0; i < 24; i++) {
+		unsigned char in[4] = {0};
+		struct sim_one x = {0};
+		assert_int_equal(rcpc_irecv(sim_core(s, 1), ba, 7, in, sizeof in, sim_now(s), &x.r),
+		                 0);
+		assert_int_equal(sim_run(s, sim_one_done, &x, 10 * SEC), 0);
+		assert_int_equal(x.st.error, 0);
+		if (in[0] != i || in[1] != 1)
+			fail_msg("message %d arrived as %d (seed %#llx)", i, in[0],
+			         (unsigned long long)seed);
+	}
+	sim_run(s, never, NULL, SEC / 10);
+	assert_int_equal(take_cbq(sim_core(s, 0)), 16);
+	sim_free(s);
+}
+
+/* Posts a receive on node 1 (CH NULL: any channel). */
+static rcp_req *post(struct sim *s, rcp_chan *ch, uint64_t tag, unsigned char *buf)
+{
+	rcp_req *r = NULL;
+	assert_int_equal(rcpc_irecv(sim_core(s, 1), ch, tag, buf, 8, sim_now(s), &r), 0);
+	return r;
+}
+
+static void send_one(struct sim *s, uint64_t tag, unsigned char v)
+{
+	unsigned char b[8];
+	rcp_req *r;
+	memset(b, v, sizeof b);
+	assert_int_equal(rcpc_isend(sim_chan(s, 0, 1), tag, b, sizeof b, sim_now(s), &r), 0);
+	assert_int_equal(rcpc_req_done(r, NULL), 1); /* small: done at once */
+}
+
+/* Runs until R is done; returns the first byte it received. */
+static int got(struct sim *s, rcp_req *r, const unsigned char *buf, uint64_t seed)
+{
+	struct sim_one x = {r, {0}, 0};
+	if (sim_run(s, sim_one_done, &x, SEC))
+		fail_msg("a receive never completed (seed %#llx)", (unsigned long long)seed);
+	assert_int_equal(x.st.error, 0);
+	return buf[0];
+}
+
+/* The direct receive (rcp/chan.h, DIRECT) keeps matching order: it takes
+ * a message only if it is the first posted receive that could; a receive
+ * for any channel posted before it, or its tag not matching, and the
+ * message goes where the lists say.  Canceled, it takes nothing; the
+ * channel failing completes it once. */
+static void t_direct_order(void **state)
+{
+	uint64_t seed = test_seed(1920);
+	struct sim *s = pair(seed, 0);
+	rcp_chan *ba = sim_chan(s, 1, 0);
+	unsigned char b1[8], b2[8], b3[8], b4[8];
+	rcp_req *r1, *r2, *r3, *r4;
+
+	(void)state;
+	/* r1 direct (tag 1), r2 any channel any tag, r3 on ba tag 2: a
+	 * tag-2 message goes to r2 (posted before r3), tag 1 to r1. */
+	r1 = post(s, ba, 1, b1);
+	r2 = post(s, NULL, RCP_ANY_TAG, b2);
+	r3 = post(s, ba, 2, b3);
+	send_one(s, 2, 0x22);
+	assert_int_equal(got(s, r2, b2, seed), 0x22);
+	send_one(s, 1, 0x11);
+	assert_int_equal(got(s, r1, b1, seed), 0x11);
+	send_one(s, 2, 0x33);
+	assert_int_equal(got(s, r3, b3, seed), 0x33);
+	/* A receive for any channel first: a later one on ba is not direct,
+	 * and the message goes to the earlier. */
+	r2 = post(s, NULL, RCP_ANY_TAG, b2);
+	r4 = post(s, ba, RCP_ANY_TAG, b4);
+	send_one(s, 5, 0x44);
+	assert_int_equal(got(s, r2, b2, seed), 0x44);
+	send_one(s, 5, 0x55);
+	assert_int_equal(got(s, r4, b4, seed), 0x55);
+	/* A canceled direct receive takes nothing: the message waits. */
+	r1 = post(s, ba, 7, b1);
+	assert_int_equal(rcpc_cancel(r1, sim_now(s)), 0);
+	assert_int_equal(rcpc_req_done(r1, NULL), 1);
+	send_one(s, 7, 0x66);
+	sim_run(s, never, NULL, SEC / 100);
+	assert_int_equal(rcpc_probe(sim_core(s, 1), ba, 7, NULL), 1);
+	r1 = post(s, ba, 7, b1);
+	assert_int_equal(got(s, r1, b1, seed), 0x66);
+	/* The peer dies: the direct receive fails, once. */
+	r1 = post(s, ba, 8, b1);
+	sim_kill(s, 0);
+	{
+		struct sim_one x = {r1, {0}, 0};
+		assert_int_equal(sim_run(s, sim_one_done, &x, 30 * SEC), 0);
+		assert_int_equal(x.st.error, RCP_EPEER);
+	}
+	sim_free(s);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(t_small_done_at_once),
+	    cmocka_unit_test(t_small_detached),
+	    cmocka_unit_test(t_direct_order),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
