@@ -15,9 +15,11 @@
  * starts again must differ on the wire from the one before, or the old
  * one's frames in flight are taken as the new one's (a receive completed
  * with another message's bytes: fuzz_core).  So a channel the user opens
- * (also one closed and opened again), a failed channel, and one reset for
- * a peer's restart after it sent frames with dst_epoch 0 (the new
- * incarnation may take those) take a new epoch, conv_epoch(); the peer
+ * once any conversation of this endpoint ended (so also one closed and
+ * opened again; before that the endpoint epoch is as new, and it is the
+ * one our cookie challenges name: chan_open), a failed channel, and one
+ * reset for a peer's restart after it sent frames with dst_epoch 0 (the
+ * new incarnation may take those) take a new epoch, conv_epoch(); the peer
  * sees a restart claim and challenges it (HANDSHAKE): one round trip per
  * new conversation, none on an established channel, no header field.  An
  * accepted channel keeps the endpoint epoch its cookie named.  A frame
@@ -137,6 +139,8 @@ void rcpi_chan_free(rcp_chan *ch)
 	if (ch->accepted) {
 		ch->accepted = 0;
 		c->naccepted--;
+	} else {
+		c->conv_ended = 1; /* its frames may still be on their way */
 	}
 	list_del(&ch->link);
 	list_del(&ch->dlink);
@@ -220,10 +224,16 @@ int rcpi_chan_open(rcpc_core *c, int peer, uint64_t now, int lazy, rcp_chan **ou
 	ch->rto = c->p.rto_init;
 	ch->last_heard = now;
 	rcpi_chan_reset(ch, RCP_EPEER); /* sets sequence numbers, credits */
-	/* An accepted channel answers with the epoch its cookie named; one
+	/* An accepted channel answers with the epoch its cookie named.  One
 	 * the user opens may follow an earlier conversation with this peer
-	 * (closed, reopened): a new epoch (CHANNELS). */
-	ch->my_epoch = lazy ? c->p.epoch : rcpi_conv_epoch(c);
+	 * (closed, reopened): a new epoch (CHANNELS), once any conversation
+	 * of this endpoint ended.  Until then the endpoint epoch is as new
+	 * as a conversation's, and it is the one an accepting endpoint's
+	 * cookie challenges name: a peer whose first frame we challenged
+	 * while we opened our own channel to it (first sends crossing) then
+	 * sees one epoch of ours, not two, and nothing it sent is failed as
+	 * if we had restarted (tests/test_rcp_cross.c). */
+	ch->my_epoch = lazy || !c->conv_ended ? c->p.epoch : rcpi_conv_epoch(c);
 	list_add_tail(&c->chans, &ch->link);
 	c->nchans++;
 	c->by_peer[peer] = ch;

@@ -337,6 +337,10 @@ struct rcpc_core {
 	int naccepted;     /* channels with ch->accepted set */
 	uint64_t sweep_at; /* next look for half-open channels to reclaim */
 	uint32_t convs;    /* conversations begun: conv_epoch's counter */
+	/* A conversation of this endpoint ended (a channel that was not
+	 * merely accepted was closed, or one failed or restarted): from then
+	 * on a channel the user opens takes a conversation epoch (CHANNELS). */
+	uint8_t conv_ended;
 	struct rcp_ep_stats st;
 	int demand_warned; /* credit_demand's warning was given */
 	struct rmaq rmaq;  /* RMA transfers asked for and taken (rmaq.c) */

@@ -143,6 +143,12 @@ tests_test_rcp_stale_SOURCES = tests/test_rcp_stale.c tests/sim.c tests/sim.h te
 tests_test_rcp_stale_CFLAGS = $(TEST_CFLAGS)
 tests_test_rcp_stale_LDFLAGS = -static
 tests_test_rcp_stale_LDADD = $(TEST_LDADD)
+
+check_PROGRAMS += tests/test_rcp_cross
+TESTS += tests/test_rcp_cross
+tests_test_rcp_cross_SOURCES = tests/test_rcp_cross.c tests/testutil.h
+tests_test_rcp_cross_CFLAGS = $(TEST_CFLAGS)
+tests_test_rcp_cross_LDADD = $(TEST_LDADD)
 endif
 
 # libFuzzer targets (docs/fuzzing.md).  Built with clang when it can link
