@@ -67,9 +67,10 @@ int rcpi_waiter_remove(struct rcpi_waiter *w, int id);
  * DONE is asked before each look, so an instant wait costs one call. */
 int rcpi_waiter_wait(struct rcpi_waiter *w, int (*done)(void *), void *arg, int64_t timeout_ns);
 
-/* Whether the waits of this process last found the CPU crowded (a slow
- * yield within RCPI_CROWDED_NS, or the last look at a waiting thread's
- * scheduler account, while fresh): no look of its own, two loads. */
+/* Whether the CPU is crowded, for the protocol (where RMA starts): a slow
+ * yield within RCPI_CROWDED_NS, the last look at a waiting thread's
+ * scheduler account while fresh, or more tasks runnable than CPUs
+ * (/proc/loadavg, read at most once per RCPI_RUNQ_EVERY_NS per process). */
 int rcpi_wait_crowded(uint64_t now);
 /* Tests: forget that the CPU was crowded, and this thread's account. */
 void rcpi_wait_uncrowd(void);
