@@ -81,7 +81,8 @@ csv=$out/cluster.csv
 C() { "$rcpc" --name bench "$@"; }
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/cluster-bench.XXXXXX") || exit 1
 hogs=""
-trap 'for h in $hogs; do kill "$h" 2>/dev/null; done; C down >/dev/null 2>&1; rm -rf "$tmp"' EXIT
+stop_hogs() { for h in $hogs; do kill "$h" 2>/dev/null; done; }
+trap 'stop_hogs; C down >/dev/null 2>&1; rm -rf "$tmp"' EXIT
 trap 'exit 130' HUP INT TERM
 has() { case ",$parts," in *",$1,"*) return 0 ;; esac; return 1; }
 log() { echo "== $*" >&2; }

@@ -26,7 +26,8 @@ shift 2
 C() { "$rcpc" --name "${RCP_AB_CLUSTER:-ab}" "$@"; }
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/rtt-ab.XXXXXX") || exit 1
 hogs=""
-trap 'for h in $hogs; do kill "$h" 2>/dev/null; done; rm -rf "$tmp"' EXIT
+stop_hogs() { for h in $hogs; do kill "$h" 2>/dev/null; done; }
+trap 'stop_hogs; rm -rf "$tmp"' EXIT
 for _ in $(seq 1 "$nh"); do
 	sh -c 'while :; do :; done' &
 	hogs="$hogs $!"
