@@ -22,8 +22,11 @@ enum { RCPI_WAIT_DEFAULT = 0, RCPI_WAIT_SPIN, RCPI_WAIT_SLEEP };
 /* How long the CPU counts as crowded after such a yield. */
 #define RCPI_CROWDED_NS  20000000u
 #define RCPI_WAIT_MAXFDS 64
-/* How often the run queue is looked at (runq_probe), per process. */
+/* How often a thread looks at its scheduler account (runq_crowded). */
 #define RCPI_RUNQ_EVERY_NS 1000000u
+/* Kept off the CPU this long on average each time it came back: by tasks
+ * that compute, not by a peer's turn or the kernel's (common/wait.c). */
+#define RCPI_STRETCH_NS 50000u
 
 struct rcpi_waiter {
 	int mode;        /* RCPI_WAIT_* */
@@ -40,7 +43,9 @@ struct rcpi_waiter {
 	/* Tests only (NULL: the monotonic clock, sched_yield). */
 	uint64_t (*now)(void);
 	void (*yield)(void);
-	int (*runq)(void); /* more runnable tasks than CPUs? (NULL: /proc/loadavg) */
+	/* The thread's run delay and arrivals: 0, or < 0 unknown (NULL:
+	 * /proc/thread-self/schedstat). */
+	int (*sched)(uint64_t *delay_ns, uint64_t *arrivals);
 };
 
 /* The process's policy, from RCP_WAIT (spin|sleep) and RCP_SPIN_NS (read
@@ -62,11 +67,12 @@ int rcpi_waiter_remove(struct rcpi_waiter *w, int id);
  * DONE is asked before each look, so an instant wait costs one call. */
 int rcpi_waiter_wait(struct rcpi_waiter *w, int (*done)(void *), void *arg, int64_t timeout_ns);
 
-/* Whether the waits of this process last found the CPU crowded (a slow
- * yield within RCPI_CROWDED_NS, or the run-queue probe's last verdict,
- * while fresh): no probe of its own, two loads. */
+/* Whether the CPU is crowded, for the protocol (where RMA starts): a slow
+ * yield within RCPI_CROWDED_NS, the last look at a waiting thread's
+ * scheduler account while fresh, or more tasks runnable than CPUs
+ * (/proc/loadavg, read at most once per RCPI_RUNQ_EVERY_NS per process). */
 int rcpi_wait_crowded(uint64_t now);
-/* Tests: forget that the CPU was crowded. */
+/* Tests: forget that the CPU was crowded, and this thread's account. */
 void rcpi_wait_uncrowd(void);
 
 #endif

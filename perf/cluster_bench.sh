@@ -16,23 +16,32 @@
 #          link rate, the CPU, not the link, limits the shaped figures.
 #
 #   perf/cluster_bench.sh [--links LIST] [--losses LIST] [--rounds R]
-#                         [--parts LIST] [--out DIR]        (root; build dir)
+#                         [--parts LIST] [--sizes LIST] [--hogs N]
+#                         [--out DIR]                       (root; build dir)
 #
 # --links: RATE:MTU[:PARTS] items (default "1gbit:1500 10gbit:9000
 # 1gbit:9000:mcast": the last one is the issue's pmcast target link);
 # --losses (default "0 1% 5%"); --rounds pp rounds per protocol (default
-# 3: the tables take the median); --parts (default pp,pvm,mcast,ceil).
+# 3: the tables take the median); --parts (default pp,pvm,mcast,ceil);
+# --sizes the pp sizes (default 8,1M,4M); --hogs N CPU hogs (`while :;
+# do :; done` shells outside the cluster, killed at the end) beside every
+# measurement (default 0): the busy-machine rows of the wait policy.
+# The 8 B round trip alone, idle and beside one hog, in short runs:
+#   perf/cluster_bench.sh --parts pp --links 1gbit:1500 --losses 0 \
+#       --rounds 2 --sizes 8 --hogs 1
 # Only the mcast column after the IP-multicast pmcast is merged:
 #   perf/cluster_bench.sh --parts mcast --links "1gbit:9000 1gbit:1500"
 # Output in DIR (default perf/results/cluster-DATE): cluster.csv, the
 # raw outputs, and (perf/cluster_plot.py) cluster.png and summary.md.
 # CSV columns: rate,mtu,loss,part,impl,size,round,rtt_us,MBps,pct_link,
-#   retx,cpu_client_s,cpu_server_s,wall_s
-# (pp: rtt_us the median round trip, MBps = size / (rtt / 2), cpu the
-# user+system seconds of each process over all its sizes; mcast: rtt_us
-# the median round of 4 deliveries and their answers, MBps the aggregate
-# 4 * size / round.)  Counts: pp --target-ms 150 per size and round
-# (at least 20 round trips: about 1.5 s for 4 MiB at 1 Gbit/s); pvm 100
+#   retx,cpu_client_s,cpu_server_s,wall_s,cs_rt,hogs
+# (pp: rtt_us the median round trip, MBps = size / (rtt / 2), cs_rt the
+# client's voluntary context switches per round trip (about 1 when its
+# waits sleep, 0 when they spin), cpu the user+system seconds of each
+# process over all its sizes; mcast: rtt_us the median round of 4
+# deliveries and their answers, MBps the aggregate 4 * size / round.)
+# Counts: pp --target-ms 150 per size and round (at least 20 round trips:
+# about 1.5 s for 4 MiB at 1 Gbit/s); pvm 100
 # round trips at small sizes, 20 at >= 1 MiB; mcast 10 rounds (+3 warm).
 # With the defaults a run takes about 12 minutes here.
 # Run it under `flock -x /tmp/bench.lock`: every host runs on this
@@ -46,6 +55,8 @@ links="1gbit:1500 10gbit:9000 1gbit:9000:mcast"
 losses="0 1% 5%"
 rounds=3
 parts=pp,pvm,mcast,ceil
+sizes=8,1M,4M
+nhogs=0
 out=""
 while [ $# -gt 0 ]; do
 	[ $# -ge 2 ] || { echo "$0: $1 needs a value" >&2; exit 2; }
@@ -54,8 +65,11 @@ while [ $# -gt 0 ]; do
 	--losses) losses=$2 ;;
 	--rounds) rounds=$2 ;;
 	--parts) parts=$2 ;;
+	--sizes) sizes=$2 ;;
+	--hogs) nhogs=$2 ;;
 	--out) out=$2 ;;
-	*) echo "usage: $0 [--links LIST] [--losses LIST] [--rounds R] [--parts LIST] [--out DIR]" >&2
+	*) echo "usage: $0 [--links LIST] [--losses LIST] [--rounds R] [--parts LIST]" \
+		"[--sizes LIST] [--hogs N] [--out DIR]" >&2
 		exit 2 ;;
 	esac
 	shift 2
@@ -66,12 +80,14 @@ mkdir -p "$out/raw" || exit 1
 csv=$out/cluster.csv
 C() { "$rcpc" --name bench "$@"; }
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/cluster-bench.XXXXXX") || exit 1
-trap 'C down >/dev/null 2>&1; rm -rf "$tmp"' EXIT
+hogs=""
+stop_hogs() { for h in $hogs; do kill "$h" 2>/dev/null; done; }
+trap 'stop_hogs; C down >/dev/null 2>&1; rm -rf "$tmp"' EXIT
 trap 'exit 130' HUP INT TERM
 has() { case ",$parts," in *",$1,"*) return 0 ;; esac; return 1; }
 log() { echo "== $*" >&2; }
 
-echo "rate,mtu,loss,part,impl,size,round,rtt_us,MBps,pct_link,retx,cpu_client_s,cpu_server_s,wall_s" >"$csv"
+echo "rate,mtu,loss,part,impl,size,round,rtt_us,MBps,pct_link,retx,cpu_client_s,cpu_server_s,wall_s,cs_rt,hogs" >"$csv"
 # mbit RATE: the link rate in Mbit/s (0 for none)
 mbit() {
 	case $1 in
@@ -96,7 +112,7 @@ pp_run() {
 	read -r _ <&3 # "serving ...": it listens
 	# shellcheck disable=SC2086
 	C exec h1 /usr/bin/time -f "%e %U %S" -o "$tmp/t.cli" timeout 120 "$pp" $cli --spin \
-		--sizes 8,1M,4M --target-ms 150 >"$tmp/pp.out" 2>"$tmp/cli.err" ||
+		--sizes "$sizes" --target-ms 150 >"$tmp/pp.out" 2>"$tmp/cli.err" ||
 		{ log "$tag $impl round $r failed"; cat "$tmp/cli.err" "$tmp/srv.err" >&2; }
 	cat <&3 >/dev/null
 	exec 3<&-
@@ -108,12 +124,12 @@ pp_run() {
 	set -- $(tail -n 1 "$tmp/t.srv" 2>/dev/null) 0 0 0
 	wall=$1 su=$2 ss=$3
 	# transport size iters rtt_med rtt_p99 bw retx cs/rt (the text table)
-	awk -v pre="$rate,$mtu,$loss,$part,$impl" -v r="$r" -v mb="$mb" \
+	awk -v pre="$rate,$mtu,$loss,$part,$impl" -v r="$r" -v mb="$mb" -v h="$nhogs" \
 		-v cc="$(echo "$cu $cs" | awk '{ print $1 + $2 }')" \
 		-v sc="$(echo "$su $ss" | awk '{ print $1 + $2 }')" -v w="$wall" '
 		$1 == "udp" || $1 == "tcp" { pct = mb > 0 ? $6 * 8 / mb * 100 : 0
-			printf "%s,%s,%s,%s,%s,%.1f,%s,%.2f,%.2f,%s\n", pre, $2, r, $4, $6, pct,
-				$1 == "tcp" ? "" : $7, cc, sc, w }' "$tmp/pp.out" >>"$csv"
+			printf "%s,%s,%s,%s,%s,%.1f,%s,%.2f,%.2f,%s,%s,%s\n", pre, $2, r, $4, $6, pct,
+				$1 == "tcp" ? "" : $7, cc, sc, w, $8, h }' "$tmp/pp.out" >>"$csv"
 }
 
 part_pp() {
@@ -133,9 +149,9 @@ part_pvm() {
 			log "$tag pvm $1 failed: $(tail -n 2 "$tmp/pvm.out")"
 		cat "$tmp/pvm.out" >>"$out/raw/pvm-$tag.txt"
 		# label,bytes,iters,rtt_median_us,rtt_p5_us,rtt_p99_us,MBps
-		awk -F, -v pre="$rate,$mtu,$loss,pvm" -v mb="$mb" 'NF == 7 && $2 ~ /^[0-9]+$/ {
+		awk -F, -v pre="$rate,$mtu,$loss,pvm" -v mb="$mb" -v h="$nhogs" 'NF == 7 && $2 ~ /^[0-9]+$/ {
 			pct = mb > 0 ? $7 * 8 / mb * 100 : 0
-			printf "%s,%s,%s,1,%s,%s,%.1f,,,,\n", pre, $1, $2, $4, $7, pct }' \
+			printf "%s,%s,%s,1,%s,%s,%.1f,,,,,%s\n", pre, $1, $2, $4, $7, pct, h }' \
 			"$tmp/pvm.out" >>"$csv"
 	done
 }
@@ -149,9 +165,9 @@ part_mcast() {
 			log "$tag mcast $1 failed: $(tail -n 2 "$tmp/mc.out")"
 		cat "$tmp/mc.out" >>"$out/raw/mcast-$tag.txt"
 		# label,mode,bytes,receivers,iters,round_median_ms,aggregate_MBps
-		awk -F, -v pre="$rate,$mtu,$loss,mcast" -v mb="$mb" 'NF == 7 && $3 ~ /^[0-9]+$/ {
+		awk -F, -v pre="$rate,$mtu,$loss,mcast" -v mb="$mb" -v h="$nhogs" 'NF == 7 && $3 ~ /^[0-9]+$/ {
 			pct = mb > 0 ? $7 * 8 / mb * 100 : 0
-			printf "%s,%s,%s,1,%.1f,%s,%.1f,,,,\n", pre, $1, $3, $6 * 1000, $7, pct }' \
+			printf "%s,%s,%s,1,%.1f,%s,%.1f,,,,,%s\n", pre, $1, $3, $6 * 1000, $7, pct, h }' \
 			"$tmp/mc.out" >>"$csv"
 	done
 }
@@ -165,6 +181,11 @@ pvm_up() {
 	pvm_on=1
 }
 
+i=0
+while [ "$i" -lt "$nhogs" ]; do
+	sh -c 'while :; do :; done' &
+	hogs="$hogs $!" i=$((i + 1))
+done
 t0=$(date +%s)
 for link in $links; do
 	rate=${link%%:*} rest=${link#*:} mtu=${rest%%:*} lparts=$parts

@@ -1,6 +1,6 @@
 /*
  * tests/fuzz_udp.c — libFuzzer target: what the udp backend and the
- * endpoint above it do with datagrams from anyone (nic/udp.c receive and
+ * endpoint above it do with datagrams from anyone (nic/udp/ receive and
  * peer table, rcp/endpoint.c, the core).
  *
  * Each input gets a fresh accepting endpoint on udp:127.0.0.1 with one

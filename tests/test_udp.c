@@ -1,5 +1,5 @@
 /*
- * tests/test_udp.c — the udp backend (nic/udp.c): addressing, the peer
+ * tests/test_udp.c — the udp backend (nic/udp/): addressing, the peer
  * table, batching with RCP_NIC_MORE, GSO/GRO, truncation, error
  * attribution from ICMP, the wait fd, IPv6.
  *

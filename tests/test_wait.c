@@ -7,6 +7,15 @@
  *   yields at every look until RCP_SPIN_NS, then sleeps.
  * - t_crowded_sleeps: a yield that kept us off the CPU long marks the CPU
  *   crowded: the next look sleeps, RCP_WAIT=spin too.
+ * - t_account_crowded: the thread's scheduler account (fake) says a task
+ *   that computes kept it off its CPU: past its time alone a wait sleeps
+ *   without paying a yield for the news.
+ * - t_short_turns_not_crowded: the same run delay in many short turns (a
+ *   peer sharing the CPU, kernel work), or a little in all: not crowded,
+ *   RCP_WAIT=spin never sleeps.
+ * - t_slow_yield_no_task: a slow yield during which no task ran (the
+ *   hypervisor took the vCPU) is not crowding; without an account the
+ *   clock alone decides.
  * - t_spin_never_sleeps: SPIN mode on an uncrowded CPU only yields.
  * - t_sleep_mode: SLEEP sleeps at the first quiet look.
  * - t_arm_eagain: a source that has work when armed keeps the wait awake.
@@ -38,16 +47,29 @@ static uint64_t fake_now(void)
 	return fake_ns;
 }
 
-static int fake_crowd;
-static int fake_runq(void)
+/* The thread's scheduler account (struct rcpi_waiter's sched hook). */
+static uint64_t fake_delay, fake_arrivals, sched_reads;
+static int no_account;     /* the hook says: unknown */
+static int yield_ran_task; /* a yield ran another task for yield_ns */
+
+static int fake_sched(uint64_t *delay_ns, uint64_t *arrivals)
 {
-	return fake_crowd;
+	sched_reads++;
+	if (no_account)
+		return -1;
+	*delay_ns = fake_delay;
+	*arrivals = fake_arrivals;
+	return 0;
 }
 
 static void fake_yield(void)
 {
 	yields_seen++;
 	fake_ns += yield_ns;
+	if (yield_ran_task && yield_ns > 1000) {
+		fake_delay += yield_ns;
+		fake_arrivals++;
+	}
 }
 
 struct src_state {
@@ -106,8 +128,10 @@ static void setup_w(struct rcpi_waiter *w, int mode, int64_t spin_ns, struct src
 	assert_int_equal(rcpi_waiter_init(w, mode, spin_ns, &src), 0);
 	w->now = fake_now;
 	w->yield = fake_yield;
-	w->runq = fake_runq;
-	fake_crowd = 0;
+	w->sched = fake_sched;
+	fake_delay = fake_arrivals = sched_reads = 0;
+	no_account = 0;
+	yield_ran_task = 1;
 	fake_ns = 1000000000ull;
 	tick_ns = 100;
 	yield_ns = 100;
@@ -168,20 +192,86 @@ static void t_crowded_sleeps(void **state)
 	}
 }
 
-/* More tasks runnable than CPUs: past the time alone a wait sleeps
- * without paying a yield for the news. */
-static void t_runq_crowded(void **state)
+/* A first wait reads the account (nothing to compare yet: it yields). */
+static void prime(struct rcpi_waiter *w)
+{
+	struct until u = {w, 0, 2000, 0};
+	assert_int_equal(rcpi_waiter_wait(w, done_when, &u, -1), 0);
+	assert_true(sched_reads >= 1);
+	assert_int_equal(w->st.crowded, 0);
+	memset(&w->st, 0, sizeof w->st);
+}
+
+/* Another task kept us off the CPU 2 ms in two stretches (a CPU hog's
+ * slices): past the time alone a wait sleeps without yielding. */
+static void t_account_crowded(void **state)
 {
 	struct rcpi_waiter w;
 	struct src_state s = {0};
 	(void)state;
 	for (int mode = RCPI_WAIT_DEFAULT; mode <= RCPI_WAIT_SPIN; mode++) {
 		setup_w(&w, mode, 50000, &s);
-		fake_crowd = 1;
+		prime(&w);
+		fake_ns += 2 * RCPI_RUNQ_EVERY_NS;
+		fake_delay += 2000000;
+		fake_arrivals += 2;
 		wait_to_sleep(&w);
 		assert_int_equal(w.st.yields, 0);
+		assert_int_equal(w.st.crowded, 1);
 		rcpi_waiter_fini(&w);
 	}
+}
+
+/* The same 2 ms in 200 turns of 10 µs (a peer on our CPU answering each
+ * yield, kernel threads), or 60 µs in one stretch: RCP_WAIT=spin keeps
+ * yielding, never sleeps. */
+static void t_short_turns_not_crowded(void **state)
+{
+	struct rcpi_waiter w;
+	struct src_state s = {0};
+	struct until u = {&w, 0, 4000, 0};
+	(void)state;
+	for (int k = 0; k < 2; k++) {
+		setup_w(&w, RCPI_WAIT_SPIN, 50000, &s);
+		prime(&w);
+		fake_ns += 2 * RCPI_RUNQ_EVERY_NS;
+		fake_delay += k == 0 ? 2000000 : 60000;
+		fake_arrivals += k == 0 ? 200 : 1;
+		u.looks = 4000;
+		assert_int_equal(rcpi_waiter_wait(&w, done_when, &u, -1), 0);
+		assert_true(sched_reads >= 2);
+		assert_int_equal(w.st.sleeps, 0);
+		assert_int_equal(w.st.crowded, 0);
+		assert_true(w.st.yields > 100);
+		rcpi_waiter_fini(&w);
+	}
+}
+
+/* A yield that took RCPI_YIELD_SLOW_NS while no task ran (the account did
+ * not move): not crowded.  With no account, the clock decides: crowded. */
+static void t_slow_yield_no_task(void **state)
+{
+	struct rcpi_waiter w;
+	struct src_state s = {0};
+	struct until u = {&w, 0, 3000, 0};
+	(void)state;
+	setup_w(&w, RCPI_WAIT_SPIN, 50000, &s);
+	yield_ran_task = 0;
+	yield_ns = RCPI_YIELD_SLOW_NS;
+	assert_int_equal(rcpi_waiter_wait(&w, done_when, &u, -1), 0);
+	assert_true(w.st.yields > 10);
+	assert_int_equal(w.st.sleeps, 0);
+	assert_int_equal(w.st.crowded, 0);
+	rcpi_waiter_fini(&w);
+
+	setup_w(&w, RCPI_WAIT_SPIN, 50000, &s);
+	no_account = 1;
+	yield_ran_task = 0;
+	yield_ns = RCPI_YIELD_SLOW_NS;
+	wait_to_sleep(&w);
+	assert_int_equal(w.st.yields, 1);
+	assert_int_equal(w.st.crowded, 1);
+	rcpi_waiter_fini(&w);
 }
 
 static void t_spin_never_sleeps(void **state)
@@ -378,7 +468,9 @@ int main(void)
 	    cmocka_unit_test(t_news_keeps_spinning),
 	    cmocka_unit_test(t_errors),
 	    cmocka_unit_test(t_every),
-	    cmocka_unit_test(t_runq_crowded),
+	    cmocka_unit_test(t_account_crowded),
+	    cmocka_unit_test(t_short_turns_not_crowded),
+	    cmocka_unit_test(t_slow_yield_no_task),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -35,3 +35,5 @@ EXTRA_DIST += tests/cluster_down.sh
 # perf/cluster_bench.sh: the paper's table on a cluster (issue 20 item 4;
 # not run by make check), perf/cluster_plot.py its PNG.
 EXTRA_DIST += perf/cluster_bench.sh perf/cluster_plot.py
+# perf/cluster_rtt_ab.sh: 8 B round trip, two librcp builds vs TCP (issue 20)
+EXTRA_DIST += perf/cluster_rtt_ab.sh
