@@ -117,6 +117,8 @@ struct peer {
 	uint32_t watch;      /* receives kept posted beyond expect (RFP: liveness) */
 	struct outq rq;      /* a batch of requests */
 	uint32_t trimming;   /* posted response receives being canceled (idle) */
+	int trimq;           /* on the context's trim list (client.c, TRIMMING) */
+	struct peer *tnext;  /* trim list */
 };
 
 struct rcp_rpc_req {
@@ -185,6 +187,7 @@ struct rcp_rpc {
 	int depth;           /* progress rounds running (nested): forwards are batched */
 	int batch;           /* RCP_RPC_BATCH */
 	struct outq *dirty;  /* queues with messages */
+	struct peer *trim;   /* peers whose surplus receives wait for the round's end */
 	struct outq sq[RSQ]; /* batches of responses, by channel hash */
 	/* server */
 	int serving;
@@ -270,8 +273,10 @@ void rpci_flush_q(rcp_rpc *rpc, struct outq *q);
 void rpci_flush_all(rcp_rpc *rpc);
 int rpci_queue_msg(rcp_rpc *rpc, struct outq *q, const void *msg, size_t len, uint32_t *gen);
 
-/* client.c: response receives up to a peer's expectations. */
+/* client.c: response receives up to a peer's expectations; surplus ones
+ * canceled at the end of the round (rpci_trim_all, TRIMMING). */
 void rpci_peer_repost(rcp_rpc *rpc, struct peer *p);
+void rpci_trim_all(rcp_rpc *rpc);
 
 /* ---- remote fetch hooks (rpc/rfp.c) ---- */
 int rfp_init(rcp_rpc *rpc);
