@@ -324,6 +324,12 @@ int rcp_rpc_forward(rcp_rpc *rpc, rcp_chan *ch, uint64_t id, const void *in, voi
 	if (!ovf && rfp_cli_submit(rpc, p, r, c->id, r->sbuf, HDR_LEN + hd.len, &r->rfp_slot)) {
 		rc = 0;
 	} else {
+		/* Only remote fetch reads the server's processing time
+		 * (TIMING, server.c); a slot's request has no flags. */
+		if (p->rfp) {
+			hd.flags |= F_TIME;
+			memcpy(r->sbuf, &hd, HDR_LEN);
+		}
 		/* The response receive first (pre-posted), then the request. */
 		p->expect++;
 		rpci_peer_repost(rpc, p);

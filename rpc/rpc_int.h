@@ -27,7 +27,8 @@ struct rfp_cfg {
 #define RPC_VERSION 1
 enum { K_REQ = 1, K_RESP = 2 };
 enum {
-	F_OVF = 1u << 0, /* payload follows in a second message (aux = bytes) */
+	F_OVF = 1u << 0,  /* payload follows in a second message (aux = bytes) */
+	F_TIME = 1u << 1, /* REQ: the client wants the processing time (TIMING, server.c) */
 };
 
 struct rpc_hdr {
@@ -38,7 +39,7 @@ struct rpc_hdr {
 	uint32_t len;    /* payload bytes in this message */
 	uint64_t id;     /* rpc id */
 	uint64_t cookie; /* client's request id, echoed */
-	uint64_t aux;    /* F_OVF: payload bytes; RESP: server processing ns */
+	uint64_t aux;    /* F_OVF: payload bytes; RESP: server processing ns or 0 */
 };
 #define HDR_LEN ((uint32_t)sizeof(struct rpc_hdr))
 

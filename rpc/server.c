@@ -15,6 +15,14 @@
  * foreign byte order is answered with an error status, never dropped
  * silently (the client would wait for its timeout).
  *
+ * TIMING.  A response carries the server's processing time (aux) only for
+ * a request that asks for it (F_TIME): a client in remote-fetch mode
+ * (rfp.c switches an id back from server-reply when it falls low).  Two
+ * clock reads a call were the server's costliest piece of an empty call
+ * in reply mode natively (~27 ns each here, rcp/endpoint.c's ep_now), for
+ * a figure no plain client reads; without F_TIME aux is 0.  Requests that
+ * arrive by remote fetch are timed as before (rpci_dispatch).
+ *
  * Calls the files below it (batch.c, peer.c's hash, bufs.c, hdr.c,
  * calls.c) and rfp.c; of rpc/, only rfp.c calls it (rpci_dispatch).
  */
@@ -189,7 +197,7 @@ static void on_request_one(rcp_rpc *rpc, struct rbuf *b, rcp_chan *ch, const str
 	h->call = c;
 	h->ch = ch;
 	h->cookie = hd->cookie;
-	h->t0 = rcpi_now_ns();
+	h->t0 = hd->flags & F_TIME ? rcpi_now_ns() : 0; /* TIMING above */
 	if (hd->flags & F_OVF) {
 		rcp_req *rq;
 		if (hd->aux > ((uint64_t)1 << 32) || !(h->ovf_in = malloc(hd->aux ? hd->aux : 1)) ||
