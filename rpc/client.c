@@ -107,7 +107,7 @@ void rpci_trim_all(rcp_rpc *rpc)
 	}
 }
 
-/* One response of a response message (header checked, CHK from rpci_sub_hdr).
+/* One response of a response message (header checked, CHK from rpci_hdr_read).
  * B stays referenced by the call whose output may point into it. */
 static void on_response_one(rcp_rpc *rpc, struct peer *p, struct rbuf *b, const struct rpc_hdr *h,
                             size_t off, int chk)
@@ -181,7 +181,7 @@ static void on_response(rcp_rpc *rpc, struct peer *p, struct rbuf *b, const stru
 		rpc->st.batched_in += n;
 	for (size_t off = 0; off < st->len; off += HDR_LEN + h.len)
 		on_response_one(rpc, p, b, &h, off,
-		                rpci_sub_hdr(b->data, st->len, off, K_RESP, &h));
+		                rpci_hdr_read(b->data, off, &h));
 	rpci_rbuf_unref(rpc, b); /* ours (rbuf_get's) */
 	rpci_peer_repost(rpc, p);
 }

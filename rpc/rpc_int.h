@@ -8,6 +8,7 @@
 #define RCP_RPC_INT_H
 
 #include <stdint.h>
+#include <string.h>
 
 #include <rcp/rpc.h>
 
@@ -218,12 +219,22 @@ void rpci_finish_resp(struct rcp_rpc_req *r, int status, const unsigned char *pl
 /* calls.c: the registry. */
 struct call *rpci_call_find(const rcp_rpc *rpc, uint64_t id);
 
-/* hdr.c: headers (MESSAGES).  rpci_sub_hdr: 0 good, 1 foreign order
- * (swapped), -1 bad; rpci_msg_check: 0 and the number of messages in *N,
- * or -1 (bad_msgs counted). */
-int rpci_sub_hdr(const unsigned char *msg, size_t len, size_t off, int kind, struct rpc_hdr *h);
+/* hdr.c: headers (MESSAGES).  rpci_msg_check: 0 and the number of
+ * messages in *N, or -1 (bad_msgs counted). */
 int rpci_msg_check(rcp_rpc *rpc, const unsigned char *msg, const struct rcp_status *st, int kind,
                    uint32_t *n);
+void rpci_bswap_hdr(struct rpc_hdr *h);
+/* The header at OFF of a message rpci_msg_check passed, into *H: 0, or 1
+ * if it was in the foreign byte order (swapped; its call is answered or
+ * failed with RCP_ENOTSUP). */
+static inline int rpci_hdr_read(const unsigned char *msg, size_t off, struct rpc_hdr *h)
+{
+	memcpy(h, msg + off, HDR_LEN);
+	if (RCPI_LIKELY(h->order == RPC_ORDER))
+		return 0;
+	rpci_bswap_hdr(h);
+	return 1;
+}
 
 /* bufs.c: buffers lent to rcp, aux requests, detached sends. */
 void rpci_blist_push(struct blist *l, struct rbuf *b);

@@ -245,7 +245,7 @@ static void on_request(rcp_rpc *rpc, struct rbuf *b, const struct rcp_status *st
 	 * theirs, at once */
 	for (size_t off = 0; off < st->len; off += HDR_LEN + hd.len)
 		on_request_one(rpc, b, st->chan, &hd, off,
-		               rpci_sub_hdr(b->data, st->len, off, K_REQ, &hd));
+		               rpci_hdr_read(b->data, off, &hd));
 	rpci_rbuf_unref(rpc, b);
 }
 
