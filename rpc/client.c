@@ -224,6 +224,39 @@ static void live_add(struct peer *p, struct rcp_rpc_req *r)
 	p->live = r;
 }
 
+/* Writes R's request (header HD, input IN) straight into its peer's batch
+ * (IN PLACE, batch.c): 0, or 1 if it does not fit in a message (the
+ * general path of rcp_rpc_forward then takes it, overflow included), or
+ * a negative code.  Nothing is changed when it returns nonzero but maybe
+ * an earlier batch sent. */
+static int forward_in_place(rcp_rpc *rpc, struct peer *p, struct rcp_rpc_req *r,
+                            const struct call *c, const void *in, struct rpc_hdr *hd)
+{
+	struct outq *q = &p->rq;
+	size_t room, used = 0;
+	unsigned char *at = rpci_queue_room(rpc, q, &room);
+	int rc;
+	if (!at)
+		return RCP_ENOMEM;
+	if (c->in_proc) {
+		rc = rcp_proc_encode(c->in_proc, in, at + HDR_LEN, room - HDR_LEN, &used);
+		if (rc == RCP_ERANGE && q->n) {
+			rpci_flush_q(rpc, q); /* a batch of its own? */
+			if (!(at = rpci_queue_room(rpc, q, &room)))
+				return RCP_ENOMEM;
+			rc = rcp_proc_encode(c->in_proc, in, at + HDR_LEN, room - HDR_LEN, &used);
+		}
+		if (rc == RCP_ERANGE)
+			return 1;
+		if (rc)
+			return rc == RCP_ENOMEM ? rc : RCP_EPROTO;
+	}
+	hd->len = (uint32_t)used;
+	memcpy(at, hd, HDR_LEN);
+	rpci_queue_commit(rpc, q, HDR_LEN + used, &r->qgen);
+	return 0;
+}
+
 int rcp_rpc_forward(rcp_rpc *rpc, rcp_chan *ch, uint64_t id, const void *in, void *out,
                     int64_t timeout_ns, rcp_rpc_cb cb, void *arg, rcp_rpc_req **req)
 {
@@ -278,6 +311,20 @@ int rcp_rpc_forward(rcp_rpc *rpc, rcp_chan *ch, uint64_t id, const void *in, voi
 	hd.id = id;
 	hd.cookie = ((uint64_t)(r->gen & COOKIE_GEN) << 24) | r->idx;
 	hd.aux = 0;
+	if (timeout_ns == 0)
+		timeout_ns = rpc->def_timeout;
+	r->deadline = 0;
+	/* Inside a round, with no remote fetch to try: into the batch. */
+	if (rpc->depth && rpc->batch && !(rpc->flags & RCP_RPC_FETCH)) {
+		rc = forward_in_place(rpc, p, r, c, in, &hd);
+		if (rc < 0)
+			goto fail;
+		if (rc == 0) {
+			p->expect++;
+			rpci_peer_repost(rpc, p); /* pre-posted before the batch leaves */
+			goto sent;
+		}
+	}
 	if (c->in_proc) {
 		if (r->scap < HDR_LEN + 64 && rpci_grow_buf(&r->sbuf, &r->scap, HDR_LEN + 64)) {
 			rc = RCP_ENOMEM;
@@ -317,9 +364,6 @@ int rcp_rpc_forward(rcp_rpc *rpc, rcp_chan *ch, uint64_t id, const void *in, voi
 		hd.len = (uint32_t)used;
 	}
 	memcpy(r->sbuf, &hd, HDR_LEN);
-	if (timeout_ns == 0)
-		timeout_ns = rpc->def_timeout;
-	r->deadline = 0;
 	/* Remote fetch: the request goes into the server's segment. */
 	if (!ovf && rfp_cli_submit(rpc, p, r, c->id, r->sbuf, HDR_LEN + hd.len, &r->rfp_slot)) {
 		rc = 0;
@@ -364,6 +408,7 @@ int rcp_rpc_forward(rcp_rpc *rpc, rcp_chan *ch, uint64_t id, const void *in, voi
 			rpc->st.overflow_in++;
 		}
 	}
+sent:
 	live_add(p, r);
 	if (timeout_ns > 0) {
 		r->deadline = rcpi_now_ns() + (uint64_t)timeout_ns;

@@ -284,6 +284,10 @@ void rpci_fail_peer(rcp_rpc *rpc, struct peer *p, int err);
 void rpci_flush_q(rcp_rpc *rpc, struct outq *q);
 void rpci_flush_all(rcp_rpc *rpc);
 int rpci_queue_msg(rcp_rpc *rpc, struct outq *q, const void *msg, size_t len, uint32_t *gen);
+/* IN PLACE (batch.c): room at the end of Q (*ROOM bytes, NULL: no memory)
+ * for one message written there, then added by rpci_queue_commit. */
+unsigned char *rpci_queue_room(rcp_rpc *rpc, struct outq *q, size_t *room);
+void rpci_queue_commit(rcp_rpc *rpc, struct outq *q, size_t len, uint32_t *gen);
 
 /* client.c: response receives up to a peer's expectations; surplus ones
  * canceled at the end of the round (rpci_trim_all, TRIMMING). */

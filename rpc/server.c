@@ -274,6 +274,43 @@ rcp_chan *rcp_rpc_handle_chan(const rcp_rpc_handle *h)
 	return h ? h->ch : NULL;
 }
 
+/* Writes H's response (header HD, status set; output OUT) straight into
+ * the batch of its channel (IN PLACE, batch.c): 0, or nonzero if it does
+ * not fit in a message or memory ran out (rcp_rpc_respond's general path
+ * then takes it, overflow included). */
+static int respond_in_place(rcp_rpc *rpc, struct rcp_rpc_handle *h, const void *out,
+                            struct rpc_hdr *hd)
+{
+	struct outq *q = &rpc->sq[rpci_ptr_hash(h->ch) & (RSQ - 1)];
+	size_t room, used = 0;
+	unsigned char *at;
+	if (q->n && q->ch != h->ch)
+		rpci_flush_q(rpc, q);
+	q->ch = h->ch;
+	if (!(at = rpci_queue_room(rpc, q, &room)))
+		return 1;
+	if (!hd->status && h->call && h->call->out_proc) {
+		int rc = rcp_proc_encode(h->call->out_proc, out, at + HDR_LEN, room - HDR_LEN, &used);
+		if (rc == RCP_ERANGE && q->n) {
+			rpci_flush_q(rpc, q); /* a batch of its own? */
+			if (!(at = rpci_queue_room(rpc, q, &room)))
+				return 1;
+			rc = rcp_proc_encode(h->call->out_proc, out, at + HDR_LEN, room - HDR_LEN,
+			                     &used);
+		}
+		if (rc == RCP_ERANGE)
+			return 1;
+		if (rc) {
+			hd->status = RCP_EPROTO;
+			used = 0;
+		}
+	}
+	hd->len = (uint32_t)used;
+	memcpy(at, hd, HDR_LEN);
+	rpci_queue_commit(rpc, q, HDR_LEN + used, NULL);
+	return 0;
+}
+
 int rcp_rpc_respond(rcp_rpc_handle *h, const void *out, int status)
 {
 	rcp_rpc *rpc;
@@ -293,6 +330,14 @@ int rcp_rpc_respond(rcp_rpc_handle *h, const void *out, int status)
 	hd.id = h->call ? h->call->id : 0;
 	hd.cookie = h->cookie;
 	hd.aux = h->t0 ? rcpi_now_ns() - h->t0 : 0;
+	if (rpc->depth && rpc->batch && !h->rfp_slot) {
+		hd.status = status;
+		if (!respond_in_place(rpc, h, out, &hd)) {
+			rpc->st.responded++;
+			handle_put(rpc, h);
+			return 0;
+		}
+	}
 	if (!status && h->call && h->call->out_proc) {
 		if (rpci_grow_buf(&h->sbuf, &h->scap, HDR_LEN + 64))
 			goto nomem;
