@@ -19,15 +19,16 @@
  * L: progress rounds (both contexts) while counting; R: calls that went by
  * remote fetch; B: requests sent several to a message.  Any failed call exits 1.
  *
- * STEADY STATE.  Natively, rcp-rpcbench's client and server (two processes)
- * settle into one batch of INFLIGHT requests and one of responses a round
- * (rpc/batch.c): frames come back to back, the endpoint polls in bursts.
- * Under callgrind time runs ~50x slower, the endpoint's burst rule (a
- * cycle gap, rcp/endpoint.c) keeps polls to one frame, and calls started
- * one by one outside progress would stay one to a message for the whole
- * run, a state the native run leaves within microseconds.  So one call
- * starts the run and its completion forwards all INFLIGHT inside a
- * progress round, as one batch; from then on each round completes a batch.
+ * STEADY STATE.  Run natively, this program settles into one batch of
+ * INFLIGHT requests and one of responses a round (rpc/batch.c): frames
+ * come back to back, the endpoint polls in bursts.  Under callgrind time
+ * runs ~50x slower, the endpoint's burst rule (a cycle gap,
+ * rcp/endpoint.c) keeps polls to one frame, and calls started one by one
+ * outside progress stayed one to a message for the whole run.  So one
+ * call starts the run and its completion forwards all INFLIGHT inside a
+ * progress round, as one batch; from then on each round completes a batch:
+ * the count is the work of a call in full batches.  rcp-rpcbench's two
+ * processes need not batch as well (it prints its calls per message).
  */
 #include <stdint.h>
 #include <stdio.h>
