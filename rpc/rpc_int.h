@@ -8,6 +8,7 @@
 #define RCP_RPC_INT_H
 
 #include <stdint.h>
+#include <string.h>
 
 #include <rcp/rpc.h>
 
@@ -27,7 +28,8 @@ struct rfp_cfg {
 #define RPC_VERSION 1
 enum { K_REQ = 1, K_RESP = 2 };
 enum {
-	F_OVF = 1u << 0, /* payload follows in a second message (aux = bytes) */
+	F_OVF = 1u << 0,  /* payload follows in a second message (aux = bytes) */
+	F_TIME = 1u << 1, /* REQ: the client wants the processing time (TIMING, server.c) */
 };
 
 struct rpc_hdr {
@@ -38,7 +40,7 @@ struct rpc_hdr {
 	uint32_t len;    /* payload bytes in this message */
 	uint64_t id;     /* rpc id */
 	uint64_t cookie; /* client's request id, echoed */
-	uint64_t aux;    /* F_OVF: payload bytes; RESP: server processing ns */
+	uint64_t aux;    /* F_OVF: payload bytes; RESP: server processing ns or 0 */
 };
 #define HDR_LEN ((uint32_t)sizeof(struct rpc_hdr))
 
@@ -117,6 +119,8 @@ struct peer {
 	uint32_t watch;      /* receives kept posted beyond expect (RFP: liveness) */
 	struct outq rq;      /* a batch of requests */
 	uint32_t trimming;   /* posted response receives being canceled (idle) */
+	int trimq;           /* on the context's trim list (client.c, TRIMMING) */
+	struct peer *tnext;  /* trim list */
 };
 
 struct rcp_rpc_req {
@@ -185,6 +189,7 @@ struct rcp_rpc {
 	int depth;           /* progress rounds running (nested): forwards are batched */
 	int batch;           /* RCP_RPC_BATCH */
 	struct outq *dirty;  /* queues with messages */
+	struct peer *trim;   /* peers whose surplus receives wait for the round's end */
 	struct outq sq[RSQ]; /* batches of responses, by channel hash */
 	/* server */
 	int serving;
@@ -214,12 +219,22 @@ void rpci_finish_resp(struct rcp_rpc_req *r, int status, const unsigned char *pl
 /* calls.c: the registry. */
 struct call *rpci_call_find(const rcp_rpc *rpc, uint64_t id);
 
-/* hdr.c: headers (MESSAGES).  rpci_sub_hdr: 0 good, 1 foreign order
- * (swapped), -1 bad; rpci_msg_check: 0 and the number of messages in *N,
- * or -1 (bad_msgs counted). */
-int rpci_sub_hdr(const unsigned char *msg, size_t len, size_t off, int kind, struct rpc_hdr *h);
+/* hdr.c: headers (MESSAGES).  rpci_msg_check: 0 and the number of
+ * messages in *N, or -1 (bad_msgs counted). */
 int rpci_msg_check(rcp_rpc *rpc, const unsigned char *msg, const struct rcp_status *st, int kind,
                    uint32_t *n);
+void rpci_bswap_hdr(struct rpc_hdr *h);
+/* The header at OFF of a message rpci_msg_check passed, into *H: 0, or 1
+ * if it was in the foreign byte order (swapped; its call is answered or
+ * failed with RCP_ENOTSUP). */
+static inline int rpci_hdr_read(const unsigned char *msg, size_t off, struct rpc_hdr *h)
+{
+	memcpy(h, msg + off, HDR_LEN);
+	if (RCPI_LIKELY(h->order == RPC_ORDER))
+		return 0;
+	rpci_bswap_hdr(h);
+	return 1;
+}
 
 /* bufs.c: buffers lent to rcp, aux requests, detached sends. */
 void rpci_blist_push(struct blist *l, struct rbuf *b);
@@ -269,9 +284,15 @@ void rpci_fail_peer(rcp_rpc *rpc, struct peer *p, int err);
 void rpci_flush_q(rcp_rpc *rpc, struct outq *q);
 void rpci_flush_all(rcp_rpc *rpc);
 int rpci_queue_msg(rcp_rpc *rpc, struct outq *q, const void *msg, size_t len, uint32_t *gen);
+/* IN PLACE (batch.c): room at the end of Q (*ROOM bytes, NULL: no memory)
+ * for one message written there, then added by rpci_queue_commit. */
+unsigned char *rpci_queue_room(rcp_rpc *rpc, struct outq *q, size_t *room);
+void rpci_queue_commit(rcp_rpc *rpc, struct outq *q, size_t len, uint32_t *gen);
 
-/* client.c: response receives up to a peer's expectations. */
+/* client.c: response receives up to a peer's expectations; surplus ones
+ * canceled at the end of the round (rpci_trim_all, TRIMMING). */
 void rpci_peer_repost(rcp_rpc *rpc, struct peer *p);
+void rpci_trim_all(rcp_rpc *rpc);
 
 /* ---- remote fetch hooks (rpc/rfp.c) ---- */
 int rfp_init(rcp_rpc *rpc);
