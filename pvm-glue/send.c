@@ -159,8 +159,9 @@ static void inflight_done(size_t len)
  * (RCP_ECLOSED: we closed the channel, the task is known gone).  After a
  * report the HELLO goes again (it may have been lost with the data: the
  * receiver takes a repeated HELLO as fresh totals).  pvmt
- * restart-reported forces a first-contact restart under a copied psend
- * (PVMRCP_HELLO_ASYNC=1, the order used before session 20). */
+ * restart-reported (the next psend reports) and restart-reported-recv (a
+ * blocked precv does) force a first-contact restart under a copied
+ * psend (PVMRCP_HELLO_ASYNC=1, the order used before session 20). */
 static void note_failed(const struct rcp_status *st)
 {
 	struct pr_peer *p;

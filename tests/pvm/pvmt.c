@@ -1296,6 +1296,7 @@ static const struct {
     {"packed-buffers", t_packed_buffers},
     {"first-contact", t_first_contact},
     {"restart-reported", t_restart_reported},
+    {"restart-reported-recv", t_restart_reported_recv},
 };
 
 /* pvmt run N PROG [ARGS...]: spawns N copies of PROG, prints their output
@@ -1346,7 +1347,8 @@ int main(int argc, char **argv)
 		             {"pfwd", child_pfwd},
 		             {"pord", child_pord},
 		             {"cross", child_cross},
-		             {"rcross", child_rcross}};
+		             {"rcross", child_rcross},
+		             {"rwait", child_rwait}};
 		int rc = 3;
 		for (unsigned i = 0; i < sizeof roles / sizeof roles[0]; i++)
 			if (!strcmp(argv[2], roles[i].r))

@@ -203,7 +203,65 @@ static int child_rcross(void)
 	return 0;
 }
 
+/* restart-reported-recv: as rcross, but blocked in a receive when the
+ * restart comes: it waits for our message 2, which we send only once 11
+ * or 13 came.  The loss must end that receive (PvmSysErr, then 13);
+ * without that both tasks wait for good. */
+static int child_rwait(void)
+{
+	int parent = pvm_parent(), atid, atag, alen, rc;
+	int32_t v = 11, w = -1, err;
+	char c;
+	if (pvm_psend(parent, 11, &v, 1, PVM_INT) < 0)
+		return 1;
+	while ((rc = pvm_precv(parent, 2, &w, 1, PVM_INT, &atid, &atag, &alen)) == PvmSysErr) {
+		err = rc;
+		if (pvm_psend(parent, 13, &err, 1, PVM_INT) < 0)
+			return 1;
+	}
+	if (rc < 0 || w != 2)
+		return 1;
+	v = 12;
+	if ((rc = pvm_psend(parent, 12, &v, 1, PVM_INT)) == PvmSysErr) {
+		err = rc;
+		rc = pvm_psend(parent, 13, &err, 1, PVM_INT);
+	}
+	if (rc < 0)
+		return 1;
+	pvm_precv(parent, T_QUIT, &c, 1, PVM_BYTE, &atid, &atag, &alen);
+	return 0;
+}
+
 #ifndef PVMT_STOCK
+/* One int message from TID, any tag, into *GOT (*TAG); 0, or -1 after
+ * 60 s: a bound for a test that would otherwise hang, never reached when
+ * it passes (the child answers within a few round trips). */
+static int recv_int(int tid, int32_t *got, int *tag)
+{
+	struct timeval tmo = {60, 0};
+	int b = pvm_trecv(tid, -1, &tmo), len, src;
+	if (b <= 0 || pvm_bufinfo(b, &len, tag, &src) < 0 || len != 4 || pvm_upkint(got, 1, 1) < 0)
+		return -1;
+	return 0;
+}
+
+/* What the parent of rwait takes: 13 (a loss reported) or 11 first; then
+ * message 2 goes, and 12 (or 13, reported by that psend) comes back. */
+static int restart_recv(int tid)
+{
+	int32_t got = -1, two = 2;
+	int tag = -1;
+	CHECK(recv_int(tid, &got, &tag) == 0,
+	      "nothing from the child in 60 s: its receive never heard of the loss");
+	CHECK((tag == 11 && got == 11) || (tag == 13 && got == PvmSysErr), "got tag %d (%d)", tag,
+	      got);
+	CHECK(pvm_psend(tid, 2, &two, 1, PVM_INT) == 0, "psend 2");
+	CHECK(recv_int(tid, &got, &tag) == 0, "no answer to 2");
+	CHECK((tag == 12 && got == 12) || (tag == 13 && got == PvmSysErr), "got tag %d (%d)", tag,
+	      got);
+	return 0;
+}
+
 /* What the parent of rcross takes: 11 then 12 (nothing lost), or 13
  * carrying PvmSysErr, after 11 or alone (a loss reported); 12 without 11
  * is a message lost without a word. */
@@ -226,6 +284,7 @@ static int restart_reported(int tid)
 	}
 }
 
+/* RESTART: 0 cross, 1 rcross (restart-reported), 2 rwait (-recv). */
 static int first_contact(int *tidp, int *pidp, int restart)
 {
 	int tid, pid, cport, helper, port = my_udp_port(), atid, atag, alen, rc;
@@ -245,7 +304,7 @@ static int first_contact(int *tidp, int *pidp, int restart)
 		snprintf(nex, sizeof nex, "%s%sPVMRCP_HELLO_ASYNC", ex ? ex : "", ex ? ":" : "");
 		setenv("PVMRCP_HELLO_ASYNC", "1", 1);
 		setenv("PVM_EXPORT", nex, 1);
-		rc = spawn("rcross", 1, &tid, NULL);
+		rc = spawn(restart == 2 ? "rwait" : "rcross", 1, &tid, NULL);
 		unsetenv("PVMRCP_HELLO_ASYNC");
 		if (saved)
 			setenv("PVM_EXPORT", saved, 1);
@@ -286,7 +345,7 @@ static int first_contact(int *tidp, int *pidp, int restart)
 		      "lost",
 		      atag, got, want);
 	}
-	if (restart && (rc = restart_reported(tid)) != 0)
+	if (restart && (rc = restart == 2 ? restart_recv(tid) : restart_reported(tid)) != 0)
 		return rc;
 	CHECK(!strcmp(pvm_rcp_transport(tid), "udp"), "pair on %s", pvm_rcp_transport(tid));
 	quit(&tid, 1);
@@ -322,4 +381,9 @@ static int t_first_contact(void)
 static int t_restart_reported(void)
 {
 	return contact_test(1);
+}
+
+static int t_restart_reported_recv(void)
+{
+	return contact_test(2);
 }
