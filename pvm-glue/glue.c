@@ -238,6 +238,17 @@ struct pr_peer *pvmrcpi_peer_find(int tid, int create)
 	return S.last_peer = p;
 }
 
+/* 256 buckets: a walk is a few hundred loads (a wildcard receive's
+ * every 64th look, recv.c). */
+struct pr_peer *pvmrcpi_lost_any(void)
+{
+	for (unsigned h = 0; S.htab && h < S.hcap; h++)
+		for (struct pr_peer *p = S.htab[h]; p; p = p->hnext)
+			if (!p->dead && p->ch && pr_lost(p))
+				return p;
+	return NULL;
+}
+
 struct pr_ctxstate *pvmrcpi_cs_find(struct pr_peer *p, int ctx)
 {
 	for (int i = 0; i < p->ncs; i++)
@@ -619,6 +630,7 @@ static int do_init(void)
 	 * sets it chooses RCP's liveness for tasks on other hosts (wait.c,
 	 * WATCHES). */
 	S.rcp_liveness = getenv("RCP_PEER_TIMEOUT") != NULL;
+	S.hello_async = env_int("PVMRCP_HELLO_ASYNC", 0) != 0;
 	setenv("RCP_PEER_TIMEOUT", "86400000", 0);
 	if (pick_transports(want))
 		return PvmBadParam;

@@ -113,6 +113,10 @@ struct pr_peer {
 	rcp_ep *ep; /* the endpoint CH belongs to */
 	int hello_sent;
 	int rcp_dirty; /* RCP data sent since the last FENCE */
+	/* rcp_chan_restarts(ch) when rcp_dirty was set; a copied send to it
+	 * that failed (send.c, LOST SENDS) */
+	unsigned dirty_restarts;
+	int lost;
 	int dead;
 	int mc_how;        /* how the last pmcast/mcast reached it (pvm-glue/mcast.c) */
 	unsigned restarts; /* rcp_chan_restarts(ch) when this task took ch */
@@ -182,6 +186,7 @@ struct pr_state {
 	uint64_t stash_ns; /* sends wait this long before taking others' messages */
 	uint64_t live_ns;  /* liveness check period while blocked */
 	int rcp_liveness;  /* RCP_PEER_TIMEOUT set: RCP, not pvmd, says a remote task is gone */
+	int hello_async;   /* PVMRCP_HELLO_ASYNC (tests): HELLO never waited for (send.c) */
 	uint64_t order_ns; /* longest wait for stock messages an RCP one follows */
 	size_t copy_max;   /* psend copies messages up to this size and returns */
 	size_t copy_bytes; /* PVMRCP_COPY_BYTES: copied sends in flight before a send waits */
@@ -206,6 +211,8 @@ PRI void pvmrcpi_stats_print(void);
 PRI extern long pvmrcpi_bad_packed;
 PRI struct pr_peer *pvmrcpi_peer_find(int tid, int create);
 PRI struct pr_ctxstate *pvmrcpi_cs_find(struct pr_peer *p, int ctx);
+/* A peer whose sent messages may have been lost (pr_lost), or NULL. */
+PRI struct pr_peer *pvmrcpi_lost_any(void);
 /* The peer of TID (made if CREATE; NULL if not, or out of memory).  A
  * ping-pong asks for the same peer call after call: the last one found is
  * looked at first, inline (peers are never freed). */
@@ -257,6 +264,23 @@ static inline int pr_prepared(const struct pr_peer *p, int ctx)
  * for: send.c, FIRST CONTACT); 0 or an RCP code. */
 PRI int pvmrcpi_hello(struct pr_peer *p);
 PRI void pvmrcpi_count_stock(int tid, int ctx);
+/* RCP data goes to P now (send.c, LOST SENDS). */
+static inline void pr_dirty(struct pr_peer *p)
+{
+	if (!p->rcp_dirty) {
+		p->rcp_dirty = 1;
+		p->dirty_restarts = rcp_chan_restarts(p->ch);
+	}
+}
+/* Messages sent to P may have been lost: a copied send failed, or its
+ * channel restarted with data unacknowledged (send.c, LOST SENDS). */
+static inline int pr_lost(const struct pr_peer *p)
+{
+	return p->lost || (p->rcp_dirty && p->ch && rcp_chan_restarts(p->ch) != p->dirty_restarts);
+}
+/* Reports P's loss once (stderr) and forgets it: PvmSysErr, or
+ * PvmNoTask (P marked dead, nothing said) if pvmd says P is gone. */
+PRI int pvmrcpi_lost(struct pr_peer *p);
 
 /* recv.c */
 PRI int pvmrcpi_stash_some(void);

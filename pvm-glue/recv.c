@@ -495,10 +495,25 @@ struct rx {
 	uint64_t since;
 };
 
+/* A blocked receive ends with PvmSysErr when messages we sent to the
+ * task it names (any task: every 64th look) may have been lost (send.c,
+ * LOST SENDS): that task may be waiting for them, and we for its answer. */
 static int rx_done(void *arg)
 {
+	static unsigned looks;
 	struct rx *x = arg;
-	return try_once(&x->w, &x->c, &x->since, 0);
+	struct pr_peer *p;
+	int rc = try_once(&x->w, &x->c, &x->since, 0);
+	if (rc)
+		return rc;
+	if (x->w.src != -1)
+		p = pvmrcpi_peer(x->w.src, 0);
+	else
+		p = (++looks & 63) ? NULL : pvmrcpi_lost_any();
+	if (!p || !pr_lost(p))
+		return 0;
+	rc = pvmrcpi_lost(p);
+	return x->w.src == -1 && rc == PvmNoTask ? 0 : rc;
 }
 
 /* Blocks for a message; 1 (x->c), 0 (deadline), or a PVM code.  After
@@ -650,7 +665,7 @@ static int fast_step(void *arg)
 				if (S.nheld != before && !fast_ok(&x->w, p))
 					break;
 			}
-			return 0;
+			return pr_lost(p) ? pvmrcpi_lost(p) : 0; /* send.c, LOST SENDS */
 		}
 		if (st.tag & PR_CTRL) {
 			pvmrcpi_take_ctrl(p->ep, p->ch, st.tag);

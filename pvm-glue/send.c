@@ -121,9 +121,74 @@ static void inflight_done(size_t len)
  * Nothing is kept per send and nothing walked: the status is the message
  * length (a send's, failed or not), which tells a pooled copy from a
  * malloc'd one. */
+/* LOST SENDS.  A psend that copies its message (or gives it to RCP
+ * detached) returns before the peer's RCP holds it; if the channel then
+ * restarts under it (the peer's endpoint shows a new epoch: a first
+ * contact settling, a peer whose channel timed out and started a new
+ * conversation, a challenge lost), RCP fails what was pending with
+ * RCP_EPEER and the task still lives.  Until session 21 nobody looked:
+ * the message was gone without a word and a PVM program hung in a
+ * receive, waiting for it.
+ *
+ * Contract.  Such a loss is never silent: the next psend, pvm_send of a
+ * packed buffer, or receive from that task (precv, recv, trecv... naming
+ * it; a wildcard receive blocked while it happens) returns PvmSysErr,
+ * once per loss, and says on stderr which task's messages may be gone;
+ * the call that reports does nothing else (a psend sent nothing: a
+ * retry sends it once).  Never blocking: the check is a look at the
+ * peer, and pvmd is asked (pvm_pstat) only once a loss is seen: a task
+ * that is gone is PvmNoTask, as before (a wildcard receive goes on).  Conservative: "may" -- every message sent since the channel was
+ * last known to hold everything (a FENCE acknowledged) counts as lost
+ * when it restarts, acked or not, so a restart after the peer took them
+ * all is reported too; a restart with nothing sent since is not.
+ *
+ * Why report and not resend.  Resending exactly would need to know which
+ * messages the peer's RCP took before the restart, and RCP does not say:
+ * a send of up to 2 KiB completes when it goes out (RCP keeps the copy
+ * for retransmission), a detached one reports nothing at all, so a
+ * completion callback's success does not mean the peer has it, and a
+ * resent message the peer already took would be delivered twice --
+ * worse than an error.  Holding every copy until an issend ack would
+ * cost a round trip per message or a per-channel acked-sequence API
+ * that RCP does not have (include/rcp/rcp.h).
+ *
+ * Detection.  pr_dirty notes the channel's restart count when data goes
+ * after an acknowledged point (FENCE); pr_lost compares (one call to
+ * rcp_chan_restarts per psend while data is unacknowledged).  Copied
+ * sends whose completion callback says RCP_EPEER set p->lost as well
+ * (RCP_ECLOSED: we closed the channel, the task is known gone).  After a
+ * report the HELLO goes again (it may have been lost with the data: the
+ * receiver takes a repeated HELLO as fresh totals).  pvmt
+ * restart-reported (the next psend reports) and restart-reported-recv (a
+ * blocked precv does) force a first-contact restart under a copied
+ * psend (PVMRCP_HELLO_ASYNC=1, the order used before session 20). */
+static void note_failed(const struct rcp_status *st)
+{
+	struct pr_peer *p;
+	if (st->error && st->error != RCP_ECLOSED && st->chan && (p = pvmrcpi_chan_get(st->chan)))
+		p->lost = 1;
+}
+
+int pvmrcpi_lost(struct pr_peer *p)
+{
+	p->lost = 0;
+	p->rcp_dirty = 0;
+	if (pvm_pstat(p->tid) == PvmNoTask) {
+		p->dead = 1; /* its messages to us can still be received */
+		return PvmNoTask;
+	}
+	fprintf(stderr,
+	        "libpvmrcp: t%x: messages sent to t%x may be lost (its channel restarted); "
+	        "reported as PvmSysErr\n",
+	        (unsigned)S.mytid, (unsigned)p->tid);
+	p->hello_sent = 0;
+	return PvmSysErr;
+}
+
 static void copy_done(rcp_req *r, const struct rcp_status *st, void *copy)
 {
 	(void)r;
+	note_failed(st);
 	inflight_done(st->len);
 	copy_put(copy, st->len <= COPY_SMALL);
 }
@@ -132,6 +197,7 @@ static void copy_done(rcp_req *r, const struct rcp_status *st, void *copy)
 static void mcast_copy_done(rcp_req *r, const struct rcp_status *st, void *copy)
 {
 	(void)r;
+	note_failed(st);
 	inflight_done(st->len);
 	free(copy);
 }
@@ -209,8 +275,8 @@ int pvmrcpi_hello(struct pr_peer *p)
 
 	if (p->hello_sent)
 		return 0;
-	rc = p->ep != S.eps[PR_SHM] ? hello_sync(p, h, sizeof h)
-	                            : pvmrcpi_ctrl_send(p, PR_HELLO, h, sizeof h);
+	rc = p->ep != S.eps[PR_SHM] && !S.hello_async ? hello_sync(p, h, sizeof h)
+	                                              : pvmrcpi_ctrl_send(p, PR_HELLO, h, sizeof h);
 	if (rc)
 		return rc;
 	p->hello_sent = 1;
@@ -276,11 +342,13 @@ int pvm_psend(int tid, int tag, void *buf, int len, int dt)
 	 * (through pvmd) would return 0 and drop the message. */
 	if (p->dead)
 		return PvmNoTask;
+	if (pr_lost(p))
+		return pvmrcpi_lost(p);
 	if (!pr_encodable(ctx, tag) || pvmrcpi_route(p) != PR_RCP)
 		return stock_psend(tid, tag, buf, len, dt);
 	bytes = (size_t)len * (size_t)sz;
 	rc = pr_prepared(p, ctx) ? 0 : pvmrcpi_prepare(p, ctx);
-	p->rcp_dirty = 1;
+	pr_dirty(p);
 	rcp_sent++;
 	if (!rc && bytes <= S.copy_max) {
 		/* Up to a frame: RCP copies only what it cannot send at once. */
@@ -439,7 +507,7 @@ int pvm_pmcast(int *tids, int ntask, int tag, void *buf, int len, int dt)
 			if (p && !p->dead && pvmrcpi_route(p) == PR_RCP &&
 			    pvmrcpi_prepare(p, ctx) == 0) {
 				chans[nch++] = p->ch;
-				p->rcp_dirty = 1;
+				pr_dirty(p);
 				live[nlive++] = tids[i];
 			} else {
 				rest[nrest++] = tids[i];
@@ -648,6 +716,8 @@ static int packed_send(int tid, int tag)
 		return PvmNoMem;
 	if (p->dead)
 		return PvmNoTask;
+	if (pr_lost(p))
+		return pvmrcpi_lost(p);
 	if (pvmrcpi_route(p) != PR_RCP)
 		return 0;
 	rc = packed_bytes(sbuf, &bytes, &len);
@@ -659,7 +729,7 @@ static int packed_send(int tid, int tag)
 		return rc;
 	}
 	rc = pvmrcpi_prepare(p, ctx);
-	p->rcp_dirty = 1;
+	pr_dirty(p);
 	if (!rc)
 		rc = rcp_isend_cb(p->ch, pr_rtag(ctx, tag) | PR_PACKED, bytes, len, mcast_copy_done,
 		                  bytes, NULL);
@@ -726,7 +796,7 @@ static int packed_mcast(int *tids, int ntask, int tag, int *rcout)
 		p = pvmrcpi_peer(tids[i], 1);
 		if (p && !p->dead && pvmrcpi_route(p) == PR_RCP && pvmrcpi_prepare(p, ctx) == 0) {
 			chans[nch++] = p->ch;
-			p->rcp_dirty = 1;
+			pr_dirty(p);
 		} else {
 			rest[nrest++] = tids[i];
 		}

@@ -1295,6 +1295,8 @@ static const struct {
     {"packed-bounded", t_packed_bounded},
     {"packed-buffers", t_packed_buffers},
     {"first-contact", t_first_contact},
+    {"restart-reported", t_restart_reported},
+    {"restart-reported-recv", t_restart_reported_recv},
 };
 
 /* pvmt run N PROG [ARGS...]: spawns N copies of PROG, prints their output
@@ -1344,7 +1346,9 @@ int main(int argc, char **argv)
 		             {"pflood", child_pflood},
 		             {"pfwd", child_pfwd},
 		             {"pord", child_pord},
-		             {"cross", child_cross}};
+		             {"cross", child_cross},
+		             {"rcross", child_rcross},
+		             {"rwait", child_rwait}};
 		int rc = 3;
 		for (unsigned i = 0; i < sizeof roles / sizeof roles[0]; i++)
 			if (!strcmp(argv[2], roles[i].r))

@@ -172,10 +172,122 @@ static int child_cross(void)
 	return 0;
 }
 
-#ifndef PVMT_STOCK
-static int first_contact(int *tidp, int *pidp)
+/* restart-reported: as child_cross, with its HELLO not waited for
+ * (PVMRCP_HELLO_ASYNC=1, the order used before session 20), so the
+ * crossing restarts its channel under message 11 (send.c, LOST SENDS).
+ * A loss is reported by the next call touching us: its PvmSysErr goes
+ * to us as message 13 (then nothing more); without one, 12 follows. */
+static int child_rcross(void)
 {
-	int tid, pid, cport, helper, port = my_udp_port(), atid, atag, alen;
+	int parent = pvm_parent(), atid, atag, alen, rc;
+	int32_t v = 11, w = -1, err = 0;
+	char c;
+	if (pvm_psend(parent, 11, &v, 1, PVM_INT) < 0)
+		return 1;
+	rc = pvm_precv(parent, 1, &w, 1, PVM_INT, &atid, &atag, &alen);
+	if (rc == PvmSysErr) { /* reported: message 1 is still due */
+		err = rc;
+		rc = pvm_precv(parent, 1, &w, 1, PVM_INT, &atid, &atag, &alen);
+	}
+	if (rc < 0 || w != 1)
+		return 1;
+	v = 12;
+	if (!err && (rc = pvm_psend(parent, 12, &v, 1, PVM_INT)) < 0) {
+		if (rc != PvmSysErr)
+			return 1;
+		err = rc;
+	}
+	if (err && pvm_psend(parent, 13, &err, 1, PVM_INT) < 0)
+		return 1;
+	pvm_precv(parent, T_QUIT, &c, 1, PVM_BYTE, &atid, &atag, &alen);
+	return 0;
+}
+
+/* restart-reported-recv: as rcross, but blocked in a receive when the
+ * restart comes: it waits for our message 2, which we send only once 11
+ * or 13 came.  The loss must end that receive (PvmSysErr, then 13);
+ * without that both tasks wait for good. */
+static int child_rwait(void)
+{
+	int parent = pvm_parent(), atid, atag, alen, rc;
+	int32_t v = 11, w = -1, err;
+	char c;
+	if (pvm_psend(parent, 11, &v, 1, PVM_INT) < 0)
+		return 1;
+	while ((rc = pvm_precv(parent, 2, &w, 1, PVM_INT, &atid, &atag, &alen)) == PvmSysErr) {
+		err = rc;
+		if (pvm_psend(parent, 13, &err, 1, PVM_INT) < 0)
+			return 1;
+	}
+	if (rc < 0 || w != 2)
+		return 1;
+	v = 12;
+	if ((rc = pvm_psend(parent, 12, &v, 1, PVM_INT)) == PvmSysErr) {
+		err = rc;
+		rc = pvm_psend(parent, 13, &err, 1, PVM_INT);
+	}
+	if (rc < 0)
+		return 1;
+	pvm_precv(parent, T_QUIT, &c, 1, PVM_BYTE, &atid, &atag, &alen);
+	return 0;
+}
+
+#ifndef PVMT_STOCK
+/* One int message from TID, any tag, into *GOT (*TAG); 0, or -1 after
+ * 60 s: a bound for a test that would otherwise hang, never reached when
+ * it passes (the child answers within a few round trips). */
+static int recv_int(int tid, int32_t *got, int *tag)
+{
+	struct timeval tmo = {60, 0};
+	int b = pvm_trecv(tid, -1, &tmo), len, src;
+	if (b <= 0 || pvm_bufinfo(b, &len, tag, &src) < 0 || len != 4 || pvm_upkint(got, 1, 1) < 0)
+		return -1;
+	return 0;
+}
+
+/* What the parent of rwait takes: 13 (a loss reported) or 11 first; then
+ * message 2 goes, and 12 (or 13, reported by that psend) comes back. */
+static int restart_recv(int tid)
+{
+	int32_t got = -1, two = 2;
+	int tag = -1;
+	CHECK(recv_int(tid, &got, &tag) == 0,
+	      "nothing from the child in 60 s: its receive never heard of the loss");
+	CHECK((tag == 11 && got == 11) || (tag == 13 && got == PvmSysErr), "got tag %d (%d)", tag,
+	      got);
+	CHECK(pvm_psend(tid, 2, &two, 1, PVM_INT) == 0, "psend 2");
+	CHECK(recv_int(tid, &got, &tag) == 0, "no answer to 2");
+	CHECK((tag == 12 && got == 12) || (tag == 13 && got == PvmSysErr), "got tag %d (%d)", tag,
+	      got);
+	return 0;
+}
+
+/* What the parent of rcross takes: 11 then 12 (nothing lost), or 13
+ * carrying PvmSysErr, after 11 or alone (a loss reported); 12 without 11
+ * is a message lost without a word. */
+static int restart_reported(int tid)
+{
+	int atid, atag, alen, seen11 = 0;
+	for (;;) {
+		int32_t got = -1;
+		CHECK(pvm_precv(tid, -1, &got, 1, PVM_INT, &atid, &atag, &alen) == 0, "precv");
+		if (atag == 11 && !seen11 && got == 11) {
+			seen11 = 1;
+			continue;
+		}
+		CHECK(atag != 12 || seen11,
+		      "message 11 was lost without a word (12 came first): the restart went "
+		      "unreported");
+		CHECK(atag == 12 ? got == 12 : atag == 13 && got == PvmSysErr,
+		      "got tag %d (payload %d)", atag, got);
+		return 0;
+	}
+}
+
+/* RESTART: 0 cross, 1 rcross (restart-reported), 2 rwait (-recv). */
+static int first_contact(int *tidp, int *pidp, int restart)
+{
+	int tid, pid, cport, helper, port = my_udp_port(), atid, atag, alen, rc;
 	char caddr[600], *c;
 	int32_t v = 1;
 
@@ -186,7 +298,23 @@ static int first_contact(int *tidp, int *pidp)
 	for (int k = 0; k < 1000 && udp_rxq(port) > 0; k++)
 		pvm_probe(-1, 12345);
 	our_base = udp_rxq(port);
-	if (spawn("cross", 1, &tid, NULL))
+	if (restart) { /* the child's HELLO goes ahead, unwaited */
+		const char *ex = getenv("PVM_EXPORT");
+		char *saved = ex ? strdup(ex) : NULL, nex[512];
+		snprintf(nex, sizeof nex, "%s%sPVMRCP_HELLO_ASYNC", ex ? ex : "", ex ? ":" : "");
+		setenv("PVMRCP_HELLO_ASYNC", "1", 1);
+		setenv("PVM_EXPORT", nex, 1);
+		rc = spawn(restart == 2 ? "rwait" : "rcross", 1, &tid, NULL);
+		unsetenv("PVMRCP_HELLO_ASYNC");
+		if (saved)
+			setenv("PVM_EXPORT", saved, 1);
+		else
+			unsetenv("PVM_EXPORT");
+		free(saved);
+	} else {
+		rc = spawn("cross", 1, &tid, NULL);
+	}
+	if (rc)
 		return fail("spawn");
 	*tidp = tid;
 	/* pvm_spawn, pvm_tasks, pvm_recvinfo are libpvm3's: no RCP progress */
@@ -209,7 +337,7 @@ static int first_contact(int *tidp, int *pidp)
 	CHECK(pvm_rcp_route(tid) == 1, "no RCP route to t%x", (unsigned)tid);
 	CHECK(pvm_psend(tid, 1, &v, 1, PVM_INT) == 0, "psend");
 	CHECK(waitpid(helper, NULL, 0) == helper, "helper");
-	for (int32_t want = 11; want <= 12; want++) {
+	for (int32_t want = 11; !restart && want <= 12; want++) {
 		int32_t got = -1;
 		CHECK(pvm_precv(tid, -1, &got, 1, PVM_INT, &atid, &atag, &alen) == 0, "precv");
 		CHECK(atag == want && got == want,
@@ -217,15 +345,18 @@ static int first_contact(int *tidp, int *pidp)
 		      "lost",
 		      atag, got, want);
 	}
+	if (restart && (rc = restart == 2 ? restart_recv(tid) : restart_reported(tid)) != 0)
+		return rc;
 	CHECK(!strcmp(pvm_rcp_transport(tid), "udp"), "pair on %s", pvm_rcp_transport(tid));
 	quit(&tid, 1);
 	return 0;
 }
 #endif
 
-static int t_first_contact(void)
+static int contact_test(int restart)
 {
 #ifdef PVMT_STOCK
+	(void)restart;
 	return 1;
 #else
 	int tid = 0, pid = 0, rc;
@@ -233,11 +364,26 @@ static int t_first_contact(void)
 		snprintf(why, sizeof why, "pairs are not on udp here");
 		return 2;
 	}
-	rc = first_contact(&tid, &pid);
+	rc = first_contact(&tid, &pid, restart);
 	if (rc && pid > 0)
 		kill(pid, SIGCONT);
 	if (rc && tid > 0)
 		pvm_kill(tid);
 	return rc;
 #endif
+}
+
+static int t_first_contact(void)
+{
+	return contact_test(0);
+}
+
+static int t_restart_reported(void)
+{
+	return contact_test(1);
+}
+
+static int t_restart_reported_recv(void)
+{
+	return contact_test(2);
 }
