@@ -288,7 +288,7 @@ if HAVE_VERBS
 # internal API (the api table): static link.
 check_PROGRAMS += tests/test_verbs
 TESTS += tests/test_verbs
-tests_test_verbs_SOURCES = tests/test_verbs.c tests/verbs_mock.c tests/verbs_mock.h tests/testutil.h \
+tests_test_verbs_SOURCES = tests/test_verbs.c tests/verbs_mock.c tests/verbs_mock.h tests/verbs_test.h tests/testutil.h \
 	tests/verbs_mock_rc.c tests/verbs_mock_mc.c tests/verbs_mock_int.h
 tests_test_verbs_CFLAGS = $(TEST_CFLAGS)
 tests_test_verbs_LDFLAGS = -static
@@ -301,7 +301,7 @@ if HAVE_VERBS
 check_PROGRAMS += tests/test_verbs_rma
 TESTS += tests/test_verbs_rma
 tests_test_verbs_rma_SOURCES = tests/test_verbs_rma.c tests/verbs_mock.c tests/verbs_mock_rc.c \
-	tests/verbs_mock_mc.c tests/verbs_mock.h tests/verbs_mock_int.h tests/testutil.h
+	tests/verbs_mock_mc.c tests/verbs_mock.h tests/verbs_mock_int.h tests/verbs_test.h tests/testutil.h
 tests_test_verbs_rma_CFLAGS = $(TEST_CFLAGS)
 tests_test_verbs_rma_LDFLAGS = -static
 tests_test_verbs_rma_LDADD = $(TEST_LDADD)
@@ -310,7 +310,7 @@ tests_test_verbs_rma_LDADD = $(TEST_LDADD)
 check_PROGRAMS += tests/test_verbs_mcast
 TESTS += tests/test_verbs_mcast
 tests_test_verbs_mcast_SOURCES = tests/test_verbs_mcast.c tests/verbs_mock.c \
-	tests/verbs_mock_rc.c tests/verbs_mock_mc.c tests/verbs_mock.h tests/verbs_mock_int.h \
+	tests/verbs_mock_rc.c tests/verbs_mock_mc.c tests/verbs_mock.h tests/verbs_mock_int.h tests/verbs_test.h \
 	tests/testutil.h
 tests_test_verbs_mcast_CFLAGS = $(TEST_CFLAGS)
 tests_test_verbs_mcast_LDFLAGS = -static

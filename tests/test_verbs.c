@@ -22,29 +22,9 @@
 #include "nic/verbs/verbs_int.h"
 #include "tests/verbs_mock.h"
 #include "testutil.h"
+#include "tests/verbs_test.h"
 
 #define SQ 512 /* the backend's VB_SQ */
-
-static uint64_t g_seed;
-
-#define CHECK(c)                                                                                   \
-	do {                                                                                       \
-		if (!(c))                                                                          \
-			fail_msg("%s:%d: %s (seed %#llx)", __FILE__, __LINE__, #c,                 \
-			         (unsigned long long)g_seed);                                      \
-	} while (0)
-
-struct pair {
-	rcp_nic *a, *b;
-	int pa, pb; /* a's index for b, b's index for a */
-};
-
-static struct rcpi_vb_rma_stats rma_stats(rcp_nic *n)
-{
-	struct rcpi_vb_rma_stats rs;
-	CHECK(rcpi_vb_rma_counters(n, &rs) == 0);
-	return rs;
-}
 
 /* Adding a peer starts its RC connection (nic/verbs/rc.c): a's REQ finds
  * b not knowing a yet and is dropped, b's REQ reaches a, a answers and
@@ -52,12 +32,7 @@ static struct rcpi_vb_rma_stats rma_stats(rcp_nic *n)
  * through; then the model's counters start from zero for the test. */
 static void pair_settle(struct pair *p)
 {
-	struct rcp_nic_frame fr[4];
-
-	for (int i = 0; i < 3; i++) {
-		CHECK(rcp_nic_recv(p->a, fr, 4) == 0);
-		CHECK(rcp_nic_recv(p->b, fr, 4) == 0);
-	}
+	pair_recv_turns(p);
 	CHECK(rma_stats(p->a).connects == 1 && rma_stats(p->b).connects == 1);
 	CHECK(rma_stats(p->a).accepts == 1 && rma_stats(p->b).accepts == 1);
 	memset(mock_stats(), 0, sizeof *mock_stats());
@@ -78,13 +53,6 @@ static void pair_open(struct pair *p, const struct rcp_nic_config *ca,
 	CHECK(rcp_nic_addr_str(p->a, s, sizeof s) == 0);
 	CHECK(rcp_nic_peer_add_str(p->b, s, &p->pb) == 0);
 	pair_settle(p);
-}
-
-static void pair_close(struct pair *p)
-{
-	rcp_nic_close(p->a);
-	rcp_nic_close(p->b);
-	CHECK(mock_live() == 0); /* every verbs object the backend made is gone */
 }
 
 /* Frames sent with RCP_NIC_MORE may be read at the flush (inline sends
@@ -141,13 +109,6 @@ static int setup(void **state)
 {
 	(void)state;
 	mock_install(NULL);
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	(void)state;
-	mock_uninstall();
 	return 0;
 }
 

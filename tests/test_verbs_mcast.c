@@ -11,33 +11,19 @@
 #include <rcp/nic.h>
 
 #include "nic/nic_int.h"
+#include "nic/verbs/verbs_int.h"
 #include "tests/verbs_mock.h"
 #include "testutil.h"
+#include "tests/verbs_test.h"
 
 #define MGID_A "ff12:401b:ffff::5243"
 #define MGID_B "ff12:401b:ffff::1"
-
-static uint64_t g_seed;
-
-#define CHECK(c)                                                                                   \
-	do {                                                                                       \
-		if (!(c))                                                                          \
-			fail_msg("%s:%d: %s (seed %#llx)", __FILE__, __LINE__, #c,                 \
-			         (unsigned long long)g_seed);                                      \
-	} while (0)
 
 static int setup(void **state)
 {
 	struct mock_config c = {.ndev = 3};
 	(void)state;
 	mock_install(&c);
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	(void)state;
-	mock_uninstall();
 	return 0;
 }
 
