@@ -331,6 +331,13 @@ int rcpi_wait_crowded(uint64_t now)
 {
 	if (now < atomic_load_explicit(&crowded_until, memory_order_relaxed))
 		return 1;
+	/* Only in a process whose waits have looked at the CPU (runq_next
+	 * set): one that never waits (a test spinning on rcp_test, a
+	 * benchmark's busy loop) keeps the protocol's choices independent of
+	 * what else the machine runs, as before the load count was asked
+	 * here (test_verbs_rma's RMA counts failed beside a parallel build). */
+	if (!atomic_load_explicit(&runq_next, memory_order_relaxed))
+		return 0;
 	if (now >= atomic_load_explicit(&load_next, memory_order_relaxed)) {
 		atomic_store_explicit(&load_next, now + RCPI_RUNQ_EVERY_NS, memory_order_relaxed);
 		atomic_store_explicit(&load_verdict, runq_probe(), memory_order_relaxed);

@@ -68,6 +68,7 @@ struct rcpc_params {
 	uint32_t inline_max;                 /* eager sends up to this size complete at once */
 	size_t send_buf;                     /* copies of larger eager sends (complete at once) */
 	uint32_t rma_min;                    /* messages from this size use RMA when offered */
+	uint8_t rma_fixed;                   /* rma_min set by the user: not raised when crowded */
 	uint64_t rma_split;                  /* READY-first RMA from this size: both copy (0 off) */
 	size_t reorder_bytes;                /* memory for out-of-order frames, per core */
 	int reliable;                        /* the nic never loses frames: no loss probing */

@@ -335,7 +335,15 @@ int rcp_ep_open(const char *nic_addr, const struct rcp_ep_config *cfg, rcp_ep **
 		int64_t sb = rcpi_env_int("RCP_SEND_BUF", (int64_t)p.send_buf);
 		p.send_buf = sb > 0 ? (size_t)sb : 0;
 	}
-	p.rma_min = (uint32_t)rcpi_env_int("RCP_RMA_MIN", p.rma_min);
+	{
+		/* Set by the user: where RMA starts stays there, crowded CPU
+		 * or not (msg.c, rma_min). */
+		int64_t rm = rcpi_env_int("RCP_RMA_MIN", -1);
+		if (rm >= 0) {
+			p.rma_min = (uint32_t)rm;
+			p.rma_fixed = 1;
+		}
+	}
 	p.rma_split = (uint64_t)rcpi_env_int("RCP_RMA_SPLIT", (int64_t)p.rma_split);
 	if ((ep->info.caps & RCP_NIC_CAP_RELIABLE) &&
 	    ((ep->info.caps & RCP_NIC_CAP_CHECKED) || !p.crc)) {

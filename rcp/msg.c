@@ -169,7 +169,8 @@ static int ready_put_out(rcp_chan *ch, uint64_t now)
 #define RMA_MIN_CROWDED (1u << 20)
 static uint64_t rma_min(const rcpc_core *c)
 {
-	return c->crowded && c->p.rma_min < RMA_MIN_CROWDED ? RMA_MIN_CROWDED : c->p.rma_min;
+	return c->crowded && !c->p.rma_fixed && c->p.rma_min < RMA_MIN_CROWDED ? RMA_MIN_CROWDED
+	                                                                       : c->p.rma_min;
 }
 
 static uint64_t ready_rma_min(const rcpc_core *c)
