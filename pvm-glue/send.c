@@ -126,7 +126,7 @@ static void inflight_done(size_t len)
  * restarts under it (the peer's endpoint shows a new epoch: a first
  * contact settling, a peer whose channel timed out and started a new
  * conversation, a challenge lost), RCP fails what was pending with
- * RCP_EPEER and the task still lives.  Until session 21 nobody looked:
+ * RCP_EPEER and the task still lives.  Until session 17 nobody looked:
  * the message was gone without a word and a PVM program hung in a
  * receive, waiting for it.
  *
@@ -161,7 +161,7 @@ static void inflight_done(size_t len)
  * receiver takes a repeated HELLO as fresh totals).  pvmt
  * restart-reported (the next psend reports) and restart-reported-recv (a
  * blocked precv does) force a first-contact restart under a copied
- * psend (PVMRCP_HELLO_ASYNC=1, the order used before session 20). */
+ * psend (PVMRCP_HELLO_ASYNC=1, the order used before session 17). */
 static void note_failed(const struct rcp_status *st)
 {
 	struct pr_peer *p;

@@ -183,7 +183,7 @@ static int child_cross(void)
 }
 
 /* restart-reported: as child_cross, with its HELLO not waited for
- * (PVMRCP_HELLO_ASYNC=1, the order used before session 20), so the
+ * (PVMRCP_HELLO_ASYNC=1, the order used before session 17), so the
  * crossing restarts its channel under message 11 (send.c, LOST SENDS).
  * A loss is reported by the next call touching us: its PvmSysErr goes
  * to us as message 13 (then nothing more); without one, 12 follows. */
