@@ -180,8 +180,7 @@ static void on_response(rcp_rpc *rpc, struct peer *p, struct rbuf *b, const stru
 	if (n > 1)
 		rpc->st.batched_in += n;
 	for (size_t off = 0; off < st->len; off += HDR_LEN + h.len)
-		on_response_one(rpc, p, b, &h, off,
-		                rpci_hdr_read(b->data, off, &h));
+		on_response_one(rpc, p, b, &h, off, rpci_hdr_read(b->data, off, &h));
 	rpci_rbuf_unref(rpc, b); /* ours (rbuf_get's) */
 	rpci_peer_repost(rpc, p);
 }

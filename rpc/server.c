@@ -244,8 +244,7 @@ static void on_request(rcp_rpc *rpc, struct rbuf *b, const struct rcp_status *st
 	/* b->refs is ours (rbuf_get's): handlers may respond, and drop
 	 * theirs, at once */
 	for (size_t off = 0; off < st->len; off += HDR_LEN + hd.len)
-		on_request_one(rpc, b, st->chan, &hd, off,
-		               rpci_hdr_read(b->data, off, &hd));
+		on_request_one(rpc, b, st->chan, &hd, off, rpci_hdr_read(b->data, off, &hd));
 	rpci_rbuf_unref(rpc, b);
 }
 
@@ -290,7 +289,8 @@ static int respond_in_place(rcp_rpc *rpc, struct rcp_rpc_handle *h, const void *
 	if (!(at = rpci_queue_room(rpc, q, &room)))
 		return 1;
 	if (!hd->status && h->call && h->call->out_proc) {
-		int rc = rcp_proc_encode(h->call->out_proc, out, at + HDR_LEN, room - HDR_LEN, &used);
+		int rc =
+		    rcp_proc_encode(h->call->out_proc, out, at + HDR_LEN, room - HDR_LEN, &used);
 		if (rc == RCP_ERANGE && q->n) {
 			rpci_flush_q(rpc, q); /* a batch of its own? */
 			if (!(at = rpci_queue_room(rpc, q, &room)))

@@ -35,14 +35,14 @@ struct mock_stats {
 	uint64_t rq_full;        /* post_recv refused: receive queue full */
 	uint64_t cq_overflow;    /* a completion found its CQ full */
 	uint64_t err_cqes, flush_cqes;
-	uint64_t events;      /* completion events raised */
-	uint64_t resets;      /* QPs moved to RESET */
-	uint64_t max_sq_used; /* deepest send queue seen */
+	uint64_t events;                              /* completion events raised */
+	uint64_t resets;                              /* QPs moved to RESET */
+	uint64_t max_sq_used;                         /* deepest send queue seen */
 	uint64_t rdma_writes, rdma_reads, rdma_bytes; /* RC work done (verbs_mock_rc.c) */
-	uint64_t mc_sends;     /* datagrams sent to a group (verbs_mock_mc.c) */
-	uint64_t mc_copies;    /* copies handed to attached QPs */
-	uint64_t mc_members;   /* SA memberships now (port, MGID) */
-	uint64_t mc_unrouted;  /* group sends to no group (unknown MLID/MGID, no GRH) */
+	uint64_t mc_sends;    /* datagrams sent to a group (verbs_mock_mc.c) */
+	uint64_t mc_copies;   /* copies handed to attached QPs */
+	uint64_t mc_members;  /* SA memberships now (port, MGID) */
+	uint64_t mc_unrouted; /* group sends to no group (unknown MLID/MGID, no GRH) */
 };
 
 /* Installs the model as rcpi_verbs_api (CFG NULL: defaults). */
