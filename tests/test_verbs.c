@@ -601,28 +601,12 @@ static void rcp_exchange(const struct rcp_nic_config *nc)
 		size_t len = sizes[k / 2];
 		int back = k & 1; /* b to a */
 		rcp_req *sr = NULL, *rr = NULL;
-		struct rcp_status st;
-		int sdone = 0, rdone = 0;
-		long spins = 0;
 
 		test_fill(sb, len, k);
 		memset(rb, 0, len);
 		CHECK(rcp_irecv(back ? a : b, back ? ab : ba, k, rb, len, &rr) == 0);
 		CHECK(rcp_isend(back ? ba : ab, k, sb, len, &sr) == 0);
-		while (!(sdone && rdone)) {
-			int rc;
-			CHECK(++spins < 50000000);
-			rcp_progress(a);
-			rcp_progress(b);
-			if (!sdone && (rc = rcp_test(sr, &st)) != RCP_EAGAIN) {
-				CHECK(rc == 0);
-				sdone = 1;
-			}
-			if (!rdone && (rc = rcp_test(rr, &st)) != RCP_EAGAIN) {
-				CHECK(rc == 0 && st.len == len);
-				rdone = 1;
-			}
-		}
+		drive_pair(a, b, sr, rr, len, 50000000);
 		CHECK(test_check(rb, len, k) < 0);
 	}
 	rcp_chan_close(ab);

@@ -335,10 +335,7 @@ static void t_rcp_rma(void **state)
 		int back = k & 1, ready = (k >> 1) & 1;
 		rcp_ep *se = back ? b : a, *re = back ? a : b;
 		rcp_req *sr = NULL, *rr = NULL;
-		struct rcp_status s;
 		uint64_t reads = ms->rdma_reads, writes = ms->rdma_writes, bytes = ms->rdma_bytes;
-		int sdone = 0, rdone = 0;
-		long spins = 0;
 
 		test_fill(sb, len, k + g_seed);
 		memset(rb, 0, len);
@@ -353,20 +350,7 @@ static void t_rcp_rma(void **state)
 				rcp_progress(se);
 			}
 		CHECK(rcp_isend(back ? ba : ab, k, sb, len, &sr) == 0);
-		while (!(sdone && rdone)) {
-			int rc;
-			CHECK(++spins < 5000000);
-			rcp_progress(a);
-			rcp_progress(b);
-			if (!sdone && (rc = rcp_test(sr, &s)) != RCP_EAGAIN) {
-				CHECK(rc == 0);
-				sdone = 1;
-			}
-			if (!rdone && (rc = rcp_test(rr, &s)) != RCP_EAGAIN) {
-				CHECK(rc == 0 && s.len == len);
-				rdone = 1;
-			}
-		}
+		drive_pair(a, b, sr, rr, len, 5000000);
 		CHECK(test_check(rb, len, k + g_seed) < 0);
 		/* One message moved by RMA (counted by whichever side moved it). */
 		CHECK(rcp_ep_get_stats(a, &sa) == 0 && rcp_ep_get_stats(b, &sb_) == 0);

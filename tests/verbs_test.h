@@ -8,6 +8,8 @@
 #ifndef RCP_TESTS_VERBS_TEST_H
 #define RCP_TESTS_VERBS_TEST_H
 
+#include <rcp/rcp.h>
+
 static uint64_t g_seed;
 
 #define CHECK(c)                                                                                   \
@@ -46,6 +48,32 @@ static inline void pair_close(struct pair *p)
 	rcp_nic_close(p->a);
 	rcp_nic_close(p->b);
 	CHECK(mock_live() == 0); /* every verbs object the backend made is gone */
+}
+
+/* Progresses endpoints A and B until send SR and receive RR are both done
+ * (at most MAX_SPINS turns: a guard against hanging); each must succeed,
+ * the receive with LEN bytes. */
+static inline void drive_pair(rcp_ep *a, rcp_ep *b, rcp_req *sr, rcp_req *rr, size_t len,
+                              long max_spins)
+{
+	struct rcp_status st;
+	int sdone = 0, rdone = 0;
+	long spins = 0;
+
+	while (!(sdone && rdone)) {
+		int rc;
+		CHECK(++spins < max_spins);
+		rcp_progress(a);
+		rcp_progress(b);
+		if (!sdone && (rc = rcp_test(sr, &st)) != RCP_EAGAIN) {
+			CHECK(rc == 0);
+			sdone = 1;
+		}
+		if (!rdone && (rc = rcp_test(rr, &st)) != RCP_EAGAIN) {
+			CHECK(rc == 0 && st.len == len);
+			rdone = 1;
+		}
+	}
 }
 
 static inline int teardown(void **state)
