@@ -5,7 +5,7 @@
  * (/dev/shm, sticky): another user can create a name before us
  * (squatting), and a file that others may write can say anything.  A
  * segment is trusted only if it is a regular file of our effective uid
- * that nobody else may open (mode 0600 or stricter).  Used by nic/shm.c's
+ * that nobody else may open (mode 0600 or stricter).  Used by nic/shm/'s
  * segments and rpc/rfp.c's remote fetch segments.  Slow paths only.
  */
 #include "rcp_common.h"

@@ -1,4 +1,6 @@
-librcp_la_SOURCES += nic/nic_int.h nic/nic.c nic/shm.c nic/udp/udp_int.h nic/udp/addr.c nic/udp/peers.c nic/udp/tx.c nic/udp/rx.c nic/udp/udp.c nic/faults.c nic/wrap.c
+librcp_la_SOURCES += nic/nic_int.h nic/nic.c nic/udp/udp_int.h nic/udp/addr.c nic/udp/peers.c nic/udp/tx.c nic/udp/rx.c nic/udp/udp.c nic/faults.c nic/wrap.c \
+	nic/shm/shm_int.h nic/shm/seg.c nic/shm/slots.c nic/shm/doorbell.c nic/shm/peers.c \
+	nic/shm/ring.c nic/shm/rma.c nic/shm/shm.c
 rcpinclude_HEADERS += include/rcp/nic.h
 if HAVE_SODIUM
 librcp_la_SOURCES += nic/auth.c

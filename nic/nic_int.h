@@ -1,7 +1,7 @@
 /*
  * nic/nic_int.h — what a nic backend implements.
  *
- * Each backend lives in one file or folder (nic/shm.c, nic/udp/, nic/faults.c, ...)
+ * Each backend lives in one file or folder (nic/shm/, nic/udp/, nic/faults.c, ...)
  * and exports one `const struct rcpi_nic_ops` table.  nic/nic.c holds the
  * table of built backends and the public entry points, which check
  * arguments that need no backend knowledge and then call through the ops.

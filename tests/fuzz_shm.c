@@ -1,12 +1,12 @@
 /*
  * tests/fuzz_shm.c — libFuzzer target: the shm nic's receive side when a
- * sender writes whatever it likes into its slot and ring (nic/shm.c:
+ * sender writes whatever it likes into its slot and ring (nic/shm/:
  * scan, ring_activate, ring_read, release, reset).
  *
  * A sender maps the receiver's segment read-write, so nothing in its slot
  * or ring can be trusted.  This target plays that sender without the nic
  * code: it maps the receiver's segment itself, using the on-memory ABI
- * that nic/shm.c documents (segment header, 256-byte slots, 64-byte
+ * that nic/shm/shm_int.h documents (segment header, 256-byte slots, 64-byte
  * cells, header word VALID | check | WRAP | len), takes a slot by writing
  * its state word, and writes frames the input describes.  Input: a setup
  * byte (bit 0: an invalid sender name; the rest picks the slot), a u32
@@ -41,7 +41,7 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 
-/* ---- the on-memory ABI (nic/shm.c; SHM_VERSION 2) ---- */
+/* ---- the on-memory ABI (nic/shm/shm_int.h; SHM_VERSION 2) ---- */
 #define SHM_MAGIC       0x31304d4853504352ull
 #define SHM_VERSION     2u
 #define MRENT_BYTES     32u
@@ -148,7 +148,7 @@ static void open_rx(void)
 	ncells = s->ring_cells;
 	mtu = s->mtu;
 	seg_bytes = s->seg_bytes;
-	/* nic/shm.c layout(): slots, then the registration table and the
+	/* nic/shm/shm_int.h layout(): slots, then the registration table and the
 	 * rings, each RINGS_ALIGN aligned. */
 	rings_off = (SEG_HDR_BYTES + (uint64_t)s->nslots * SLOT_BYTES + RINGS_ALIGN - 1) &
 	            ~(uint64_t)(RINGS_ALIGN - 1);

@@ -1,5 +1,5 @@
 /*
- * tests/test_shm.c — the shared-memory backend (nic/shm.c).
+ * tests/test_shm.c — the shared-memory backend (nic/shm/).
  *
  * Behaviour every backend shares is in test_nic.c; here is what is
  * particular to shm: ring geometry and back-pressure, senders learned from
@@ -890,7 +890,7 @@ static void t_hostile_header(void **state)
 
 	for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
 		uint32_t nslots = (uint32_t)seg_u32(m, 12), nmrs = (uint32_t)seg_u32(m, 24), si;
-		/* nic/shm.c's layout(): the slot table, then the registration
+		/* nic/shm/shm_int.h's layout(): the slot table, then the registration
 		 * table (32 B entries) and the rings, each 64 KiB aligned. */
 		uint64_t mrs_off = (512 + (uint64_t)nslots * 256 + 65535) & ~(uint64_t)65535;
 		uint64_t rings_off = (mrs_off + (uint64_t)nmrs * 32 + 65535) & ~(uint64_t)65535;
