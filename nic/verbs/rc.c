@@ -30,31 +30,34 @@
  * its REQ sent when the peer is added (verbs.c), and the handshake
  * completes in the background, in rcp_nic_recv, while RCP's own handshake
  * and the RTS or READY carrying a key go by: by the first transfer the QP
- * is usually up.  A REQ from a sender not yet added as a peer is dropped (the
- * source QPN and LID are the HCA's, but only peers get QPs); the sender
- * resends it, at once when it gets the peer's own REQ (then the peer knows
- * it), and on a timer (1 ms doubling to 64 ms, checked in recv while any
- * connection is waiting) for lost datagrams; after REQ_TRIES (~1 s) it
- * stops, and a transfer to that peer starts a new connection.
+ * is usually up (else: below).  A REQ from a sender not yet added as a
+ * peer is dropped (the source QPN and LID are the HCA's, but only peers
+ * get QPs); the sender resends it, at once when it gets the peer's own
+ * REQ (then the peer knows it), and on a timer (1 ms doubling to 64 ms,
+ * checked in recv while any connection is waiting) for lost datagrams;
+ * after REQ_TRIES (~1 s) it stops, and a transfer to that peer starts a
+ * new connection.
  *
- * A get/put that finds the out QP not up takes what the UD QP holds (a REP
- * may be there) and, if it is still not up, answers RCP_ENOTSUP at once:
- * "not this way now", nothing moved.  It does not wait.  Until session 18
- * it polled for up to 2 s when the peer knew us; but the REP it waits for
- * needs the peer's CPU, and in one thread driving both ends (tests, any
- * pair of endpoints progressed in turn) the peer is the caller itself:
- * the wait ran out whenever the peer had not yet taken our REQ, and RCP's
- * first large message failed with RCP_EPEER (tests/test_verbs_rma t_bulk, 5 of 8 runs).  Nor does it
- * queue the transfer until the QP is up: nic.h's get/put are synchronous,
- * and holding a transfer back would put the wait in the caller instead.
+ * A get/put that finds the out QP not up takes what the UD QP holds (a
+ * REP may be there) and, if it is still not up, answers RCP_ENOTSUP at
+ * once: "not this way now", nothing moved.  It does not wait.  Until
+ * session 18 it polled for up to 2 s when the peer knew us; but the REP
+ * it waits for needs the peer's CPU, and in one thread driving both ends
+ * (tests, any pair of endpoints progressed in turn) the peer is the
+ * caller itself: the wait ran out whenever the peer had not yet taken our
+ * REQ, and RCP's first large message failed with RCP_EPEER
+ * (tests/test_verbs_rma t_bulk, 5 of 8 runs).  Nor does it queue the
+ * transfer until the QP is up: nic.h's get/put are synchronous, and
+ * holding a transfer back would move the wait into the caller.
  * Advertising RMA to a peer only once its QP is up was the other way; but
  * what RCP offers is a key to its own memory, which the peer uses through
  * the peer's QP: the side that can tell whether a transfer can start now
  * is the one about to start it, here.  So the callers fall back: RCP
- * moves that message by frames (rcp/rma.c, FALLBACK), bulk/ by messages;
- * the handshake meanwhile completes in rcp_nic_recv, and later transfers
- * find the QP up.  A connection that never comes up costs each transfer
- * one look, and RCP stops asking on that channel after a few fallbacks.
+ * moves that message by frames (rcp/fallback.c, FALLBACK), bulk/ by
+ * messages; the handshake meanwhile completes in rcp_nic_recv, and later
+ * transfers find the QP up.  A connection that never comes up costs each
+ * transfer one look, and RCP stops asking on that channel after 8
+ * fallbacks.
  *
  * A duplicate REQ (our REP lost) gets the same REP again; a REQ with a new
  * QPN (the peer's out QP failed and was remade) replaces the in QP.  A REP
