@@ -37,13 +37,15 @@
  * when the put is back (RMA_RESEND), after its FIN(SPLIT): a frame the
  * receiver takes before the stream's last one.
  *
- * Bounds.  A message falls back at most once: the receiver asks from
- * R_RMA only, the sender streams from S_RTS only, and neither state comes
- * back.  A READY|STREAM for no such message is stale and ignored; one
- * from a hostile peer only makes us stream a message the peer could have
- * asked for by a plain READY.  What a broken or hostile peer could still
- * cost is one failed transfer per message (a key the HCA refuses after its
- * retries: ~0.5 s on InfiniBand), so each side counts the fallbacks of
+ * Bounds.  A message falls back at most once: the receiver asks once
+ * (RMA_FRAMES marks the receive, and no transfer of its own is posted
+ * after), the sender streams from S_RTS only, which it then leaves.  A READY|STREAM for no such message is stale: ignored, or kept
+ * as the promise of a message not started yet, as any READY.  One from a
+ * hostile peer only makes us stream a message the peer could have asked
+ * for by a plain READY.  What a broken or hostile peer could still cost is
+ * one failed transfer per message (on InfiniBand, a QP whose peer does
+ * not answer completes in error after its retries: ~0.5 s with nic/verbs'
+ * timeout 14 and 7 retries), so each side counts the fallbacks of
  * each channel (stats rma_fallbacks), and after RMA_FALLBACK_MAX the
  * channel stops using RMA both ways: no keys offered or promised, no
  * split, and an RTS with a key gets READY|STREAM.  A channel whose QP was
