@@ -325,9 +325,9 @@ static int remote_tid(int tid)
  * decide alike, so a pair uses one transport both ways.  NULL: none. */
 static rcp_ep *pick_peer_addr(int tid, char *addrs, const char **out)
 {
-	static const char *pfx[PR_MAXEP] = {"shm:", "udp:", "xdp:"};
-	/* preference order: same host shm, udp; another host xdp, udp */
-	static const int order[2][3] = {{PR_SHM, PR_UDP, -1}, {PR_XDP, PR_UDP, -1}};
+	static const char *pfx[PR_MAXEP] = {"shm:", "udp:", "xdp:", "verbs:"};
+	/* preference order: same host shm, udp; another host verbs, xdp, udp */
+	static const int order[2][4] = {{PR_SHM, PR_UDP, -1}, {PR_VERBS, PR_XDP, PR_UDP, -1}};
 	int remote = remote_tid(tid);
 	char *list[16];
 	int n = 0;
@@ -338,7 +338,7 @@ static rcp_ep *pick_peer_addr(int tid, char *addrs, const char **out)
 		if (!S.eps[*k])
 			continue;
 		for (int i = 0; i < n; i++)
-			if (!strncmp(list[i], pfx[*k], 4)) {
+			if (!strncmp(list[i], pfx[*k], strlen(pfx[*k]))) {
 				*out = list[i];
 				return S.eps[*k];
 			}
@@ -535,7 +535,12 @@ static int ip_ifname(const char *ip, char *name, size_t len)
 /* Our address for transport K; "" if there is none. */
 static void ep_addr(int k, char *buf, size_t len, int mytid)
 {
-	if (k == PR_XDP) {
+	if (k == PR_VERBS) {
+		/* no default: which HCA port reaches the other hosts is the
+		 * site's to say ("verbs:mlx5_0:1") */
+		const char *want = getenv("PVMRCP_VERBS_ADDR");
+		snprintf(buf, len, "%s", want && !strncmp(want, "verbs:", 6) ? want : "");
+	} else if (k == PR_XDP) {
 		const char *want = getenv("PVMRCP_XDP_ADDR");
 		char ip[64], ifn[64];
 		buf[0] = 0;
@@ -567,7 +572,8 @@ static void ep_addr(int k, char *buf, size_t len, int mytid)
  * one host (or PVMRCP_MULTIHOST says to pretend so); RCP_TRANSPORT=shm|udp
  * opens that one only, for every peer; RCP_TRANSPORT=xdp opens shm, and
  * in a VM of several hosts udp and xdp (the last may fail: another task
- * owns the interface).  *WANT[k]
+ * owns the interface); RCP_TRANSPORT=verbs the same with verbs for xdp
+ * (PVMRCP_VERBS_ADDR; where it does not open, udp).  *WANT[k]
  * set for each. */
 static int pick_transports(int want[PR_MAXEP])
 {
@@ -583,7 +589,7 @@ static int pick_transports(int want[PR_MAXEP])
 			nhost = 1;
 		S.multihost = nhost > 1;
 	}
-	want[PR_SHM] = want[PR_UDP] = want[PR_XDP] = 0;
+	want[PR_SHM] = want[PR_UDP] = want[PR_XDP] = want[PR_VERBS] = 0;
 	if (!t || !*t) {
 		want[PR_SHM] = 1;
 		want[PR_UDP] = S.multihost;
@@ -601,7 +607,14 @@ static int pick_transports(int want[PR_MAXEP])
 		want[PR_XDP] = S.multihost && !S.all_remote;
 		return 0;
 	}
-	fprintf(stderr, "libpvmrcp: RCP_TRANSPORT=%s not supported here (shm|udp|xdp)\n", t);
+	if (!strcmp(t, "verbs")) {
+		/* as by default, plus verbs for other hosts (where it opens:
+		 * udp stays for peers without it) */
+		want[PR_SHM] = 1;
+		want[PR_UDP] = want[PR_VERBS] = S.multihost;
+		return 0;
+	}
+	fprintf(stderr, "libpvmrcp: RCP_TRANSPORT=%s not supported here (shm|udp|xdp|verbs)\n", t);
 	return -1;
 }
 
@@ -641,11 +654,14 @@ static int do_init(void)
 		if (!want[k])
 			continue;
 		ep_addr(k, addr, sizeof addr, tid);
-		rc = k == PR_XDP && !addr[0] ? RCP_EADDR : rcp_ep_open(addr, &ec, &S.eps[k]);
-		if (rc && k == PR_XDP) {
+		rc = k >= PR_XDP && !addr[0] ? RCP_EADDR : rcp_ep_open(addr, &ec, &S.eps[k]);
+		if (rc && k >= PR_XDP) {
 			/* udp stays: our peers on other hosts reach us by it */
 			fprintf(stderr, "libpvmrcp: t%x: rcp_ep_open(%s): %s; udp to other hosts\n",
-			        (unsigned)tid, addr[0] ? addr : "xdp: no interface",
+			        (unsigned)tid,
+			        addr[0]       ? addr
+			        : k == PR_XDP ? "xdp: no interface"
+			                      : "verbs: PVMRCP_VERBS_ADDR unset",
 			        rcp_strerror(rc));
 			S.eps[k] = NULL;
 			continue;
@@ -738,7 +754,10 @@ const char *pvm_rcp_transport(int tid)
 	struct pr_peer *p = S.state == PR_READY ? pvmrcpi_peer(tid, 0) : NULL;
 	if (!p || !p->ch || p->route != PR_RCP)
 		return "stock";
-	return p->ep == S.eps[PR_SHM] ? "shm" : p->ep == S.eps[PR_XDP] ? "xdp" : "udp";
+	return p->ep == S.eps[PR_SHM]     ? "shm"
+	       : p->ep == S.eps[PR_XDP]   ? "xdp"
+	       : p->ep == S.eps[PR_VERBS] ? "verbs"
+	                                  : "udp";
 }
 
 int pvm_exit(void)

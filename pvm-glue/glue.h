@@ -163,9 +163,11 @@ static inline int pr_quiet(const struct pr_peer *p)
 enum { PR_OFF, PR_UNINIT, PR_INITING, PR_READY, PR_CLOSED };
 
 /* Endpoints: one per transport, shm first (same host), udp (other hosts),
- * xdp (other hosts, RCP_TRANSPORT=xdp, where this task owns the link). */
-#define PR_MAXEP 3
-enum { PR_SHM, PR_UDP, PR_XDP };
+ * xdp (other hosts, RCP_TRANSPORT=xdp, where this task owns the link),
+ * verbs (other hosts, RCP_TRANSPORT=verbs, where PVMRCP_VERBS_ADDR names
+ * an HCA port that opens). */
+#define PR_MAXEP 4
+enum { PR_SHM, PR_UDP, PR_XDP, PR_VERBS };
 
 struct pr_state {
 	int state;

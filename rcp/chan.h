@@ -259,6 +259,8 @@ struct rcp_chan {
 	uint32_t tx_msg_start; /* next message id whose first frame goes out */
 	struct list startq, streamq, busyq;
 	rcp_req *rma_start; /* a send put into a READY promise: later starts wait for it (rma.c) */
+	uint32_t rma_fallbacks; /* messages that fell back to frames (rma.c, FALLBACK) */
+	uint8_t rma_off;        /* RMA_FALLBACK_MAX of them: no more RMA on this channel */
 	uint32_t credits_granted, credits_used;
 	int ready_valid;
 	struct ctl ready; /* the peer's latest READY hint */
@@ -361,7 +363,9 @@ void rcpi_fail_list(struct list *l, int error);
 int rcpi_take_completed(rcpc_core *c);
 
 /* ---- rmaq.c: RMA transfers as events, their tokens ---- */
-enum { RMA_BUSY = 1, RMA_PEER = 2 };                                   /* rcp_req.rma */
+/* rcp_req.rma: BUSY, PEER (rmaq.c); FRAMES, RESEND: the message falls back
+ * to frames (rma.c, FALLBACK). */
+enum { RMA_BUSY = 1, RMA_PEER = 2, RMA_FRAMES = 4, RMA_RESEND = 8 };
 enum { OP_FREE, OP_QUEUED, OP_HELD };                                  /* rma_op.state */
 enum { RMA_READY_PUT = 1, RMA_SPLIT_PUT, RMA_RTS_GET, RMA_SPLIT_GET }; /* rma_op.kind */
 int rcpi_rma_post(rcp_chan *ch, rcp_req *r, uint8_t kind, uint16_t fin, int write, void *local,
@@ -418,6 +422,11 @@ void rcpi_credit_demand(rcp_chan *ch);
 void rcpi_rts_matched(rcp_chan *ch, rcp_req *r, uint32_t msg, uint64_t tag, size_t total, int rma,
                       const unsigned char *rkey, uint32_t rkeylen);
 void rcpi_try_ready(rcp_chan *ch);
+
+/* ---- fallback.c: a message whose RMA failed, by frames (FALLBACK) ---- */
+void rcpi_fell_back(rcp_chan *ch);
+void rcpi_frames_ask(rcp_chan *ch, rcp_req *r, int peer_done);
+void rcpi_frames_send(rcp_chan *ch, rcp_req *r);
 int rcpi_data_place(rcp_chan *ch, const struct rcpw_hdr *h, const unsigned char *pl);
 void rcpi_process_inorder(rcp_chan *ch, const struct rcpw_hdr *h, const unsigned char *pl);
 
@@ -473,6 +482,12 @@ static inline void copy_bytes(void *dst, const void *src, size_t n)
 static inline int rma_ok(const rcpc_core *c)
 {
 	return c->io.mr_reg != NULL;
+}
+
+/* ... and on CH, which has not fallen back too often (rma.c, FALLBACK). */
+static inline int rma_ok_ch(const rcp_chan *ch)
+{
+	return ch->core->io.mr_reg != NULL && !ch->rma_off;
 }
 
 /* Where a split RMA transfer of TOTAL bytes divides: the sender puts

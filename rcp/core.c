@@ -25,6 +25,8 @@
  *     |          delivery
  *   msg.c        pump (what goes out next), eager/RTS/READY/split/RMA,
  *     |          matching, unexpected messages, credits
+ *   fallback.c   a message whose RMA failed moves by frames
+ *     |
  *   send.c       frames out, send ring and slots, RACK/TLP/RTO, cwnd,
  *     |          acks of our frames
  *   chan.c       channel open, reset, fail, claim, close, free

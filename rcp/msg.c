@@ -96,7 +96,7 @@ static int send_split(rcp_chan *ch, rcp_req *r, uint64_t now)
 	int rc;
 
 	/* One frame now (the caller made sure of room), FIN(SPLIT) later. */
-	if (!c->p.rma_split || r->total < c->p.rma_split || !rma_ok(c) ||
+	if (!c->p.rma_split || r->total < c->p.rma_split || !rma_ok_ch(ch) ||
 	    c->io.mr_reg(c->io.ctx, r->buf, r->total, RCP_NIC_ACCESS_READ, &r->mr, rkey, &rklen))
 		return 1;
 	if (rcpi_rma_post(ch, r, RMA_SPLIT_PUT, RCPW_F_SPLIT | RCPW_F_ACKREQ, 1, r->buf,
@@ -145,6 +145,7 @@ static int ready_put_out(rcp_chan *ch, uint64_t now)
 	list_del(&r->link);
 	if (r->error) {
 		r->error = 0;
+		rcpi_fell_back(ch); /* fallback.c, FALLBACK */
 		return stream_start(ch, r, now);
 	}
 	ch->core->st.rma_msgs++;
@@ -215,7 +216,7 @@ int rcpi_send_start(rcp_chan *ch, rcp_req *r, uint64_t now)
 	ch->tx_msg_start++;
 	if (ready_fits(ch, r)) {
 		ch->ready_valid = 0;
-		if ((ch->ready.flags & RCPW_F_RMA) && rma_ok(c) && r->total >= ready_rma_min(c)) {
+		if ((ch->ready.flags & RCPW_F_RMA) && rma_ok_ch(ch) && r->total >= ready_rma_min(c)) {
 			rc = send_split(ch, r, now);
 			if (rc <= 0)
 				return rc;
@@ -272,7 +273,7 @@ int rcpi_send_start(rcp_chan *ch, rcp_req *r, uint64_t now)
 	c->st.rndv_msgs++;
 	r->state = S_RTS;
 	list_add_tail(&ch->busyq, &r->link);
-	if (c->io.mr_reg && r->total >= rma_min(c)) {
+	if (rma_ok_ch(ch) && r->total >= rma_min(c)) {
 		unsigned char rkey[RKEY_MAX];
 		size_t rklen = sizeof rkey;
 		/* SPLIT offers to put half when the receiver answers
@@ -287,7 +288,7 @@ int rcpi_send_start(rcp_chan *ch, rcp_req *r, uint64_t now)
 		uint64_t min = c->p.rma_split;
 		if ((c->p.flags & RCP_EP_SLEEP) && min < SLEEPER_SPLIT_MIN)
 			min = SLEEPER_SPLIT_MIN;
-		if (c->p.rma_split && r->total >= min && rma_ok(c))
+		if (c->p.rma_split && r->total >= min && rma_ok_ch(ch))
 			fl |= RCPW_F_SPLIT;
 		if (!c->io.mr_reg(c->io.ctx, r->buf, r->total, RCP_NIC_ACCESS_READ, &r->mr, rkey,
 		                  &rklen)) {
@@ -538,7 +539,7 @@ static int rts_split(rcp_chan *ch, rcp_req *r, const unsigned char *rkey, uint32
 	struct ctl k = {0};
 	size_t rklen = sizeof k.rkey;
 
-	if (!c->p.rma_split || r->total < c->p.rma_split || r->total > r->len || !rma_ok(c))
+	if (!c->p.rma_split || r->total < c->p.rma_split || r->total > r->len || !rma_ok_ch(ch))
 		return 1;
 	if (r->mr) {
 		c->io.mr_dereg(c->io.ctx, r->mr);
@@ -577,9 +578,9 @@ void rcpi_rts_matched(rcp_chan *ch, rcp_req *r, uint32_t msg, uint64_t tag, size
 	struct ctl k = {0};
 
 	recv_matched(ch, r, msg, tag, total);
-	if (rma > 1 && rma_ok(c) && rts_split(ch, r, rkey, rkeylen) == 0)
+	if (rma > 1 && rma_ok_ch(ch) && rts_split(ch, r, rkey, rkeylen) == 0)
 		return;
-	if (rma && rma_ok(c)) {
+	if (rma && rma_ok_ch(ch)) {
 		/* Pull it all; FIN and completion when the get is back (rma.c).
 		 * Nothing to pull, or no memory to ask: now (the sender, which
 		 * offered a key, ignores a READY). */
@@ -606,8 +607,11 @@ void rcpi_rts_matched(rcp_chan *ch, rcp_req *r, uint32_t msg, uint64_t tag, size
 	list_add_tail(&ch->rndv, &r->link);
 	/* Always answer an RTS, even if a READY promise for this message
 	 * is already out: the sender chose RTS, so it declined the promise
-	 * (or had not seen it).  It ignores a READY it no longer waits for. */
+	 * (or had not seen it).  It ignores a READY it no longer waits for,
+	 * and a plain one if it offered a key: a key we will not use gets
+	 * READY|STREAM (fallback.c, FALLBACK). */
 	k.type = RCPW_READY;
+	k.flags = rma ? RCPW_F_STREAM : 0;
 	k.msg = msg;
 	k.tag = tag;
 	k.arg = total;
@@ -644,7 +648,7 @@ void rcpi_try_ready(rcp_chan *ch)
 		c->io.mr_dereg(c->io.ctx, r->mr);
 		r->mr = NULL;
 	}
-	if (c->io.mr_reg && r->len >= rma_min(c)) {
+	if (rma_ok_ch(ch) && r->len >= rma_min(c)) {
 		size_t rklen = sizeof k.rkey;
 		if (!c->io.mr_reg(c->io.ctx, r->buf, r->len, RCP_NIC_ACCESS_WRITE, &r->mr, k.rkey,
 		                  &rklen))
@@ -699,6 +703,20 @@ static rcp_req *busy_find(rcp_chan *ch, uint32_t msg, uint8_t state)
 	return NULL;
 }
 
+/* R fell back to frames (fallback.c, FALLBACK): complete it once every
+ * byte has come, no transfer of ours is out, and the sender's half of a
+ * split is back. */
+static void frames_check(rcp_chan *ch, rcp_req *r)
+{
+	if ((r->rma & (RMA_FRAMES | RMA_PEER | RMA_BUSY)) == (RMA_FRAMES | RMA_PEER) &&
+	    r->got >= r->total) {
+		list_del(&r->link);
+		r->rma = 0;
+		rcpi_complete(r, r->total > r->len ? RCP_ETRUNC : 0);
+		rcpi_try_ready(ch);
+	}
+}
+
 /* Non-first DATA: place into the receive its message belongs to.  Safe out
  * of order.  Returns 0, or -1 if no receive owns that message. */
 int rcpi_data_place(rcp_chan *ch, const struct rcpw_hdr *h, const unsigned char *pl)
@@ -706,10 +724,13 @@ int rcpi_data_place(rcp_chan *ch, const struct rcpw_hdr *h, const unsigned char 
 	rcp_req *r = rndv_find(ch, h->msg);
 	if (!r && ch->reserved && ch->reserved->msg == h->msg)
 		r = ch->reserved;
-	if (!r || r->state == R_RMA)
+	if (!r || (r->state == R_RMA && !(r->rma & RMA_FRAMES)))
 		return -1; /* none, or its bytes come by RMA: not from DATA */
 	place(r, h->arg, pl, h->len);
-	recv_check_done(ch, r);
+	if (RCPI_UNLIKELY(r->state == R_RMA))
+		frames_check(ch, r);
+	else
+		recv_check_done(ch, r);
 	return 0;
 }
 
@@ -844,6 +865,16 @@ void rcpi_process_inorder(rcp_chan *ch, const struct rcpw_hdr *h, const unsigned
 		if (r && !(h->flags & RCPW_F_ANYTAG) && h->tag != r->tag)
 			r = NULL;
 		if (r) {
+			if (RCPI_UNLIKELY(h->flags & RCPW_F_STREAM)) {
+				/* Our key went unused or the transfer failed: the
+				 * whole message by frames, once our put is back
+				 * (fallback.c, FALLBACK). */
+				if (r->rma & RMA_BUSY)
+					r->rma |= RMA_RESEND;
+				else
+					rcpi_frames_send(ch, r);
+				return;
+			}
 			if (r->reserved_rma && (h->flags & RCPW_F_SPLIT) &&
 			    (h->flags & RCPW_F_RMA)) {
 				/* Split: it pulls the upper half, we put the lower
@@ -905,6 +936,20 @@ void rcpi_process_inorder(rcp_chan *ch, const struct rcpw_hdr *h, const unsigned
 				bad(c);
 				return;
 			}
+			if (r->rma & RMA_FRAMES) {
+				r->rma |= RMA_PEER; /* we asked for frames: its half is back */
+				frames_check(ch, r);
+				return;
+			}
+			if (h->flags & RCPW_F_STREAM) {
+				/* Its put failed: ask for frames once our half is
+				 * back (fallback.c, FALLBACK). */
+				if (r->rma & RMA_BUSY)
+					r->rma |= RMA_FRAMES | RMA_PEER;
+				else
+					rcpi_frames_ask(ch, r, 1);
+				return;
+			}
 			if (h->arg != split_at(r->total) && !r->error)
 				r->error = RCP_EPEER;
 			if (r->rma & RMA_BUSY) {
@@ -933,6 +978,8 @@ void rcpi_process_inorder(rcp_chan *ch, const struct rcpw_hdr *h, const unsigned
 			bad(c);
 			return;
 		}
+		if (r->rma & RMA_FRAMES)
+			return; /* our half failed: READY|STREAM will come (fallback.c) */
 		if (r->rma & RMA_BUSY) {
 			r->rma |= RMA_PEER; /* our half is still moving: rma.c */
 			return;

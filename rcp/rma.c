@@ -2,7 +2,8 @@
  * rcp/rma.c — an RMA transfer the glue performed comes back
  * (rcpc_rma_done): the FIN it ends with, and the request it completes.
  * An entry point, above msg.c: it calls msg.c (the next READY promise),
- * send.c (the FIN), rmaq.c (the token) and req.c (rcp/core.c, LAYERS).
+ * fallback.c (a failed transfer), send.c (the FIN), rmaq.c (the token)
+ * and req.c (rcp/core.c, LAYERS).
  * Where each transfer comes from is msg.c (MESSAGES); what an event is,
  * and why the core asks rather than moves bytes, rmaq.c (RMA EVENTS).
  *
@@ -23,6 +24,9 @@
  *               the sender's buffer is free).  The receive completes when
  *               the sender's FIN(SPLIT) has come too: STATUS if our half
  *               failed, RCP_EPEER if the sender's did.
+ * Except that a failed transfer rarely ends there now: a failed get, or
+ * a failed put of a split's half, moves the message by frames instead
+ * (fallback.c, FALLBACK), and its request completes as a streamed one.
  * A transfer whose channel failed or closed meanwhile (detached, rmaq.c)
  * sends nothing: its request completes with the channel's error.  A
  * request that completes leaves the channel's lists before its FIN is
@@ -79,6 +83,26 @@ int rcpc_rma_done(rcpc_core *c, uint64_t token, int status, uint64_t now)
 		r->error = status; /* the first error of R's transfer */
 	if (kind == RMA_READY_PUT)
 		return 0; /* msg.c's pump: ready_put_out */
+	if (kind != RMA_SPLIT_PUT && (status || (r->rma & RMA_FRAMES))) {
+		/* Our get failed, or the sender's put did: the message by
+		 * frames (fallback.c, FALLBACK), no FIN. */
+		rcpi_frames_ask(ch, r, kind == RMA_RTS_GET || (r->rma & RMA_PEER));
+		return 0;
+	}
+	if (kind == RMA_SPLIT_PUT && (status || (r->rma & RMA_RESEND))) {
+		/* Our put failed: FIN(SPLIT|STREAM) says so, and the
+		 * receiver's READY|STREAM will ask for frames.  Or it asked
+		 * already: FIN(SPLIT) first, then the frames. */
+		if (status) {
+			r->error = 0;
+			r->rma |= RMA_FRAMES;
+		}
+		fin(ch, (uint16_t)(fl | (status ? RCPW_F_STREAM : 0)), r->msg, r->tag,
+		    status ? 0 : len);
+		if (r->rma & RMA_RESEND)
+			rcpi_frames_send(ch, r);
+		return 0;
+	}
 	/* Done now: a get of a whole message, or a split whose other half
 	 * the peer has reported.  Off CH's lists before the FIN is queued. */
 	done = kind == RMA_RTS_GET || (r->rma & RMA_PEER);

@@ -62,7 +62,9 @@ enum rcpw_type {
 enum rcpw_flags {
 	RCPW_F_FIRST = 1u << 0,  /* DATA: first frame of a message (arg = total) */
 	RCPW_F_EAGER = 1u << 1,  /* DATA: whole message in this frame */
-	RCPW_F_STREAM = 1u << 2, /* DATA-first: sent on a READY, without RTS */
+	RCPW_F_STREAM = 1u << 2, /* DATA-first: sent on a READY, without RTS;
+	                            READY, FIN(SPLIT): an RMA transfer fell back,
+	                            the message goes as DATA (rcp/fallback.c) */
 	RCPW_F_ACKREQ = 1u << 3, /* acknowledge at once: sender waits on it */
 	RCPW_F_CRC = 1u << 4,    /* crc field covers header (crc=0) + payload */
 	RCPW_F_RMA = 1u << 5,    /* RTS/READY: payload is a nic rkey */

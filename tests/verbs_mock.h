@@ -23,6 +23,11 @@ struct mock_faults {
 	double drop;      /* each datagram lost on the "wire" with this probability */
 	int send_err;     /* the next N sends complete with IBV_WC_LOC_PROT_ERR */
 	int recv_len_err; /* the next N receives complete with IBV_WC_LOC_LEN_ERR */
+	int rdma_err;     /* the next N RDMA READ/WRITEs complete with
+	                     IBV_WC_RETRY_EXC_ERR, nothing moved (a peer
+	                     that does not answer on the RC QP) */
+	int rc_down;      /* RC QPs never reach RTR: modify_qp refuses it (a
+	                     path that cannot be set up; the QP never comes up) */
 };
 
 struct mock_stats {

@@ -49,6 +49,8 @@ int mock_rc_modify(struct mock_qp *q, struct ibv_qp_attr *a, int mask)
 		q->access = a->qp_access_flags;
 		break;
 	case IBV_QPS_RTR:
+		if (mock_flt.rc_down)
+			return EINVAL; /* mock_faults.rc_down */
 		if (from != IBV_QPS_INIT || (mask & RC_RTR_MASK) != RC_RTR_MASK ||
 		    a->ah_attr.port_num != 1 || (mock_cfg.roce && !a->ah_attr.is_global) ||
 		    a->path_mtu < IBV_MTU_256 || a->path_mtu > mock_cfg.active_mtu)
@@ -108,6 +110,10 @@ static enum ibv_wc_status exec(struct mock_qp *q, const struct ibv_send_wr *wr)
 		return IBV_WC_LOC_QP_OP_ERR;
 	if (!mock_lkey_ok(sg->lkey, sg->addr, sg->length))
 		return IBV_WC_LOC_PROT_ERR;
+	if (mock_flt.rdma_err > 0) {
+		mock_flt.rdma_err--;
+		return IBV_WC_RETRY_EXC_ERR; /* mock_faults.rdma_err */
+	}
 	d = mock_find_qp(&q->path, q->dest_qpn);
 	if (!d || d->qp.qp_type != IBV_QPT_RC ||
 	    (d->qp.state != IBV_QPS_RTR && d->qp.state != IBV_QPS_RTS) || !names(d, q) ||

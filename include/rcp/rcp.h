@@ -116,6 +116,10 @@ struct rcp_ep_stats {
 	/* RMA transfer results given back for no transfer outstanding (a
 	 * token twice, or after the core shut down): ignored (rcp/rmaq.c). */
 	uint64_t rma_stale;
+	/* Messages whose RMA transfer could not be done and that moved by
+	 * frames instead, counted on each side (rcp/fallback.c); rma_msgs
+	 * counts them too (it counts messages that started by RMA). */
+	uint64_t rma_fallbacks;
 };
 
 /* ---- endpoints ---- */

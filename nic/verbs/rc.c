@@ -30,22 +30,34 @@
  * its REQ sent when the peer is added (verbs.c), and the handshake
  * completes in the background, in rcp_nic_recv, while RCP's own handshake
  * and the RTS or READY carrying a key go by: by the first transfer the QP
- * is up.  A REQ from a sender not yet added as a peer is dropped (the
- * source QPN and LID are the HCA's, but only peers get QPs); the sender
- * resends it, at once when it gets the peer's own REQ (then the peer knows
- * it), and on a timer (1 ms doubling to 64 ms, checked in recv while any
- * connection is waiting) for lost datagrams; after REQ_TRIES (~1 s) it
- * stops, and a transfer to that peer starts a new connection.  A get/put that finds the QP
- * not up yet polls the UD QP itself (frames stay queued for recv) for up
- * to RC_WAIT_NS, then fails with RCP_EPEER, but only if the peer knows us:
- * every peer that adds us sends its own REQ then, which made our `in` QP.
- * Without one the peer may not have added us yet, and would not until our
- * own caller, stuck in this call, sent it something (a first transfer on
- * a channel RCP has not yet opened: bulk/ on a fresh channel): waiting
- * cannot help, so RCP_ENOTSUP at once ("not this way now"), on which
- * bulk/ moves the data by messages, which open the channel; the READY put
- * of rcp/ streams instead.  An RTS's get always finds the in QP: the
- * RTS's sender added us before sending it.
+ * is usually up (else: below).  A REQ from a sender not yet added as a
+ * peer is dropped (the source QPN and LID are the HCA's, but only peers
+ * get QPs); the sender resends it, at once when it gets the peer's own
+ * REQ (then the peer knows it), and on a timer (1 ms doubling to 64 ms,
+ * checked in recv while any connection is waiting) for lost datagrams;
+ * after REQ_TRIES (~1 s) it stops, and a transfer to that peer starts a
+ * new connection.
+ *
+ * A get/put that finds the out QP not up takes what the UD QP holds (a
+ * REP may be there) and, if it is still not up, answers RCP_ENOTSUP at
+ * once: "not this way now", nothing moved.  It does not wait.  Until
+ * session 18 it polled for up to 2 s when the peer knew us; but the REP
+ * it waits for needs the peer's CPU, and in one thread driving both ends
+ * (tests, any pair of endpoints progressed in turn) the peer is the
+ * caller itself: the wait ran out whenever the peer had not yet taken our
+ * REQ, and RCP's first large message failed with RCP_EPEER
+ * (tests/test_verbs_rma t_bulk, 5 of 8 runs).  Nor does it queue the
+ * transfer until the QP is up: nic.h's get/put are synchronous, and
+ * holding a transfer back would move the wait into the caller.
+ * Advertising RMA to a peer only once its QP is up was the other way; but
+ * what RCP offers is a key to its own memory, which the peer uses through
+ * the peer's QP: the side that can tell whether a transfer can start now
+ * is the one about to start it, here.  So the callers fall back: RCP
+ * moves that message by frames (rcp/fallback.c, FALLBACK), bulk/ by
+ * messages; the handshake meanwhile completes in rcp_nic_recv, and later
+ * transfers find the QP up.  A connection that never comes up costs each
+ * transfer one look, and RCP stops asking on that channel after 8
+ * fallbacks.
  *
  * A duplicate REQ (our REP lost) gets the same REP again; a REQ with a new
  * QPN (the peer's out QP failed and was remade) replaces the in QP.  A REP
@@ -83,7 +95,6 @@ enum { CTL_REQ = 1, CTL_REP = 2, CTL_VERSION = 1 };
 #define RC_SQ        16
 #define RC_CHUNK     (1ull << 30)
 #define REQ_FIRST_NS 1000000ull
-#define RC_WAIT_NS   2000000000ull
 #define REQ_TRIES    20 /* 1+2+...+32 ms, then 64 ms apart: ~1 s */
 
 static void ctl_pack(uint8_t *b, int type, uint32_t qpn, uint32_t psn, uint32_t echo)
@@ -304,32 +315,25 @@ void rcpi_vb_rc_timers(struct verbs_nic *v)
 	}
 }
 
-/* The out QP to PEER up: made if need be, waited for if the peer knows us
- * (module comment, "When"); RCP_ENOTSUP at once if it does not yet. */
+/* The out QP to PEER up: made if need be, never waited for (module
+ * comment, "When"): what the UD QP already holds is taken once, and if the
+ * QP is still not up, RCP_ENOTSUP at once. */
 static int out_up(struct verbs_nic *v, int peer)
 {
-	uint64_t deadline = 0;
 	int rc;
 
 	if (!v->peers[peer].out && (rc = rcpi_vb_rc_start(v, peer)))
 		return rc;
-	while (!v->peers[peer].out->up) { /* out: checked at the end of each turn */
-		uint64_t now = rcpi_now_ns();
-		if (!deadline)
-			deadline = now + RC_WAIT_NS;
-		else if (now > deadline)
-			return RCP_EPEER;
+	if (!v->peers[peer].out->up) {
 		if (rcpi_vb_pump(v) < 0)
 			return RCP_ESYS;
 		if (v->nctl)
 			rcpi_vb_rc_ctl(v);
 		rcpi_vb_rc_timers(v);
-		if (!v->peers[peer].out)
-			return RCP_EPEER; /* the timers gave up on it */
-		if (!v->peers[peer].in && !v->peers[peer].out->up) {
-			v->rs.not_yet++;
-			return RCP_ENOTSUP;
-		}
+	}
+	if (!v->peers[peer].out || !v->peers[peer].out->up) {
+		v->rs.not_yet++;
+		return RCP_ENOTSUP;
 	}
 	return 0;
 }

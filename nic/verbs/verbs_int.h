@@ -96,7 +96,7 @@ struct rcpi_vb_rma_stats {
 	uint64_t ctl_dropped; /* malformed or unattributable control datagrams */
 	uint64_t ctl_sent, connects, accepts;
 	uint64_t gave_up; /* connections no answer came for (REQ_TRIES REQs) */
-	uint64_t not_yet; /* transfers refused: no QP up, and the peer not knowing us */
+	uint64_t not_yet; /* transfers refused at once (RCP_ENOTSUP): the out QP not up yet */
 	uint64_t reg_hits, reg_misses, reg_evicted, reg_invalidated;
 };
 

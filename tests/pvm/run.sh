@@ -87,6 +87,14 @@ echo "== relinked, PVMRCP_MULTIHOST=1 (pretend several hosts: same-host pairs on
 echo "== relinked, PVMRCP_MULTIHOST=remote (every pair on udp, shm endpoint open too) =="
 (cd "$tmp" && PVMRCP_MULTIHOST=remote PVM_EXPORT=PVMRCP_MULTIHOST timeout 120 "$bin/pvmt") ||
 	fail "relinked, MULTIHOST=remote"
+# RCP_TRANSPORT=verbs: no HCA here, and the verbs model (tests/verbs_mock.c)
+# lives in one process, so PVM tasks cannot share it: what runs is the
+# choice, verbs for other hosts where it opens and udp where it does not
+# (docs/pvm.md); every pair treated as remote is then on udp.
+echo "== relinked, RCP_TRANSPORT=verbs, no HCA (verbs does not open: every pair on udp) =="
+(cd "$tmp" && RCP_TRANSPORT=verbs PVMRCP_VERBS_ADDR=verbs:none0:1 PVMRCP_MULTIHOST=remote \
+	PVM_EXPORT=RCP_TRANSPORT:PVMRCP_VERBS_ADDR:PVMRCP_MULTIHOST timeout 120 "$bin/pvmt" \
+	transport-per-pair pmcast-1-3-16) || fail "relinked, RCP_TRANSPORT=verbs"
 # RCP_WAIT=spin never sleeps: a waiter must still give the CPU to the task
 # it waits for when they share one (shared-cpu pins both to one CPU).
 echo "== relinked, RCP_WAIT=spin (waits yield the CPU) =="
