@@ -161,7 +161,8 @@ static void inflight_done(size_t len)
  * receiver takes a repeated HELLO as fresh totals).  pvmt
  * restart-reported (the next psend reports) and restart-reported-recv (a
  * blocked precv does) force a first-contact restart under a copied
- * psend (PVMRCP_HELLO_ASYNC=1, the order used before session 17). */
+ * psend: the parent has ended a conversation, and the child's HELLO goes
+ * unwaited (PVMRCP_HELLO_ASYNC=1). */
 static void note_failed(const struct rcp_status *st)
 {
 	struct pr_peer *p;
@@ -245,7 +246,12 @@ int pvmrcpi_ctrl_send(struct pr_peer *p, uint64_t tag, const void *buf, size_t l
  * acknowledged, both channels name each other's epochs and no straggler
  * of the first contact can restart them.  Costs one round trip per pair
  * and direction, once; shm accepts without challenges and sends the
- * HELLO ahead of the data, as before. */
+ * HELLO ahead of the data, as before.  Since rcp 2baa966 a channel the
+ * user opens sends the endpoint epoch, so the crossing restarts nothing
+ * -- but only until a conversation of the endpoint ends; after that the
+ * crossing restarts as before (session 18: without the wait, pvmt
+ * first-contact run after the other cases lost message 11).  The wait
+ * stays. */
 #define HELLO_TRIES 8
 
 static int hello_sync(struct pr_peer *p, const int32_t *h, size_t len)
