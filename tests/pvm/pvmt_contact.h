@@ -37,10 +37,13 @@
  * 18, and the waited HELLO (send.c, FIRST CONTACT) is what keeps
  * first-contact's message 11.
  *
- * restart-reported and restart-reported-recv therefore end one
- * conversation of ours first (end_conversation: a child we spoke to over
- * RCP is killed, and the precv that finds it gone closes its channel),
- * then cross with the child's HELLO unwaited (PVMRCP_HELLO_ASYNC=1): the
+ * Every case therefore ends one conversation of ours first
+ * (end_conversation: a child we spoke to over RCP is killed, and a psend
+ * that finds it gone closes its channel).  first-contact then checks the
+ * waited HELLO (with PVMRCP_HELLO_ASYNC=1 exported to it, it fails
+ * in 3 of 3 runs: the child's channel restarts, the child is told and
+ * gives up, and our precv fails).  restart-reported and
+ * restart-reported-recv cross with the child's HELLO unwaited: the
  * child's channel restarts under its copied psend of 11 every time, and
  * the loss must be reported (message 13 carrying PvmSysErr).  Session 17
  * ran them on a fresh endpoint, where 2baa966 made the crossing restart
@@ -350,7 +353,7 @@ static int first_contact(int *tidp, int *pidp, int restart)
 	 * A socket the nic no longer reads (connected to a gone peer) may
 	 * keep a datagram: what is left is the baseline. */
 	CHECK(port > 0 && udp_rxq(port) >= 0, "our udp port %d", port);
-	if (restart && end_conversation())
+	if (end_conversation())
 		return -1;
 	for (int k = 0; k < 1000 && udp_rxq(port) > 0; k++)
 		pvm_probe(-1, 12345);
