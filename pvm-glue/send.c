@@ -159,7 +159,8 @@ static void inflight_done(size_t len)
  * p->rcp_dirty), then watches again.  pr_dirty posts the first watch of a
  * channel; after that a psend only stores rcp_dirty and compares two
  * pointers, and pr_lost reads p->lost.  (Until session 18 each psend
- * asked rcp_chan_restarts, about 100 instructions per round trip.)
+ * asked rcp_chan_restarts: callgrind pvm row 4,571 -> 4,535 per round
+ * trip.)
  * Copied sends whose completion callback says RCP_EPEER set p->lost as
  * well (RCP_ECLOSED: we closed the channel, the task is known gone).  After a
  * report the HELLO goes again (it may have been lost with the data: the
