@@ -434,6 +434,7 @@ int pvmrcpi_route(struct pr_peer *p)
  * go of the channel (it no longer names P) without closing it. */
 void pvmrcpi_peer_gone(struct pr_peer *p)
 {
+	pvmrcpi_unwatch(p); /* the channel's next task watches it */
 	p->dead = 1;
 	p->ch = NULL; /* the channel's user pointer stays: let go (chan_get) */
 	p->route = PR_STOCK;

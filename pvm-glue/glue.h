@@ -113,9 +113,12 @@ struct pr_peer {
 	rcp_ep *ep; /* the endpoint CH belongs to */
 	int hello_sent;
 	int rcp_dirty; /* RCP data sent since the last FENCE */
-	/* rcp_chan_restarts(ch) when rcp_dirty was set; a copied send to it
-	 * that failed (send.c, LOST SENDS) */
-	unsigned dirty_restarts;
+	/* the restart watch on watch_ch (rcp_chan_watch; NULL: none) and the
+	 * channel's restart count when it was posted; lost: a restart while
+	 * rcp_dirty, or a copied send to it failed (send.c, LOST SENDS) */
+	rcp_req *watch;
+	rcp_chan *watch_ch;
+	unsigned watch_restarts;
 	int lost;
 	int dead;
 	int mc_how;        /* how the last pmcast/mcast reached it (pvm-glue/mcast.c) */
@@ -266,19 +269,23 @@ static inline int pr_prepared(const struct pr_peer *p, int ctx)
  * for: send.c, FIRST CONTACT); 0 or an RCP code. */
 PRI int pvmrcpi_hello(struct pr_peer *p);
 PRI void pvmrcpi_count_stock(int tid, int ctx);
+/* Posts a restart watch on P's channel (none yet, or another channel's);
+ * the watch of P is canceled (P lets go of its channel): send.c, LOST
+ * SENDS. */
+PRI void pvmrcpi_watch(struct pr_peer *p);
+PRI void pvmrcpi_unwatch(struct pr_peer *p);
 /* RCP data goes to P now (send.c, LOST SENDS). */
 static inline void pr_dirty(struct pr_peer *p)
 {
-	if (!p->rcp_dirty) {
-		p->rcp_dirty = 1;
-		p->dirty_restarts = rcp_chan_restarts(p->ch);
-	}
+	p->rcp_dirty = 1;
+	if (__builtin_expect(p->watch_ch != p->ch, 0))
+		pvmrcpi_watch(p); /* once per channel */
 }
 /* Messages sent to P may have been lost: a copied send failed, or its
  * channel restarted with data unacknowledged (send.c, LOST SENDS). */
 static inline int pr_lost(const struct pr_peer *p)
 {
-	return p->lost || (p->rcp_dirty && p->ch && rcp_chan_restarts(p->ch) != p->dirty_restarts);
+	return p->lost;
 }
 /* Reports P's loss once (stderr) and forgets it: PvmSysErr, or
  * PvmNoTask (P marked dead, nothing said) if pvmd says P is gone. */

@@ -45,6 +45,11 @@ void rcpi_chan_reset(rcp_chan *ch, int error)
 	struct list *p, *t;
 
 	chan_retime(ch);
+	if (ch->watch) { /* a restart, failure or close: rcp_chan_watch */
+		rcp_req *w = ch->watch;
+		ch->watch = NULL;
+		rcpi_complete(w, error);
+	}
 	rcpi_rma_chan_reset(ch, error); /* before the lists fail (rmaq.c, RMA EVENTS) */
 	for (uint32_t seq = ch->tx_una; rcpw_seq_lt(seq, ch->tx_next); seq++)
 		slot_free(ch, slot_of(ch, seq));

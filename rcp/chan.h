@@ -101,7 +101,7 @@ static inline void list_take(struct list *to, struct list *from)
 
 /* ---- structures ---- */
 
-enum req_kind { REQ_SEND = 1, REQ_RECV, REQ_MCAST };
+enum req_kind { REQ_SEND = 1, REQ_RECV, REQ_MCAST, REQ_WATCH };
 
 enum req_state {
 	/* send */
@@ -222,6 +222,7 @@ struct rcp_chan {
 	void *user;
 	uint32_t peer_epoch;
 	unsigned restarts;   /* new peer incarnations seen (rcp_chan_restarts) */
+	rcp_req *watch;      /* rcp_chan_watch's: the next rcpi_chan_reset completes it */
 	uint32_t gone_epoch; /* the incarnation before: its stragglers are stale */
 	uint32_t my_epoch;   /* our epoch on this channel: of this conversation (CHANNELS) */
 	int sent_blind;      /* a frame of this conversation went out with dst_epoch 0 */

@@ -366,6 +366,19 @@ unsigned rcpc_chan_restarts(const rcp_chan *ch)
 	return ch->restarts;
 }
 
+int rcpc_chan_watch(rcp_chan *ch, rcp_req **req)
+{
+	rcp_req *r;
+	if (ch->watch)
+		return RCP_EBUSY;
+	if (!(r = rcpi_req_alloc(ch->core)))
+		return RCP_ENOMEM;
+	r->kind = REQ_WATCH;
+	r->chan = ch;
+	ch->watch = *req = r;
+	return 0;
+}
+
 uint32_t rcpc_chan_peer_epoch(const rcp_chan *ch)
 {
 	return ch->peer_epoch;
@@ -736,6 +749,11 @@ int rcpc_cancel(rcp_req *r, uint64_t now)
 			}
 			ch->tx_msg_next--;
 		}
+		rcpi_complete(r, RCP_ECANCELED);
+		return 0;
+	}
+	if (r->kind == REQ_WATCH) {
+		r->chan->watch = NULL;
 		rcpi_complete(r, RCP_ECANCELED);
 		return 0;
 	}

@@ -101,6 +101,9 @@ int rcpc_chan_peer(const rcp_chan *ch);
 /* How often a new incarnation of the peer (a new src_epoch after another)
  * has been heard on CH. */
 unsigned rcpc_chan_restarts(const rcp_chan *ch);
+/* A request that the next reset of CH (restart, failure, close) completes
+ * with its error (rcp_chan_watch).  Returns 0, RCP_EBUSY, RCP_ENOMEM. */
+int rcpc_chan_watch(rcp_chan *ch, rcp_req **req);
 /* The peer's incarnation as last heard on CH (0: none yet). */
 uint32_t rcpc_chan_peer_epoch(const rcp_chan *ch);
 /* Frames of incarnation EPOCH (an earlier holder of CH's address) are

@@ -123,6 +123,24 @@ int rcp_irecv_cb(rcp_ep *ep, rcp_chan *ch, uint64_t tag, void *buf, size_t len, 
 	return irecv(ep, ch, tag, buf, len, req ? req : &r, cb, user);
 }
 
+int rcp_chan_watch(rcp_chan *ch, rcp_req_cb cb, void *user, rcp_req **req)
+{
+	rcp_req *r;
+	int rc;
+	if (!ch || (!cb && !req))
+		return RCP_EINVAL;
+	if (rcpi_ep_closing(rcpi_ep_of_chan(ch)))
+		return RCP_ECLOSED;
+	rc = rcpc_chan_watch(ch, &r);
+	if (rc)
+		return rc;
+	if (cb)
+		rcpc_req_set_cb(r, cb, user);
+	if (req)
+		*req = r;
+	return 0;
+}
+
 int rcp_req_set_cb(rcp_req *req, rcp_req_cb cb, void *user)
 {
 	if (!req)

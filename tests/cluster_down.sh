@@ -9,7 +9,11 @@
 # task still starting under the full suite's load), and stream on with
 # each other; a survivor that blocks for good is a failure, caught by the
 # outer timeout (a watchdog, not a measurement).  Counted: messages
-# received from h4 before, error returns after, rounds after.
+# received from h4 before, error returns after, rounds after.  The tasks
+# agree on the last round and the workers leave on the master's goodbye
+# (tests/pvm/pvmt_down.c, THE END): until session 18 each counted its
+# rounds from its own sight of the loss, and one that saw it later got
+# PvmNoTask from survivors already gone.
 # TAP.  Skips (77) without root, namespaces or pvm.
 set -u
 . "${srcdir:-.}/tests/cluster_lib.sh"
@@ -17,16 +21,6 @@ name="d$$"
 limit=${CLUSTER_DOWN_TIMEOUT:-60} # seconds; the peer timeout is 3 s
 
 [ -x "$b/tests/pvm/pvmt-down" ] || { echo "SKIP: tests/pvm/pvmt-down not built (no pvm)"; exit 77; }
-# Off by default again (session 17): the glue bugs that hung it are fixed,
-# but the test's own end races.  Each task counts its AFTER rounds from the
-# round it saw the loss; a task that saw it a round later still streams
-# when the others are done and gone, and gets PvmNoTask from survivors
-# ("task h1: errors 3 ... bad 2" in 2 of about 5 full-suite runs under
-# load).  The ending must be agreed (docs/cluster.md, open findings).
-if [ -z "${RCPTEST_CLUSTER_DOWN:-}" ]; then
-	echo "SKIP: its ending races (docs/cluster.md, open findings); run with RCPTEST_CLUSTER_DOWN=1"
-	exit 77
-fi
 cl_tmp rcpc-down
 
 out=$(C up 4 --rate none 2>&1)

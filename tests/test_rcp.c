@@ -846,12 +846,34 @@ static void hs_recv(rcp_ep *ep, struct rcp_status *st, char *buf, size_t len)
 	hs_recv2(ep, NULL, st, buf, len);
 }
 
+/* rcp_chan_watch's callback: counts, keeps the last error and the
+ * channel's restart count as the callback sees it, watches again. */
+struct watch_seen {
+	int n, err;
+	unsigned restarts;
+};
+static void on_watch(rcp_req *r, const struct rcp_status *st, void *user)
+{
+	struct watch_seen *w = user;
+	(void)r;
+	w->n++;
+	w->err = st->error;
+	if (st->error == RCP_EPEER) { /* CH lives on (closed: it may be gone) */
+		w->restarts = rcp_chan_restarts(st->chan);
+		assert_int_equal(rcp_chan_watch(st->chan, on_watch, w, NULL), 0);
+	}
+}
+
 /* Forged frames on a live udp channel: a dst_epoch 0 frame with a new
  * src_epoch is no restart (the channel and its sequence go on); a restart
  * is taken once the new incarnation answers the challenge with our epoch;
- * after it the old incarnation's stragglers are dropped. */
+ * after it the old incarnation's stragglers are dropped.  A restart watch
+ * (rcp_chan_watch) on the channel fires for the restart only, once, and
+ * the one posted again from its callback with the endpoint's close. */
 static void t_udp_forged_epochs(void **state)
 {
+	struct watch_seen ws = {0};
+	rcp_req *wr, *wr2;
 	const uint32_t e1 = 0x11111111, e2 = 0x22222222, forged = 0xbad0bad0;
 	struct rcp_ep_config ec = {.flags = RCP_EP_ACCEPT};
 	struct rcp_ep_stats es;
@@ -883,6 +905,15 @@ static void t_udp_forged_epochs(void **state)
 	ch = st.chan;
 	rcp_ep_get_stats(ep, &es);
 	assert_int_equal(es.chans_accepted, 1);
+	/* A plain watch: one per channel, pending until a reset, canceled. */
+	assert_int_equal(rcp_chan_watch(ch, NULL, NULL, NULL), RCP_EINVAL);
+	assert_int_equal(rcp_chan_watch(ch, NULL, NULL, &wr), 0);
+	assert_int_equal(rcp_chan_watch(ch, on_watch, &ws, &wr2), RCP_EBUSY);
+	assert_int_equal(rcp_test(wr, &st), RCP_EAGAIN);
+	assert_int_equal(rcp_cancel(wr), 0);
+	assert_int_equal(rcp_test(wr, &st), RCP_ECANCELED);
+	assert_ptr_equal(st.chan, ch);
+	assert_int_equal(rcp_chan_watch(ch, on_watch, &ws, NULL), 0);
 
 	/* Forged: dst_epoch 0, an epoch nobody has.  Challenged, not taken. */
 	raw_send(&w, RCPW_DATA, forged, 0, 2, 99, 0, "forged");
@@ -894,6 +925,7 @@ static void t_udp_forged_epochs(void **state)
 	assert_int_equal(rcp_chan_restarts(ch), 0);
 	rcp_ep_get_stats(ep, &es);
 	assert_true(es.restart_claims >= 2);
+	assert_int_equal(ws.n, 0); /* claims are no restart */
 
 	/* A real restart: E2 speaks without our epoch, is challenged and
 	 * answers with it. */
@@ -908,6 +940,9 @@ static void t_udp_forged_epochs(void **state)
 	hs_recv(ep, &st, buf, sizeof buf);
 	assert_int_equal(st.tag, 3);
 	assert_int_equal(rcp_chan_restarts(ch), 1);
+	assert_int_equal(ws.n, 1);
+	assert_int_equal(ws.err, RCP_EPEER);
+	assert_int_equal(ws.restarts, 1);
 	/* A straggler of E1, naming our epoch: stale, not another restart. */
 	raw_send(&w, RCPW_DATA, e1, es_epoch, 3, 98, 0, "stale");
 	raw_send(&w, RCPW_DATA, e2, es_epoch, 2, 4, 0, "four");
@@ -915,8 +950,11 @@ static void t_udp_forged_epochs(void **state)
 	assert_int_equal(st.tag, 4);
 	assert_string_equal(buf, "four");
 	assert_int_equal(rcp_chan_restarts(ch), 1);
+	assert_int_equal(ws.n, 1);
 	close(w.fd);
 	rcp_ep_close(ep);
+	assert_int_equal(ws.n, 2); /* the watch posted again: closed */
+	assert_int_equal(ws.err, RCP_ECLOSED);
 }
 
 /* 6,000 one-frame senders, each from its own source port, leave an

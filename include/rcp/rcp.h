@@ -314,6 +314,22 @@ int rcp_irecv_cb(rcp_ep *ep, rcp_chan *ch, uint64_t tag, void *buf, size_t len, 
  * cannot cancel; its buffers must then live until the endpoint closes).
  * Returns 0, RCP_EINVAL (REQ NULL). */
 int rcp_req_set_cb(rcp_req *req, rcp_req_cb cb, void *user);
+/* RESTART WATCH.  A request on CH that no message completes: the next
+ * reset of CH does, with the error it fails CH's pending requests with.
+ * RCP_EPEER: a new incarnation of the peer was proven (rcp_chan_restarts
+ * has moved by the time CB runs or the request is tested) or CH failed
+ * (peer timeout: the count has not moved); RCP_ECLOSED: CH was closed
+ * (also by rcp_ep_close); RCP_ECANCELED: rcp_cancel.  Its status names CH
+ * (tag and len 0; after RCP_ECLOSED CH may be freed: compare the pointer,
+ * do not use it).  With CB (USER for it) the request is the library's,
+ * and CB runs from the progress after the reset, like any completion
+ * callback: a user learns of a restart without asking per call (pvm-glue:
+ * lost sends).  Without CB, *REQ is tested or waited for.  One per
+ * channel; watch again from CB to go on watching.  REQ may be NULL with a
+ * CB.  Returns 0, RCP_EINVAL (NULL CH; no CB and no REQ), RCP_EBUSY (CH
+ * is watched already), RCP_ECLOSED (the endpoint is closing),
+ * RCP_ENOMEM; when it fails no callback runs. */
+int rcp_chan_watch(rcp_chan *ch, rcp_req_cb cb, void *user, rcp_req **req);
 
 /* Blocking forms (wait forever; fail on peer timeout). */
 int rcp_send(rcp_chan *ch, uint64_t tag, const void *buf, size_t len);

@@ -28,11 +28,27 @@
  * epoch of its own: a channel the user opens sends the endpoint epoch
  * (the one the challenge named) until a conversation of the endpoint
  * ends, so the crossing restarts nothing (tests/test_rcp_cross checks it
- * in the core).  These cases still check that a crossing loses nothing,
- * now also with the child's HELLO unwaited (restart-reported*); but the
- * glue's loss report (send.c, LOST SENDS) is no longer reached by them:
- * with pr_lost() always 0 they pass (seen).  A test that restarts a live
- * peer's channel another way is still to be written.
+ * in the core) -- but only on an endpoint none of whose conversations
+ * has ended yet: after one ended (a channel closed, failed or restarted)
+ * a channel the user opens takes a conversation epoch of its own again,
+ * and the crossing restarts the other side's channel as before.  A long
+ * running task whose earlier peers exited meets that: pvmt run whole
+ * (the parent ended conversations in earlier cases) showed it in session
+ * 18, and the waited HELLO (send.c, FIRST CONTACT) is what keeps
+ * first-contact's message 11.
+ *
+ * Every case therefore ends one conversation of ours first
+ * (end_conversation: a child we spoke to over RCP is killed, and a psend
+ * that finds it gone closes its channel).  first-contact then checks the
+ * waited HELLO (with PVMRCP_HELLO_ASYNC=1 exported to it, it fails
+ * in 3 of 3 runs: the child's channel restarts, the child is told and
+ * gives up, and our precv fails).  restart-reported and
+ * restart-reported-recv cross with the child's HELLO unwaited: the
+ * child's channel restarts under its copied psend of 11 every time, and
+ * the loss must be reported (message 13 carrying PvmSysErr).  Session 17
+ * ran them on a fresh endpoint, where 2baa966 made the crossing restart
+ * nothing and the report was never reached (pr_lost() always 0 passed);
+ * now that mutant fails ("message 11 was lost without a word").
  */
 #ifndef PVMT_STOCK
 #include <signal.h>
@@ -128,6 +144,34 @@ static int poll_until(int (*f)(long), long arg)
 	return -1;
 }
 
+/* Ends one conversation of our udp endpoint (rcp/chan.c: a channel the
+ * user opens after that takes a conversation epoch, not the endpoint's):
+ * an echo child answers once over RCP and is killed; once pvmd says it
+ * is gone, a psend too big to be copied waits for it, finds it gone and
+ * closes its channel (a precv would only mark it dead: its messages can
+ * still be received).  0 or -1. */
+static int task_gone(long tid)
+{
+	return pvm_pstat((int)tid) == PvmNoTask;
+}
+
+static int end_conversation(void)
+{
+	int tid, atid, atag, alen, rc;
+	char c = 5, *big;
+	CHECK(spawn("echo", 1, &tid, NULL) == 0, "spawn echo");
+	CHECK(pvm_psend(tid, T_ECHO, &c, 1, PVM_BYTE) == 0 &&
+	          pvm_precv(tid, T_ECHO, &c, 1, PVM_BYTE, &atid, &atag, &alen) == 0,
+	      "echo");
+	CHECK(pvm_rcp_route(tid) == 1, "echo not on RCP");
+	CHECK(pvm_kill(tid) == 0 && poll_until(task_gone, tid) == 0, "pvm_kill");
+	CHECK((big = calloc(1, 1 << 20)) != NULL, "calloc");
+	rc = pvm_psend(tid, T_ECHO, big, 1 << 20, PVM_BYTE);
+	free(big);
+	CHECK(rc == PvmNoTask, "psend to the killed echo returned %d", rc);
+	return 0;
+}
+
 /* The child (its udp port) has connected to us (port), and bytes wait
  * in our socket. */
 static int cport_of_child, port_of_ours;
@@ -183,10 +227,10 @@ static int child_cross(void)
 }
 
 /* restart-reported: as child_cross, with its HELLO not waited for
- * (PVMRCP_HELLO_ASYNC=1, the order used before session 17), so the
- * crossing restarts its channel under message 11 (send.c, LOST SENDS).
- * A loss is reported by the next call touching us: its PvmSysErr goes
- * to us as message 13 (then nothing more); without one, 12 follows. */
+ * (PVMRCP_HELLO_ASYNC=1), so the crossing (against a parent that ended a
+ * conversation) restarts its channel under message 11 (send.c, LOST
+ * SENDS).  A loss is reported by the next call touching us: its PvmSysErr
+ * goes to us as message 13 (then nothing more); without one, 12 follows. */
 static int child_rcross(void)
 {
 	int parent = pvm_parent(), atid, atag, alen, rc;
@@ -255,26 +299,30 @@ static int recv_int(int tid, int32_t *got, int *tag)
 	return 0;
 }
 
-/* What the parent of rwait takes: 13 (a loss reported) or 11 first; then
- * message 2 goes, and 12 (or 13, reported by that psend) comes back. */
+/* What the parent of rwait takes: 13 (the loss reported to its blocked
+ * receive) or 11 first; then message 2 goes, and 12 (or 13, reported by
+ * that psend) comes back.  The loss must have been reported once. */
 static int restart_recv(int tid)
 {
 	int32_t got = -1, two = 2;
-	int tag = -1;
+	int tag = -1, reported;
 	CHECK(recv_int(tid, &got, &tag) == 0,
 	      "nothing from the child in 60 s: its receive never heard of the loss");
 	CHECK((tag == 11 && got == 11) || (tag == 13 && got == PvmSysErr), "got tag %d (%d)", tag,
 	      got);
+	reported = tag == 13;
 	CHECK(pvm_psend(tid, 2, &two, 1, PVM_INT) == 0, "psend 2");
 	CHECK(recv_int(tid, &got, &tag) == 0, "no answer to 2");
 	CHECK((tag == 12 && got == 12) || (tag == 13 && got == PvmSysErr), "got tag %d (%d)", tag,
 	      got);
+	reported += tag == 13;
+	CHECK(reported == 1, "the restart was reported %d times (once is due)", reported);
 	return 0;
 }
 
-/* What the parent of rcross takes: 11 then 12 (nothing lost), or 13
- * carrying PvmSysErr, after 11 or alone (a loss reported); 12 without 11
- * is a message lost without a word. */
+/* What the parent of rcross takes: 13 carrying PvmSysErr, after 11 or
+ * alone (the loss reported); 12 without 11 is a message lost without a
+ * word, 11 then 12 a restart that did not happen or went unreported. */
 static int restart_reported(int tid)
 {
 	int atid, atag, alen, seen11 = 0;
@@ -288,8 +336,8 @@ static int restart_reported(int tid)
 		CHECK(atag != 12 || seen11,
 		      "message 11 was lost without a word (12 came first): the restart went "
 		      "unreported");
-		CHECK(atag == 12 ? got == 12 : atag == 13 && got == PvmSysErr,
-		      "got tag %d (payload %d)", atag, got);
+		CHECK(atag == 13 && got == PvmSysErr,
+		      "got tag %d (payload %d) where the loss report (13) was due", atag, got);
 		return 0;
 	}
 }
@@ -305,6 +353,8 @@ static int first_contact(int *tidp, int *pidp, int restart)
 	 * A socket the nic no longer reads (connected to a gone peer) may
 	 * keep a datagram: what is left is the baseline. */
 	CHECK(port > 0 && udp_rxq(port) >= 0, "our udp port %d", port);
+	if (end_conversation())
+		return -1;
 	for (int k = 0; k < 1000 && udp_rxq(port) > 0; k++)
 		pvm_probe(-1, 12345);
 	our_base = udp_rxq(port);

@@ -12,12 +12,15 @@
  * it).  A psend or precv involving the
  * lost task must return an error (PvmNoTask) once RCP's peer timeout
  * (RCP_PEER_TIMEOUT) ran out, never block for good; the survivor marks
- * that peer dead and streams AFTER more rounds with the others, whose
- * messages must all arrive in order.  Then each worker sends the master
- * its counts and the master prints, per task:
- *   task hI: before N, errors E (first rc R), after A rounds
+ * that peer dead and streams on with the others, whose messages must all
+ * arrive in order, until the agreed last round (THE END below), at least
+ * AFTER rounds after its own loss.  Then each worker sends the master
+ * its counts and waits for the master's goodbye, and the master prints,
+ * per task:
+ *   task hI: before N, errors E (first rc R), after A rounds, ..., last round L
  * (N: messages received from the lost task; E: error returns involving
- * it; A: rounds completed after its loss) and "ok" or "not ok: why".
+ * it; A: rounds completed after its loss; L: its last round, the same for
+ * all) and "ok" or "not ok: why".
  * A task that blocks for good is caught by the script's outer timeout.
  * The printed time from the last message of the lost task to the error
  * is for the reader, not asserted.
@@ -36,6 +39,7 @@
 #define T_DATA   11
 #define T_REPORT 12
 #define T_READY  13
+#define T_BYE    14
 #define READY_AT 100     /* rounds before the master says "streaming" */
 #define MAXROUND 2000000 /* nobody died by then: give up (a broken run) */
 
@@ -47,6 +51,7 @@ struct counts {
 	int32_t after;     /* rounds completed after its loss */
 	int32_t bad;       /* wrong payloads or errors from a survivor */
 	int32_t detect_ms; /* last message from the lost task -> its error */
+	int32_t end;       /* the agreed last round (THE END) */
 };
 
 static double now_ms(void)
@@ -56,12 +61,29 @@ static double now_ms(void)
 	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
+/* THE END.  Tasks see the loss at different rounds: each one when its own
+ * psend or precv naming the lost task fails, after the peer timeout counted
+ * from its own last frame (on a loaded machine the master saw it ~200 ms,
+ * a few rounds, after the workers).  Until session 18 each task stopped
+ * AFTER rounds after its own loss round, so a task that saw it later still
+ * streamed when the others were done and gone, and got PvmNoTask from
+ * survivors.  Now every data message carries {round, the sender's loss
+ * round (0: not yet)}; once a task knows its own loss round and that of
+ * every peer it still streams with, the last round is the largest of them
+ * plus AFTER.  Every survivor computes it from the same values, and learns
+ * the last one a round after it is set, long before that end (AFTER > 1),
+ * so all stop after the same round.  Leaving is agreed as well: a worker
+ * exits only after the master's goodbye (T_BYE), sent once every report is
+ * in, so no survivor leaves while another may still receive from it. */
+#define MSGLEN 2
+
 /* Streams with TIDS[0..n-1] (ours among them) until one peer is lost and
- * AFTER more rounds passed.  Only the task on host LOST may fail. */
+ * the agreed last round passed.  Only the task on host LOST may fail. */
 static void stream(const int *tids, const int *hosts, int n, int after, int is_master,
                    struct counts *c)
 {
-	int me = pvm_mytid(), live[MAXT], lost_round = -1;
+	int me = pvm_mytid(), live[MAXT];
+	int32_t lost_round = 0, peer_lost[MAXT] = {0}, end = 0;
 	double last_from_lost = now_ms();
 
 	for (int k = 0; k < n; k++)
@@ -71,11 +93,12 @@ static void stream(const int *tids, const int *hosts, int n, int after, int is_m
 	 * session 17 the test made contact pair by pair and waited for RCP
 	 * routes, to keep out the glue bugs that hung it: pvmt first-contact). */
 	for (int32_t r = 1; r < MAXROUND; r++) {
+		int32_t out[MSGLEN] = {r, lost_round};
 		for (int k = 0; k < n; k++) {
 			int rc;
 			if (!live[k])
 				continue;
-			rc = pvm_psend(tids[k], T_DATA, &r, 1, PVM_INT);
+			rc = pvm_psend(tids[k], T_DATA, out, MSGLEN, PVM_INT);
 			if (rc < 0) {
 				if (hosts[k] != n)
 					c->bad++;
@@ -87,12 +110,12 @@ static void stream(const int *tids, const int *hosts, int n, int after, int is_m
 			}
 		}
 		for (int k = 0; k < n; k++) {
-			int32_t v = -1;
+			int32_t v[MSGLEN] = {-1, 0};
 			int atid, atag, alen, rc;
 			if (!live[k])
 				continue;
-			rc = pvm_precv(tids[k], T_DATA, &v, 1, PVM_INT, &atid, &atag, &alen);
-			if (rc < 0 || v != r) {
+			rc = pvm_precv(tids[k], T_DATA, v, MSGLEN, PVM_INT, &atid, &atag, &alen);
+			if (rc < 0 || v[0] != r) {
 				if (hosts[k] != n || rc >= 0)
 					c->bad++;
 				if (rc < 0 && !c->errors++) {
@@ -100,19 +123,35 @@ static void stream(const int *tids, const int *hosts, int n, int after, int is_m
 					c->detect_ms = (int32_t)(now_ms() - last_from_lost);
 				}
 				live[k] = 0;
-			} else if (hosts[k] == n) {
-				c->before++;
-				last_from_lost = now_ms();
+			} else {
+				if (hosts[k] == n) {
+					c->before++;
+					last_from_lost = now_ms();
+				}
+				if (!peer_lost[k] && v[1] > 0)
+					peer_lost[k] = v[1];
 			}
 		}
 		if (is_master && r == READY_AT) {
 			printf("streaming\n");
 			fflush(stdout);
 		}
-		if (lost_round < 0 && c->errors)
+		if (!lost_round && c->errors)
 			lost_round = r;
-		if (lost_round >= 0 && r - lost_round >= after) {
+		if (lost_round && !end) {
+			int32_t last = lost_round;
+			for (int k = 0; k < n && last; k++) {
+				if (live[k] && !peer_lost[k])
+					last = 0; /* not known yet */
+				else if (live[k] && peer_lost[k] > last)
+					last = peer_lost[k];
+			}
+			if (last)
+				end = last + after;
+		}
+		if (end && r >= end) {
 			c->after = r - lost_round;
+			c->end = r;
 			return;
 		}
 	}
@@ -176,13 +215,19 @@ static int master(int nhosts, int after)
 			continue;
 		}
 		printf("task h%d: before %d, errors %d (first rc %d), after %d rounds, "
-		       "bad %d, %d ms from the last message to the error\n",
-		       w.host, w.before, w.errors, w.first_rc, w.after, w.bad, w.detect_ms);
-		if (w.bad || w.errors < 1 || w.before < READY_AT || w.after < after) {
+		       "bad %d, %d ms from the last message to the error, last round %d\n",
+		       w.host, w.before, w.errors, w.first_rc, w.after, w.bad, w.detect_ms, w.end);
+		if (w.bad || w.errors < 1 || w.before < READY_AT || w.after < after ||
+		    w.end != c.end) {
 			printf("not ok: task h%d\n", w.host);
 			rc = 1;
 		}
 	}
+	/* Every report is in, so every survivor is past the last round:
+	 * the workers may go. */
+	for (int k = 1; k < nhosts; k++)
+		if (hosts[k] != nhosts)
+			pvm_psend(tids[k], T_BYE, &rc, 1, PVM_INT);
 	if (!rc)
 		printf("ok: every survivor saw the loss as an error and streamed on\n");
 	fflush(stdout);
@@ -209,7 +254,9 @@ static int worker(int after)
 	    pvm_precv(pvm_parent(), T_READY, msg, 1, PVM_INT, &atid, &atag, &alen) < 0)
 		return 1;
 	stream(tids, hosts, n, after, 0, &c);
-	pvm_psend(pvm_parent(), T_REPORT, &c, sizeof c / 4, PVM_INT);
+	if (pvm_psend(pvm_parent(), T_REPORT, &c, sizeof c / 4, PVM_INT) < 0 ||
+	    pvm_precv(pvm_parent(), T_BYE, msg, 1, PVM_INT, &atid, &atag, &alen) < 0)
+		return 1;
 	return 0;
 }
 
