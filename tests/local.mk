@@ -30,10 +30,21 @@ tests_test_udp_CFLAGS = $(TEST_CFLAGS)
 tests_test_udp_LDADD = $(TEST_LDADD)
 # test_faults reaches internal symbols (the spec parser): link the
 # convenience objects statically.
-tests_test_faults_SOURCES = tests/test_faults.c tests/testutil.h
+tests_test_faults_SOURCES = tests/test_faults.c tests/faults_test.h tests/testutil.h
 tests_test_faults_CFLAGS = $(TEST_CFLAGS)
 tests_test_faults_LDFLAGS = -static
 tests_test_faults_LDADD = $(TEST_LDADD)
+# the faults wrapper by topic (what they share: tests/faults_test.h)
+check_PROGRAMS += tests/test_faults_rates tests/test_faults_delay
+TESTS += tests/test_faults_rates tests/test_faults_delay
+tests_test_faults_rates_SOURCES = tests/test_faults_rates.c tests/faults_test.h tests/testutil.h
+tests_test_faults_rates_CFLAGS = $(TEST_CFLAGS)
+tests_test_faults_rates_LDFLAGS = -static
+tests_test_faults_rates_LDADD = $(TEST_LDADD)
+tests_test_faults_delay_SOURCES = tests/test_faults_delay.c tests/faults_test.h tests/testutil.h
+tests_test_faults_delay_CFLAGS = $(TEST_CFLAGS)
+tests_test_faults_delay_LDFLAGS = -static
+tests_test_faults_delay_LDADD = $(TEST_LDADD)
 # reliable multicast (rcp/mcastnet.c) on loopback
 check_PROGRAMS += tests/test_mcastnet
 TESTS += tests/test_mcastnet
