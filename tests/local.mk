@@ -25,9 +25,18 @@ tests_test_shm_procs_LDADD = $(TEST_LDADD)
 tests_test_shm_rma_SOURCES = tests/test_shm_rma.c tests/shm_test.h tests/testutil.h
 tests_test_shm_rma_CFLAGS = $(TEST_CFLAGS)
 tests_test_shm_rma_LDADD = $(TEST_LDADD)
-tests_test_udp_SOURCES = tests/test_udp.c tests/testutil.h
+tests_test_udp_SOURCES = tests/test_udp.c tests/udp_test.h tests/testutil.h
 tests_test_udp_CFLAGS = $(TEST_CFLAGS)
 tests_test_udp_LDADD = $(TEST_LDADD)
+# the udp backend by topic (what they share: tests/udp_test.h)
+check_PROGRAMS += tests/test_udp_data tests/test_udp_net
+TESTS += tests/test_udp_data tests/test_udp_net
+tests_test_udp_data_SOURCES = tests/test_udp_data.c tests/udp_test.h tests/testutil.h
+tests_test_udp_data_CFLAGS = $(TEST_CFLAGS)
+tests_test_udp_data_LDADD = $(TEST_LDADD)
+tests_test_udp_net_SOURCES = tests/test_udp_net.c tests/udp_test.h tests/testutil.h
+tests_test_udp_net_CFLAGS = $(TEST_CFLAGS)
+tests_test_udp_net_LDADD = $(TEST_LDADD)
 # test_faults reaches internal symbols (the spec parser): link the
 # convenience objects statically.
 tests_test_faults_SOURCES = tests/test_faults.c tests/faults_test.h tests/testutil.h
