@@ -277,9 +277,18 @@ if HAVE_CMOCKA
 # bulk/: handles, owner checks, transfers between processes.
 check_PROGRAMS += tests/test_bulk
 TESTS += tests/test_bulk
-tests_test_bulk_SOURCES = tests/test_bulk.c tests/testutil.h
+tests_test_bulk_SOURCES = tests/test_bulk.c tests/bulk_test.h tests/testutil.h
 tests_test_bulk_CFLAGS = $(TEST_CFLAGS)
 tests_test_bulk_LDADD = $(TEST_LDADD)
+# bulk/ by topic (what they share: tests/bulk_test.h)
+check_PROGRAMS += tests/test_bulk_ops tests/test_bulk_xfer
+TESTS += tests/test_bulk_ops tests/test_bulk_xfer
+tests_test_bulk_ops_SOURCES = tests/test_bulk_ops.c tests/bulk_test.h tests/testutil.h
+tests_test_bulk_ops_CFLAGS = $(TEST_CFLAGS)
+tests_test_bulk_ops_LDADD = $(TEST_LDADD)
+tests_test_bulk_xfer_SOURCES = tests/test_bulk_xfer.c tests/bulk_test.h tests/testutil.h
+tests_test_bulk_xfer_CFLAGS = $(TEST_CFLAGS)
+tests_test_bulk_xfer_LDADD = $(TEST_LDADD)
 endif
 
 # Every test runs under tests/driver.sh: one result per cmocka case and TAP
