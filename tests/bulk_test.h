@@ -181,4 +181,24 @@ static inline rcp_bulk *to_remote(struct pair *p, rcp_bulk *h,
 
 /* Forgeries (layout in bulk/handle.c; shm rkeys end with their 64-bit key). */
 
+/* Runs TESTS (N of them) as one group after what every bulk test program
+ * checks first: both nic backends built (else SKIP), the seed,
+ * BULK_TEST_FILTER (a cmocka filter), SIGPIPE ignored. */
+static inline int bulk_test_main(const struct CMUnitTest *tests, size_t n)
+{
+	const char *const *b = rcp_nic_backends();
+	int shm = 0, udp = 0;
+	for (; *b; b++) {
+		shm |= !strcmp(*b, "shm");
+		udp |= !strcmp(*b, "udp");
+	}
+	if (!shm || !udp)
+		test_skip_all("needs the shm and udp nic backends");
+	seed = test_seed(0xb01c);
+	if (getenv("BULK_TEST_FILTER"))
+		cmocka_set_test_filter(getenv("BULK_TEST_FILTER"));
+	signal(SIGPIPE, SIG_IGN);
+	return _cmocka_run_group_tests("bulk handles and transfers", tests, n, NULL, NULL);
+}
+
 #endif /* RCP_TESTS_BULK_TEST_H */

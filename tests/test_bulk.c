@@ -386,17 +386,5 @@ int main(void)
 	    cmocka_unit_test(t_checks_shm), cmocka_unit_test(t_checks_shm_emu),
 	    cmocka_unit_test(t_checks_udp),
 	};
-	const char *const *b = rcp_nic_backends();
-	int shm = 0, udp = 0;
-	for (; *b; b++) {
-		shm |= !strcmp(*b, "shm");
-		udp |= !strcmp(*b, "udp");
-	}
-	if (!shm || !udp)
-		test_skip_all("needs the shm and udp nic backends");
-	seed = test_seed(0xb01c);
-	if (getenv("BULK_TEST_FILTER"))
-		cmocka_set_test_filter(getenv("BULK_TEST_FILTER"));
-	signal(SIGPIPE, SIG_IGN);
-	return cmocka_run_group_tests_name("bulk handles and transfers", tests, NULL, NULL);
+	return bulk_test_main(tests, sizeof tests / sizeof tests[0]);
 }

@@ -116,6 +116,31 @@ static int chunk_cb(void *arg, int status, size_t index, uint64_t off, size_t le
 	return 0;
 }
 
+/* Forks the child (child_main with SIZE, S, HANG) with pipes P2C and C2P
+ * (the parent's ends stay open), opens our endpoint *EP with context *CTX,
+ * connects to the child (*CH) and receives its first message, its
+ * serialised handles, into MSG (MSGLEN bytes; *ST).  Returns its pid. */
+static pid_t child_start(const struct setup *su, size_t size, uint64_t s, int hang, int p2c[2],
+                         int c2p[2], rcp_ep **ep, rcp_bulk_ctx **ctx, rcp_chan **ch,
+                         unsigned char *msg, size_t msglen, struct rcp_status *st)
+{
+	pid_t child;
+	assert_int_equal(pipe(p2c), 0);
+	assert_int_equal(pipe(c2p), 0);
+	child = test_fork();
+	if (child == 0) {
+		close(p2c[1]);
+		close(c2p[0]);
+		_exit(child_main(su, p2c[0], c2p[1], size, s, hang));
+	}
+	close(p2c[0]);
+	close(c2p[1]);
+	assert_int_equal(open_ep(su, 0, ep, ctx), 0);
+	assert_int_equal(swap_addr(*ep, c2p[0], p2c[1], ch), 0);
+	assert_int_equal(rcp_recv(*ep, *ch, 1, msg, msglen, st), 0);
+	return child;
+}
+
 static void run_xfer(const struct setup *su, size_t size)
 {
 	int p2c[2], c2p[2];
@@ -137,19 +162,7 @@ static void run_xfer(const struct setup *su, size_t size)
 	rcp_bulk_op *op;
 
 	assert_non_null(loc);
-	assert_int_equal(pipe(p2c), 0);
-	assert_int_equal(pipe(c2p), 0);
-	child = test_fork();
-	if (child == 0) {
-		close(p2c[1]);
-		close(c2p[0]);
-		_exit(child_main(su, p2c[0], c2p[1], size, s, 0));
-	}
-	close(p2c[0]);
-	close(c2p[1]);
-	assert_int_equal(open_ep(su, 0, &ep, &ctx), 0);
-	assert_int_equal(swap_addr(ep, c2p[0], p2c[1], &ch), 0);
-	assert_int_equal(rcp_recv(ep, ch, 1, msg, sizeof msg, &st), 0);
+	child = child_start(su, size, s, 0, p2c, c2p, &ep, &ctx, &ch, msg, sizeof msg, &st);
 	memcpy(&l1, msg, 8);
 	memcpy(&l2, msg + 8, 8);
 	assert_int_equal(st.len, 16 + l1 + l2);
@@ -277,19 +290,7 @@ static void run_killed(const struct setup *su)
 	int rc = 1, one_sided = su->rma && !strcmp(su->transport, "shm");
 
 	assert_non_null(loc);
-	assert_int_equal(pipe(p2c), 0);
-	assert_int_equal(pipe(c2p), 0);
-	child = test_fork();
-	if (child == 0) {
-		close(p2c[1]);
-		close(c2p[0]);
-		_exit(child_main(su, p2c[0], c2p[1], size, seed, 1));
-	}
-	close(p2c[0]);
-	close(c2p[1]);
-	assert_int_equal(open_ep(su, 0, &ep, &ctx), 0);
-	assert_int_equal(swap_addr(ep, c2p[0], p2c[1], &ch), 0);
-	assert_int_equal(rcp_recv(ep, ch, 1, msg, sizeof msg, &st), 0);
+	child = child_start(su, size, seed, 1, p2c, c2p, &ep, &ctx, &ch, msg, sizeof msg, &st);
 	memcpy(&l1, msg, 8);
 	assert_int_equal(rcp_bulk_deserialize(ctx, msg + 16, l1, &rs), 0);
 	assert_int_equal(rcp_bulk_create(ctx, 1, pl, &size, RCP_BULK_READWRITE, &lh), 0);
@@ -354,17 +355,5 @@ int main(void)
 	    cmocka_unit_test(t_xfer_udp), cmocka_unit_test(t_xfer_udp_faults),
 	    cmocka_unit_test(t_killed),
 	};
-	const char *const *b = rcp_nic_backends();
-	int shm = 0, udp = 0;
-	for (; *b; b++) {
-		shm |= !strcmp(*b, "shm");
-		udp |= !strcmp(*b, "udp");
-	}
-	if (!shm || !udp)
-		test_skip_all("needs the shm and udp nic backends");
-	seed = test_seed(0xb01c);
-	if (getenv("BULK_TEST_FILTER"))
-		cmocka_set_test_filter(getenv("BULK_TEST_FILTER"));
-	signal(SIGPIPE, SIG_IGN);
-	return cmocka_run_group_tests_name("bulk handles and transfers", tests, NULL, NULL);
+	return bulk_test_main(tests, sizeof tests / sizeof tests[0]);
 }
