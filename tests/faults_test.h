@@ -530,6 +530,18 @@ static inline void run(rcp_nic *nic, const struct workload *w, struct rxlog *l)
 	free(bufs);
 }
 
+/* Wraps a fresh loopback backend with SPEC (W->lb set to it), runs W and
+ * logs what arrives in L (initialised here).  Returns the wrapped nic. */
+static inline rcp_nic *wrap_run(const char *spec, struct workload *w, struct rxlog *l)
+{
+	struct lb *lb;
+	rcp_nic *nic = wrap_lb(spec, &lb);
+	w->lb = lb;
+	log_init(l, w->n, w->maxlen);
+	run(nic, w, l);
+	return nic;
+}
+
 static inline struct rcp_nic_stats stats_of(const rcp_nic *nic)
 {
 	/* Zeroed: once inlined (LTO), gcc sees rcp_nic_get_stats's error path

@@ -12,7 +12,6 @@
 static void pattern(uint64_t fseed, uint64_t wseed, struct rxlog *l, struct rcp_nic_stats *st)
 {
 	char spec[160];
-	struct lb *lb;
 	rcp_nic *nic;
 	struct workload w = {.n = 10000,
 	                     .batch = 200,
@@ -24,10 +23,7 @@ static void pattern(uint64_t fseed, uint64_t wseed, struct rxlog *l, struct rcp_
 
 	snprintf(spec, sizeof spec, "drop=0.05,dup=0.05,reorder=0.1,corrupt=0.05,seed=%llu",
 	         (unsigned long long)fseed);
-	nic = wrap_lb(spec, &lb);
-	w.lb = lb;
-	log_init(l, w.n, w.maxlen);
-	run(nic, &w, l);
+	nic = wrap_run(spec, &w, l);
 	*st = stats_of(nic);
 	rcp_nic_close(nic);
 	CHECK(l->bad == 0, "%llu garbled frames", (unsigned long long)l->bad);
@@ -176,7 +172,6 @@ static void t_corrupt_sender_untouched(void **state)
 	for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
 		char spec[96];
 		struct rxlog l;
-		struct lb *lb;
 		rcp_nic *nic;
 		struct workload w = {.n = 3000,
 		                     .batch = 100,
@@ -194,10 +189,7 @@ static void t_corrupt_sender_untouched(void **state)
 			w.n = 10000;
 			w.maxlen = 36;
 		}
-		nic = wrap_lb(spec, &lb);
-		w.lb = lb;
-		log_init(&l, w.n, w.maxlen);
-		run(nic, &w, &l);
+		nic = wrap_run(spec, &w, &l);
 		CHECK(l.bad == 0, "\"%s\": %llu frames garbled beyond 3 bits", spec,
 		      (unsigned long long)l.bad);
 		CHECK(l.flip_mismatch == 0, "\"%s\": a duplicate differs from its original", spec);
@@ -216,7 +208,6 @@ static void t_corrupt_sender_untouched(void **state)
 static void t_reorder_no_loss(void **state)
 {
 	struct rxlog l;
-	struct lb *lb;
 	rcp_nic *nic;
 	char spec[64];
 	struct rcp_nic_stats st;
@@ -226,10 +217,7 @@ static void t_reorder_no_loss(void **state)
 	g_seed = test_seed(0x5eed0007);
 	w.seed = g_seed;
 	snprintf(spec, sizeof spec, "reorder=0.3,seed=%llu", (unsigned long long)g_seed);
-	nic = wrap_lb(spec, &lb);
-	w.lb = lb;
-	log_init(&l, w.n, w.maxlen);
-	run(nic, &w, &l);
+	nic = wrap_run(spec, &w, &l);
 	st = stats_of(nic);
 	CHECK(l.bad == 0 && l.corrupted_ids == 0, "damaged frames");
 	CHECK(count_ids(&l, 1) == w.n, "%llu ids lost, %llu duplicated",
@@ -259,7 +247,6 @@ static void t_more_semantics(void **state)
 	for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
 		char spec[96];
 		struct rxlog l;
-		struct lb *lb;
 		rcp_nic *nic;
 		struct workload w = {.n = 4000,
 		                     .batch = 150,
@@ -270,10 +257,7 @@ static void t_more_semantics(void **state)
 		                     .seed = g_seed + i};
 
 		snprintf(spec, sizeof spec, "%s,seed=%llu", specs[i], (unsigned long long)g_seed);
-		nic = wrap_lb(spec, &lb);
-		w.lb = lb;
-		log_init(&l, w.n, w.maxlen);
-		run(nic, &w, &l);
+		nic = wrap_run(spec, &w, &l);
 		CHECK(l.bad == 0, "\"%s\": %llu frames with foreign or reused content", spec,
 		      (unsigned long long)l.bad);
 		CHECK(l.flip_mismatch == 0, "\"%s\": a duplicate differs", spec);
@@ -286,7 +270,6 @@ static void t_more_semantics(void **state)
 static void t_stats_match_receiver(void **state)
 {
 	struct rxlog l;
-	struct lb *lb;
 	rcp_nic *nic;
 	char spec[128];
 	struct rcp_nic_stats st;
@@ -297,10 +280,7 @@ static void t_stats_match_receiver(void **state)
 	w.seed = g_seed;
 	snprintf(spec, sizeof spec, "drop=0.05,dup=0.05,reorder=0.05,corrupt=0.05,seed=%llu",
 	         (unsigned long long)g_seed);
-	nic = wrap_lb(spec, &lb);
-	w.lb = lb;
-	log_init(&l, w.n, w.maxlen);
-	run(nic, &w, &l);
+	nic = wrap_run(spec, &w, &l);
 	st = stats_of(nic);
 	CHECK(l.bad == 0 && l.flip_mismatch == 0, "garbled frames");
 	CHECK(st.f_dropped == count_ids(&l, 0), "f_dropped %llu, missing %llu",
@@ -317,8 +297,9 @@ static void t_stats_match_receiver(void **state)
 	      "tx %llu rx %llu arrivals %llu", (unsigned long long)st.tx_frames,
 	      (unsigned long long)st.rx_frames, (unsigned long long)l.arrivals);
 	/* The wrapper's view is the backend's plus the f_* counters. */
-	CHECK(st.tx_frames == lb->base.stats.tx_frames && st.tx_bytes == lb->base.stats.tx_bytes &&
-	          st.rx_bytes == lb->base.stats.rx_bytes,
+	CHECK(st.tx_frames == w.lb->base.stats.tx_frames &&
+	          st.tx_bytes == w.lb->base.stats.tx_bytes &&
+	          st.rx_bytes == w.lb->base.stats.rx_bytes,
 	      "backend counters not shown");
 	rcp_nic_close(nic);
 	log_free(&l);
