@@ -18,7 +18,7 @@
  * keeps a copy, so no completion comes back for them.
  *
  * Calls the files below it (batch.c, complete.c, deadline.c, peer.c,
- * bufs.c, hdr.c, calls.c) and rfp.c; of rpc/, only rfp.c calls it
+ * bufs.c, hdr.c, calls.c, rfp.c); of rpc/, only rfp_poll.c calls it
  * (rpci_peer_repost).
  */
 #include <stdint.h>
@@ -30,6 +30,29 @@
 static void sreq_cb(rcp_req *rq, const struct rcp_status *st, void *user);
 static void recv_cb(rcp_req *rq, const struct rcp_status *st, void *user);
 static void ovf_cb(rcp_req *rq, const struct rcp_status *st, void *user);
+
+/* Remote fetch's attach answer came (rfp.c maps the segment); once
+ * attached, one response receive stays posted so rcp watches the server's
+ * liveness while calls wait in its segment. */
+static void rfp_attach_done(rcp_rpc_req *req, int status, void *out, void *arg)
+{
+	struct peer *p = arg;
+	if (rfp_cli_attached(req->rpc, p, status, out))
+		rpci_peer_repost(req->rpc, p);
+}
+
+/* The first call to a server asks it for an area of its remote-fetch
+ * segment ("rcp.rfp.attach"); calls go by message meanwhile. */
+static void rfp_attach(rcp_rpc *rpc, struct peer *p)
+{
+	struct attach_out *o = calloc(1, sizeof *o);
+	p->rfp_state = 1;
+	if (!o || rcp_rpc_forward(rpc, p->ch, rpc->rfp_attach_id, NULL, o, 5000000000ll,
+	                          rfp_attach_done, p, NULL)) {
+		free(o);
+		p->rfp_state = -1;
+	}
+}
 
 static struct rcp_rpc_req *req_by_cookie(rcp_rpc *rpc, uint64_t cookie)
 {
@@ -265,7 +288,7 @@ int rcp_rpc_forward(rcp_rpc *rpc, rcp_chan *ch, uint64_t id, const void *in, voi
 	struct rpc_hdr hd;
 	size_t used = 0;
 	unsigned char *ovf = NULL;
-	int rc;
+	int rc, k;
 
 	if (!rpc || !ch || (!cb && !req))
 		return RCP_EINVAL;
@@ -364,7 +387,15 @@ int rcp_rpc_forward(rcp_rpc *rpc, rcp_chan *ch, uint64_t id, const void *in, voi
 	}
 	memcpy(r->sbuf, &hd, HDR_LEN);
 	/* Remote fetch: the request goes into the server's segment. */
-	if (!ovf && rfp_cli_submit(rpc, p, r, c->id, r->sbuf, HDR_LEN + hd.len, &r->rfp_slot)) {
+	k = ovf ? RFP_MSG
+	        : rfp_cli_submit(rpc, p, r, c->id, r->sbuf, HDR_LEN + hd.len, &r->rfp_slot);
+	if (k == RFP_ATTACH) {
+		rfp_attach(rpc, p);
+		k = RFP_MSG;
+	}
+	if (k != RFP_MSG) {
+		if (k == RFP_SLOT_REPLY)
+			rpci_peer_repost(rpc, p);
 		rc = 0;
 	} else {
 		/* Only remote fetch reads the server's processing time

@@ -1,5 +1,10 @@
 /*
- * rpc/rfp.c — remote fetch (RFP, after Su et al., Jakiro, EuroSys'17).
+ * rpc/rfp.c — remote fetch (RFP, after Su et al., Jakiro, EuroSys'17):
+ * the segment, attach, and the slot hooks client.c, server.c, complete.c
+ * and rpc.c call.  It calls none of them: rfp_poll.c (above them, called
+ * by rpc.c) fetches results and takes requests; the attach rpc's forward
+ * and handler are client.c's and server.c's; rfp.h holds the layout and
+ * state the two files share.
  *
  * Server-reply costs the server an outbound send per call.  In remote
  * fetch the client writes the request into the server's memory and reads
@@ -88,84 +93,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "rpc/rpc_int.h"
-
-enum { S_FREE, S_REQ, S_REQ_R, S_BUSY, S_BUSY_R, S_DONE, S_REPLIED };
-
-#define REQ_MAX  1024u
-#define MAXCLI   32
-#define SLOT_HDR 64u
-#define NSLOW    2 /* N: slow calls in a row before switching to reply */
-
-struct slot {
-	_Atomic uint32_t state;
-	uint32_t req_len, resp_len;
-};
-
-struct geom {
-	uint32_t slots, resp_max, slot_size;
-	size_t cli_size;
-};
-
-static size_t cli_off(const struct geom *g, uint32_t cli)
-{
-	return (size_t)cli * g->cli_size;
-}
-/* client area: [0,64) doorbell (u32 head), [64, 64+4*slots) ring, slots */
-static _Atomic uint32_t *ring_head(unsigned char *base, const struct geom *g, uint32_t cli)
-{
-	return (_Atomic uint32_t *)(void *)(base + cli_off(g, cli));
-}
-static _Atomic uint32_t *ring_ent(unsigned char *base, const struct geom *g, uint32_t cli,
-                                  uint32_t i)
-{
-	return (_Atomic uint32_t *)(void *)(base + cli_off(g, cli) + 64 + 4 * (size_t)i);
-}
-static unsigned char *slot_at(unsigned char *base, const struct geom *g, uint32_t cli, uint32_t s)
-{
-	size_t ring = (64 + 4 * (size_t)g->slots + 63) & ~(size_t)63;
-	return base + cli_off(g, cli) + ring + (size_t)s * g->slot_size;
-}
-
-struct rfp_srv {
-	char name[64];
-	unsigned char *base;
-	size_t size;
-	struct geom g;
-	int ncli;
-	rcp_chan *chans[MAXCLI];
-	uint32_t tail[MAXCLI];
-};
-
-struct idmode {
-	uint64_t id;
-	int reply;    /* 1: server-reply for this id */
-	int slow_run; /* slow calls in a row */
-};
-
-struct rfp_cli {
-	unsigned char *base;
-	size_t size;
-	struct geom g;
-	uint32_t cli, head;
-	uint32_t *free_slots, nfree;
-	struct rcp_rpc_req **owner; /* per slot: pending request, or NULL */
-	uint8_t *zombie;            /* per slot: request gone, server not done */
-	uint8_t *msgwait;           /* per slot: a receive is posted for its reply */
-	uint32_t nzombie;
-	uint32_t fs, fs_seen;
-	struct idmode ids[64];
-	uint64_t *next_fetch;
-	uint32_t *fetches;
-	int npending;
-};
+#include "rpc/rfp.h"
 
 /* ---- attach rpc ---- */
 
-struct attach_out {
-	const char *name;
-	uint32_t ok, cli, slots, resp_max;
-};
 static int proc_attach_out(rcp_proc *p, void *data)
 {
 	struct attach_out *v = data;
@@ -186,12 +117,9 @@ static void geom_init(struct geom *g, uint32_t slots, uint32_t resp_max)
 	g->cli_size = ring + (size_t)slots * g->slot_size;
 }
 
-static void h_attach(rcp_rpc_handle *h, void *arg)
+void rfp_srv_attach(rcp_rpc *rpc, rcp_chan *ch, struct attach_out *o)
 {
-	rcp_rpc *rpc = arg;
 	struct rfp_srv *s = rpc->rfps;
-	struct attach_out o = {"", 0, 0, 0, 0};
-	rcp_chan *ch = rcp_rpc_handle_chan(h);
 	if (s && !(rpc->flags & RCP_RPC_SLEEP)) {
 		int i;
 		for (i = 0; i < s->ncli && s->chans[i] != ch; i++)
@@ -202,14 +130,13 @@ static void h_attach(rcp_rpc_handle *h, void *arg)
 			/* (re)attach: the client starts from a fresh area */
 			memset(s->base + cli_off(&s->g, (uint32_t)i), 0, s->g.cli_size);
 			s->tail[i] = 0;
-			o.ok = 1;
-			o.name = s->name;
-			o.cli = (uint32_t)i;
-			o.slots = s->g.slots;
-			o.resp_max = s->g.resp_max;
+			o->ok = 1;
+			o->name = s->name;
+			o->cli = (uint32_t)i;
+			o->slots = s->g.slots;
+			o->resp_max = s->g.resp_max;
 		}
 	}
-	rcp_rpc_respond(h, &o, 0);
 }
 
 /* An RCP_RFP_* integer within [LO, HI], else DEF. */
@@ -311,7 +238,6 @@ void rfp_serve(rcp_rpc *rpc)
 	struct rcp_nic_info info;
 	static _Atomic unsigned counter;
 	int fd;
-	rcp_rpc_set_handler(rpc, rpc->rfp_attach_id, h_attach, rpc);
 	if (rpc->rfps || (rpc->flags & (RCP_RPC_NO_RFP | RCP_RPC_SLEEP)))
 		return;
 	if (rcp_nic_query(rcp_ep_nic(rpc->ep), &info) || !(info.caps & RCP_NIC_CAP_SHARED_SEG))
@@ -391,13 +317,10 @@ static int cli_open(rcp_rpc *rpc, const char *name, size_t size)
 	return fd;
 }
 
-static void attach_done(rcp_rpc_req *req, int status, void *out, void *arg)
+int rfp_cli_attached(rcp_rpc *rpc, struct peer *p, int status, struct attach_out *o)
 {
-	struct peer *p = arg;
-	struct attach_out *o = out;
-	rcp_rpc *rpc = req->rpc;
 	struct rfp_cli *c;
-	int fd;
+	int fd, attached = 0;
 	p->rfp_state = -1;
 	if (status || !o->ok || !o->name || o->slots < 1 || o->slots > 4096 ||
 	    o->resp_max < HDR_LEN + 8 || o->resp_max > 65536 || o->cli >= MAXCLI)
@@ -437,22 +360,10 @@ static void attach_done(rcp_rpc_req *req, int status, void *out, void *arg)
 	/* One response receive stays posted so rcp watches the server's
 	 * liveness while calls wait in its segment. */
 	p->watch = 1;
-	rpci_peer_repost(req->rpc, p);
+	attached = 1;
 out:
 	free(o);
-}
-
-static struct idmode *idmode(struct rfp_cli *c, uint64_t id)
-{
-	for (uint32_t i = (uint32_t)id & 63, n = 0; n < 64; i = (i + 1) & 63, n++) {
-		if (c->ids[i].id == id)
-			return &c->ids[i];
-		if (!c->ids[i].id) {
-			c->ids[i].id = id;
-			return &c->ids[i];
-		}
-	}
-	return NULL; /* table full: reply mode for the rest */
+	return attached;
 }
 
 int rfp_cli_submit(rcp_rpc *rpc, struct peer *p, struct rcp_rpc_req *r, uint64_t id,
@@ -466,16 +377,8 @@ int rfp_cli_submit(rcp_rpc *rpc, struct peer *p, struct rcp_rpc_req *r, uint64_t
 	if (!(rpc->flags & RCP_RPC_FETCH) || (rpc->flags & RCP_RPC_SLEEP) ||
 	    id == rpc->rfp_attach_id)
 		return 0;
-	if (p->rfp_state == 0) {
-		struct attach_out *o = calloc(1, sizeof *o);
-		p->rfp_state = 1;
-		if (!o || rcp_rpc_forward(rpc, p->ch, rpc->rfp_attach_id, NULL, o, 5000000000ll,
-		                          attach_done, p, NULL)) {
-			free(o);
-			p->rfp_state = -1;
-		}
-		return 0;
-	}
+	if (p->rfp_state == 0)
+		return RFP_ATTACH;
 	if (p->rfp_state != 2 || !c->nfree || len > REQ_MAX)
 		return 0;
 	m = idmode(c, id);
@@ -498,20 +401,13 @@ int rfp_cli_submit(rcp_rpc *rpc, struct peer *p, struct rcp_rpc_req *r, uint64_t
 	c->msgwait[s] = (uint8_t)reply;
 	c->npending++;
 	if (reply) {
-		/* The result comes as a message: keep a receive posted. */
+		/* The result comes as a message: keep a receive posted (the
+		 * caller posts it). */
 		p->expect++;
-		rpci_peer_repost(rpc, p);
 	}
 	rpc->st.rfp_calls++;
 	*slotp = s + 1;
-	return 1;
-}
-
-static void slot_free(struct rfp_cli *c, uint32_t s)
-{
-	struct slot *h = (struct slot *)(void *)slot_at(c->base, &c->g, c->cli, s);
-	atomic_store_explicit(&h->state, S_FREE, memory_order_relaxed);
-	c->free_slots[c->nfree++] = s;
+	return reply ? RFP_SLOT_REPLY : RFP_SLOT;
 }
 
 void rfp_cli_abandon(rcp_rpc *rpc, struct peer *p, uint32_t slot)
@@ -550,121 +446,6 @@ void rfp_cli_note_reply(rcp_rpc *rpc, struct rfp_cli *c, uint64_t id, uint64_t p
 	}
 }
 
-/* One client's pending slots: fetch results, count misses, switch. */
-static int cli_poll(rcp_rpc *rpc, struct peer *p)
-{
-	struct rfp_cli *c = p->rfp;
-	uint64_t now = 0;
-	int ev = 0;
-	const uint64_t fetch_ns = rpc->rfpc.fetch_ns;
-	const uint32_t T = rpc->rfpc.retry;
-	for (uint32_t s = 0; s < c->g.slots && (c->npending || c->nzombie); s++) {
-		struct rcp_rpc_req *r = c->owner[s];
-		unsigned char *sl;
-		struct slot *h;
-		uint32_t st;
-		if (!r && !c->zombie[s])
-			continue;
-		sl = slot_at(c->base, &c->g, c->cli, s);
-		h = (struct slot *)(void *)sl;
-		st = atomic_load_explicit(&h->state, memory_order_acquire);
-		if (!r) {
-			if (st == S_DONE || st == S_REPLIED) {
-				c->zombie[s] = 0;
-				c->nzombie--;
-				slot_free(c, s);
-			}
-			continue;
-		}
-		if (st == S_DONE) {
-			/* Fetch: header + FS bytes, the rest only if larger. */
-			uint32_t len = h->resp_len;
-			struct rbuf *b;
-			struct rpc_hdr hd;
-			struct idmode *m = idmode(c, r->call->id);
-			rpc->st.rfp_fetch_hits++;
-			if (c->fetches[s] < T && m)
-				m->slow_run = 0;
-			b = rpci_rbuf_get(rpc);
-			c->owner[s] = NULL;
-			c->npending--;
-			if (!b || len < HDR_LEN || len > c->g.resp_max) {
-				if (b)
-					rpci_rbuf_put(rpc, b);
-				slot_free(c, s);
-				rpc->st.bad_msgs++;
-				r->rfp_slot = 0;
-				rpci_done(r, RCP_EPROTO);
-				ev++;
-				continue;
-			}
-			memcpy(b->data, sl + SLOT_HDR + REQ_MAX,
-			       len < HDR_LEN + c->fs ? len : HDR_LEN + c->fs);
-			if (len > HDR_LEN + c->fs)
-				memcpy(b->data + HDR_LEN + c->fs,
-				       sl + SLOT_HDR + REQ_MAX + HDR_LEN + c->fs,
-				       len - HDR_LEN - c->fs);
-			slot_free(c, s);
-			r->rfp_slot = 0;
-			/* FS follows the largest recent result. */
-			if (len - HDR_LEN > c->fs_seen)
-				c->fs_seen = len - HDR_LEN;
-			if ((rpc->st.rfp_fetch_hits & 63) == 0) {
-				uint32_t lo = rpc->rfpc.fs_min;
-				uint32_t fs = c->fs_seen < lo ? lo : c->fs_seen;
-				c->fs = fs > c->g.resp_max - HDR_LEN ? c->g.resp_max - HDR_LEN : fs;
-				c->fs_seen = 0;
-			}
-			memcpy(&hd, b->data, HDR_LEN);
-			if (hd.order != RPC_ORDER || hd.kind != K_RESP || hd.len != len - HDR_LEN ||
-			    hd.cookie != (((uint64_t)(r->gen & COOKIE_GEN) << 24) | r->idx)) {
-				rpci_rbuf_put(rpc, b);
-				rpc->st.bad_msgs++;
-				rpci_done(r, RCP_EPROTO);
-			} else {
-				r->resp = b;
-				rpci_finish_resp(r, hd.status, b->data + HDR_LEN, hd.len);
-			}
-			ev++;
-			continue;
-		}
-		if (st != S_REQ && st != S_BUSY) {
-			/* Reply mode: the message completes it.  A result too
-			 * large for the slot also comes by message. */
-			if (st == S_REPLIED && !c->msgwait[s]) {
-				c->msgwait[s] = 1;
-				p->expect++;
-				rpci_peer_repost(rpc, p);
-			}
-			continue;
-		}
-		/* A fetch that found nothing (paced). */
-		if (!now)
-			now = rcpi_now_ns();
-		if (now < c->next_fetch[s])
-			continue;
-		c->next_fetch[s] = now + fetch_ns;
-		rpc->st.rfp_fetch_misses++;
-		if (++c->fetches[s] == T) {
-			struct idmode *m = idmode(c, r->call->id);
-			if (m && ++m->slow_run >= NSLOW && !m->reply) {
-				/* Switch (server, id) to reply, this call too. */
-				uint32_t want = st == S_REQ ? S_REQ_R : S_BUSY_R;
-				m->reply = 1;
-				rpc->st.rfp_to_reply++;
-				if (atomic_compare_exchange_strong(&h->state, &st, want)) {
-					c->msgwait[s] = 1;
-					p->expect++;
-					rpci_peer_repost(rpc, p);
-				}
-				/* else: the result landed first (DONE): fetched on
-				 * the next pass */
-			}
-		}
-	}
-	return ev;
-}
-
 /* ---- server side ---- */
 
 int rfp_srv_respond(struct rfp_srv *s, uint32_t cli, uint32_t slot, const struct rpc_hdr *hd,
@@ -697,77 +478,6 @@ void rfp_srv_replied(struct rfp_srv *s, uint32_t cli, uint32_t slot)
 		return;
 	h = (struct slot *)(void *)slot_at(s->base, &s->g, cli, slot);
 	atomic_store_explicit(&h->state, S_REPLIED, memory_order_release);
-}
-
-static int srv_poll(rcp_rpc *rpc, struct rfp_srv *s)
-{
-	int ev = 0;
-	for (int ci = 0; ci < s->ncli; ci++) {
-		uint32_t cli = (uint32_t)ci;
-		uint32_t head =
-		    atomic_load_explicit(ring_head(s->base, &s->g, cli), memory_order_acquire);
-		while (s->tail[ci] != head) {
-			uint32_t sn = atomic_load_explicit(
-			    ring_ent(s->base, &s->g, cli, s->tail[ci] % s->g.slots),
-			    memory_order_relaxed);
-			unsigned char *sl;
-			struct slot *h;
-			struct rpc_hdr hd;
-			uint32_t st, len;
-			s->tail[ci]++;
-			if (sn >= s->g.slots) {
-				rpc->st.bad_msgs++;
-				continue;
-			}
-			sl = slot_at(s->base, &s->g, cli, sn);
-			h = (struct slot *)(void *)sl;
-			st = atomic_load_explicit(&h->state, memory_order_acquire);
-			if ((st != S_REQ && st != S_REQ_R) ||
-			    !atomic_compare_exchange_strong(&h->state, &st,
-			                                    st == S_REQ ? S_BUSY : S_BUSY_R)) {
-				/* the client switched it between our loads: take it
-				 * in its new state */
-				if (st == S_REQ_R &&
-				    atomic_compare_exchange_strong(&h->state, &st, S_BUSY_R))
-					;
-				else {
-					rpc->st.bad_msgs++;
-					continue;
-				}
-			}
-			len = h->req_len;
-			if (len < HDR_LEN || len > REQ_MAX) {
-				rpc->st.bad_msgs++;
-				continue; /* the client times out */
-			}
-			memcpy(&hd, sl + SLOT_HDR, HDR_LEN);
-			if (hd.order != RPC_ORDER || hd.kind != K_REQ ||
-			    hd.version != RPC_VERSION || hd.flags || hd.len != len - HDR_LEN) {
-				rpc->st.bad_msgs++;
-				continue;
-			}
-			/* The input is decoded from the slot (the client does
-			 * not touch a BUSY slot). */
-			rpci_dispatch(rpc, s->chans[ci], hd.id, hd.cookie, sl + SLOT_HDR + HDR_LEN,
-			              hd.len, cli, sn + 1);
-			ev++;
-		}
-	}
-	return ev;
-}
-
-int rfp_poll(rcp_rpc *rpc)
-{
-	int ev = 0;
-	if (rpc->rfps && rpc->rfps->ncli)
-		ev += srv_poll(rpc, rpc->rfps);
-	if (rpc->flags & RCP_RPC_FETCH)
-		for (uint32_t i = 0; i < rpc->peercap; i++) {
-			struct peer *p = rpc->peers[i];
-			if (p && p->rfp && (p->rfp->npending || p->rfp->nzombie))
-				ev += cli_poll(rpc, p);
-		}
-	return ev;
 }
 
 int rfp_busy(const rcp_rpc *rpc)

@@ -4,23 +4,30 @@
  * the files below it:
  *
  *   rpc.c       context: create, progress rounds, waiting, destroy
+ *     |
+ *   rfp_poll.c  remote fetch's polling, in rpc.c's round: fetched results,
+ *     |         requests taken from slots
  *   client.c    forward, cancel; response receives and the responses in
  *   server.c    request ring, handles, handlers, respond
- *     |         (the three entry points: none calls another)
+ *     |         (entry points of the API: neither calls the other)
  *   batch.c     requests and responses queued in a round, sent as one message
  *     |
  *   complete.c  a client request's completion (the state machine), callbacks
  *     |
  *   deadline.c  deadline heap     peer.c   peers by channel
  *   bufs.c      buffers lent to rcp, aux requests, detached sends
+ *   rfp.c       remote fetch's segment, attach, slots (the hooks above call)
  *   hdr.c       header checks     calls.c  the registry
  *
  * Each rcp request is posted, and its completion callback kept, by the
  * file that handles its result (client.c's and server.c's recv_cb and
  * ovf_cb, bufs.c's rpci_aux_free_cb), so no callback calls up.
- * rfp.c (remote fetch) is the exception: client.c, server.c, complete.c
- * and rpc.c call its hooks, and it calls back into them
- * (rpci_peer_repost, rpci_dispatch, rpci_done, rpci_finish_resp).
+ * Remote fetch is two files: rfp.c, whose hooks client.c, server.c,
+ * complete.c and rpc.c call, calls none of them (it returns what they
+ * must do: post a receive, forward the attach rpc, whose forward and
+ * handler are client.c's and server.c's); rfp_poll.c, called by rpc.c's
+ * round, hands fetched results and requests taken from slots to
+ * complete.c, client.c and server.c.
  *
  * COMPLETIONS.  The context never looks for completions: every rcp
  * request it owns (posted receives, overflow messages, a send rcp could

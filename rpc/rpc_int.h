@@ -294,18 +294,36 @@ void rpci_queue_commit(rcp_rpc *rpc, struct outq *q, size_t len, uint32_t *gen);
 void rpci_peer_repost(rcp_rpc *rpc, struct peer *p);
 void rpci_trim_all(rcp_rpc *rpc);
 
-/* ---- remote fetch hooks (rpc/rfp.c) ---- */
+/* ---- remote fetch hooks (rpc/rfp.c; rpc.c calls rfp_poll.c's rfp_poll) ---- */
+/* The answer of the attach rpc ("rcp.rfp.attach"): client.c forwards it,
+ * server.c's handler answers it, rfp.c fills and reads it. */
+struct attach_out {
+	const char *name;
+	uint32_t ok, cli, slots, resp_max;
+};
 int rfp_init(rcp_rpc *rpc);
 void rfp_fini(rcp_rpc *rpc);
 /* Server: offer remote fetch to clients. */
 void rfp_serve(rcp_rpc *rpc);
-/* Polls slots (server) and results (client); returns events. */
+/* rfp_poll.c: polls slots (server) and results (client); returns events. */
 int rfp_poll(rcp_rpc *rpc);
 /* Nonzero while remote fetch needs polling (never sleep then). */
 int rfp_busy(const rcp_rpc *rpc);
+/* Server: the attach answer for the client on CH (o->ok 0: no). */
+void rfp_srv_attach(rcp_rpc *rpc, rcp_chan *ch, struct attach_out *o);
+/* Client: the attach answer O (or STATUS) came: maps the server's area;
+ * frees O.  Returns 1 if attached (the caller posts a receive: P->watch). */
+int rfp_cli_attached(rcp_rpc *rpc, struct peer *p, int status, struct attach_out *o);
+/* rfp_cli_submit's answers. */
+enum {
+	RFP_MSG = 0,        /* use a message */
+	RFP_SLOT = 1,       /* placed in a slot */
+	RFP_SLOT_REPLY = 2, /* placed, the result comes as a message: post a receive */
+	RFP_ATTACH = 3,     /* use a message; attach to this server first */
+};
 /* Client: places request MSG (LEN bytes, header included) in the server's
- * segment if this (server, id) is in fetch mode; returns 1 (and *SLOT =
- * slot + 1) or 0 (use a message). */
+ * segment if this (server, id) is in fetch mode; returns RFP_SLOT or
+ * RFP_SLOT_REPLY (and *SLOT = slot + 1), or RFP_MSG or RFP_ATTACH. */
 int rfp_cli_submit(rcp_rpc *rpc, struct peer *p, struct rcp_rpc_req *r, uint64_t id,
                    const void *msg, size_t len, uint32_t *slot);
 /* The request in SLOT (+1; 0 none) completed otherwise: stop fetching. */

@@ -24,7 +24,7 @@
  * arrive by remote fetch are timed as before (rpci_dispatch).
  *
  * Calls the files below it (batch.c, peer.c's hash, bufs.c, hdr.c,
- * calls.c) and rfp.c; of rpc/, only rfp.c calls it (rpci_dispatch).
+ * calls.c, rfp.c); of rpc/, only rfp_poll.c calls it (rpci_dispatch).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -53,6 +53,16 @@ static int srv_post(rcp_rpc *rpc)
 	return 0;
 }
 
+/* Remote fetch's attach rpc: a client asks for an area of our segment
+ * (rfp.c answers). */
+static void h_rfp_attach(rcp_rpc_handle *h, void *arg)
+{
+	rcp_rpc *rpc = arg;
+	struct attach_out o = {"", 0, 0, 0, 0};
+	rfp_srv_attach(rpc, rcp_rpc_handle_chan(h), &o);
+	rcp_rpc_respond(h, &o, 0);
+}
+
 int rcp_rpc_set_handler(rcp_rpc *rpc, uint64_t id, rcp_rpc_handler fn, void *arg)
 {
 	struct call *c;
@@ -70,6 +80,7 @@ int rcp_rpc_set_handler(rcp_rpc *rpc, uint64_t id, rcp_rpc_handler fn, void *arg
 			if (rc)
 				return rc;
 		}
+		rcp_rpc_set_handler(rpc, rpc->rfp_attach_id, h_rfp_attach, rpc);
 		rfp_serve(rpc);
 	}
 	return 0;

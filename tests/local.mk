@@ -10,18 +10,50 @@ TESTS += tests/test_nic tests/test_shm tests/test_udp tests/test_faults
 tests_test_nic_SOURCES = tests/test_nic.c tests/testutil.h tests/test_xdp_veth.h common/sh.h
 tests_test_nic_CFLAGS = $(TEST_CFLAGS)
 tests_test_nic_LDADD = $(TEST_LDADD)
-tests_test_shm_SOURCES = tests/test_shm.c tests/testutil.h
+tests_test_shm_SOURCES = tests/test_shm.c tests/shm_test.h tests/testutil.h
 tests_test_shm_CFLAGS = $(TEST_CFLAGS)
 tests_test_shm_LDADD = $(TEST_LDADD)
-tests_test_udp_SOURCES = tests/test_udp.c tests/testutil.h
+# the shm backend by topic (what they share: tests/shm_test.h)
+check_PROGRAMS += tests/test_shm_frames tests/test_shm_procs tests/test_shm_rma
+TESTS += tests/test_shm_frames tests/test_shm_procs tests/test_shm_rma
+tests_test_shm_frames_SOURCES = tests/test_shm_frames.c tests/shm_test.h tests/testutil.h
+tests_test_shm_frames_CFLAGS = $(TEST_CFLAGS)
+tests_test_shm_frames_LDADD = $(TEST_LDADD)
+tests_test_shm_procs_SOURCES = tests/test_shm_procs.c tests/shm_test.h tests/testutil.h
+tests_test_shm_procs_CFLAGS = $(TEST_CFLAGS)
+tests_test_shm_procs_LDADD = $(TEST_LDADD)
+tests_test_shm_rma_SOURCES = tests/test_shm_rma.c tests/shm_test.h tests/testutil.h
+tests_test_shm_rma_CFLAGS = $(TEST_CFLAGS)
+tests_test_shm_rma_LDADD = $(TEST_LDADD)
+tests_test_udp_SOURCES = tests/test_udp.c tests/udp_test.h tests/testutil.h
 tests_test_udp_CFLAGS = $(TEST_CFLAGS)
 tests_test_udp_LDADD = $(TEST_LDADD)
+# the udp backend by topic (what they share: tests/udp_test.h)
+check_PROGRAMS += tests/test_udp_data tests/test_udp_net
+TESTS += tests/test_udp_data tests/test_udp_net
+tests_test_udp_data_SOURCES = tests/test_udp_data.c tests/udp_test.h tests/testutil.h
+tests_test_udp_data_CFLAGS = $(TEST_CFLAGS)
+tests_test_udp_data_LDADD = $(TEST_LDADD)
+tests_test_udp_net_SOURCES = tests/test_udp_net.c tests/udp_test.h tests/testutil.h
+tests_test_udp_net_CFLAGS = $(TEST_CFLAGS)
+tests_test_udp_net_LDADD = $(TEST_LDADD)
 # test_faults reaches internal symbols (the spec parser): link the
 # convenience objects statically.
-tests_test_faults_SOURCES = tests/test_faults.c tests/testutil.h
+tests_test_faults_SOURCES = tests/test_faults.c tests/faults_test.h tests/testutil.h
 tests_test_faults_CFLAGS = $(TEST_CFLAGS)
 tests_test_faults_LDFLAGS = -static
 tests_test_faults_LDADD = $(TEST_LDADD)
+# the faults wrapper by topic (what they share: tests/faults_test.h)
+check_PROGRAMS += tests/test_faults_rates tests/test_faults_delay
+TESTS += tests/test_faults_rates tests/test_faults_delay
+tests_test_faults_rates_SOURCES = tests/test_faults_rates.c tests/faults_test.h tests/testutil.h
+tests_test_faults_rates_CFLAGS = $(TEST_CFLAGS)
+tests_test_faults_rates_LDFLAGS = -static
+tests_test_faults_rates_LDADD = $(TEST_LDADD)
+tests_test_faults_delay_SOURCES = tests/test_faults_delay.c tests/faults_test.h tests/testutil.h
+tests_test_faults_delay_CFLAGS = $(TEST_CFLAGS)
+tests_test_faults_delay_LDFLAGS = -static
+tests_test_faults_delay_LDADD = $(TEST_LDADD)
 # reliable multicast (rcp/mcastnet.c) on loopback
 check_PROGRAMS += tests/test_mcastnet
 TESTS += tests/test_mcastnet
@@ -245,9 +277,18 @@ if HAVE_CMOCKA
 # bulk/: handles, owner checks, transfers between processes.
 check_PROGRAMS += tests/test_bulk
 TESTS += tests/test_bulk
-tests_test_bulk_SOURCES = tests/test_bulk.c tests/testutil.h
+tests_test_bulk_SOURCES = tests/test_bulk.c tests/bulk_test.h tests/testutil.h
 tests_test_bulk_CFLAGS = $(TEST_CFLAGS)
 tests_test_bulk_LDADD = $(TEST_LDADD)
+# bulk/ by topic (what they share: tests/bulk_test.h)
+check_PROGRAMS += tests/test_bulk_ops tests/test_bulk_xfer
+TESTS += tests/test_bulk_ops tests/test_bulk_xfer
+tests_test_bulk_ops_SOURCES = tests/test_bulk_ops.c tests/bulk_test.h tests/testutil.h
+tests_test_bulk_ops_CFLAGS = $(TEST_CFLAGS)
+tests_test_bulk_ops_LDADD = $(TEST_LDADD)
+tests_test_bulk_xfer_SOURCES = tests/test_bulk_xfer.c tests/bulk_test.h tests/testutil.h
+tests_test_bulk_xfer_CFLAGS = $(TEST_CFLAGS)
+tests_test_bulk_xfer_LDADD = $(TEST_LDADD)
 endif
 
 # Every test runs under tests/driver.sh: one result per cmocka case and TAP

@@ -468,6 +468,33 @@ static void t_burst_recv(void **state)
 	rcp_nic_close(nic);
 }
 
+/* The child of t_wait_fd and t_recv_wait: connects over L, then for each of
+ * ROUNDS rounds waits for the parent's go and sends one 8-byte frame,
+ * BASE + round; stays until the parent is done with our endpoint.  Exit
+ * status 0, or which step failed. */
+static void child_rounds(struct link *l, int rounds, uint64_t base)
+{
+	rcp_nic *nic;
+	int peer;
+	char go;
+	uint64_t v;
+	struct iovec iov = {&v, sizeof v};
+	link_side(l, 1);
+	if (connect_pair(l, &nic, &peer))
+		_exit(10);
+	for (int round = 0; round < rounds; round++) {
+		if (link_get(l, &go, 1))
+			_exit(11);
+		v = base + (uint64_t)round;
+		if (rcp_nic_send(nic, peer, &iov, 1, 0))
+			_exit(12);
+	}
+	if (link_get(l, &go, 1))
+		_exit(13);
+	rcp_nic_close(nic);
+	_exit(0);
+}
+
 /* The wait fd: not readable when armed with nothing queued; readable once a
  * frame arrives; arm reports RCP_EAGAIN while a frame is waiting. */
 static void t_wait_fd(void **state)
@@ -476,31 +503,13 @@ static void t_wait_fd(void **state)
 	rcp_nic *nic;
 	int peer, st;
 	pid_t child;
-	char go;
 	(void)state;
 
 	link_init(&l);
 	child = test_fork();
 	assert_true(child >= 0);
-	if (child == 0) {
-		uint64_t v = 42;
-		struct iovec iov = {&v, sizeof v};
-		link_side(&l, 1);
-		if (connect_pair(&l, &nic, &peer))
-			_exit(10);
-		for (int round = 0; round < 3; round++) {
-			if (link_get(&l, &go, 1))
-				_exit(11);
-			v = (uint64_t)round;
-			if (rcp_nic_send(nic, peer, &iov, 1, 0))
-				_exit(12);
-		}
-		/* Stay until the parent is done with our endpoint. */
-		if (link_get(&l, &go, 1))
-			_exit(13);
-		rcp_nic_close(nic);
-		_exit(0);
-	}
+	if (child == 0)
+		child_rounds(&l, 3, 0);
 	link_side(&l, 0);
 	assert_int_equal(connect_pair(&l, &nic, &peer), 0);
 	for (int round = 0; round < 3; round++) {
@@ -549,30 +558,13 @@ static void t_recv_wait(void **state)
 	rcp_nic *nic;
 	int peer, st;
 	pid_t child;
-	char go;
 	(void)state;
 
 	link_init(&l);
 	child = test_fork();
 	assert_true(child >= 0);
-	if (child == 0) {
-		uint64_t v;
-		struct iovec iov = {&v, sizeof v};
-		link_side(&l, 1);
-		if (connect_pair(&l, &nic, &peer))
-			_exit(10);
-		for (int round = 0; round < 4; round++) {
-			if (link_get(&l, &go, 1))
-				_exit(11);
-			v = 1000u + (uint64_t)round;
-			if (rcp_nic_send(nic, peer, &iov, 1, 0))
-				_exit(12);
-		}
-		if (link_get(&l, &go, 1))
-			_exit(13);
-		rcp_nic_close(nic);
-		_exit(0);
-	}
+	if (child == 0)
+		child_rounds(&l, 4, 1000);
 	link_side(&l, 0);
 	assert_int_equal(connect_pair(&l, &nic, &peer), 0);
 	alarm(60);
