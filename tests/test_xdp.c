@@ -1,5 +1,5 @@
 /*
- * tests/test_xdp.c — the AF_XDP backend (nic/xdp.c) on a veth pair of its
+ * tests/test_xdp.c — the AF_XDP backend (nic/xdp/) on a veth pair of its
  * own.
  *
  * The test makes two network namespaces joined by a veth pair, names
@@ -608,7 +608,7 @@ static uint32_t prog_ids(const char *ns, const char *ifname)
 }
 
 /* On veth, auto (RCP_XDP_MODE unset) attaches in generic mode: veth's
- * native mode copies every frame once more (nic/xdp_link.c, top). */
+ * native mode copies every frame once more (nic/xdp/link.c, top). */
 static void t_veth_generic(void **state)
 {
 	LIBBPF_OPTS(bpf_xdp_query_opts, q);

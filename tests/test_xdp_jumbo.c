@@ -1,7 +1,7 @@
 /*
  * tests/test_xdp_jumbo.c — the xdp backend at link MTU 9000, where a frame
  * outgrows one 4 KiB UMEM buffer and the kernel hands it up as a chain of
- * descriptors (multi-buffer, XDP_USE_SG): nic/xdp.c joins the chain and
+ * descriptors (multi-buffer, XDP_USE_SG): nic/xdp/rx.c joins the chain and
  * gathers a long send over several TX buffers.
  *
  * On a veth pair inside a namespace of its own (tests/test_xdp_veth.h):
