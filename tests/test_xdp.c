@@ -411,6 +411,54 @@ static void t_more_flush(void **state)
 	close_pair(a, b);
 }
 
+/* Kicks (sendto calls, counted in stats.wakeups) per frames sent: a
+ * burst under MORE goes out with a kick per batch the kernel takes (32 a
+ * call in copy mode), not one a frame; a send without MORE kicks once
+ * (copy mode always asks, need_wakeup); a flush with nothing waiting
+ * makes none. */
+static void t_kicks(void **state)
+{
+	enum { BURST = 300, SINGLE = 40 };
+	struct rcp_nic_stats st;
+	rcp_nic *a, *b;
+	unsigned char buf[64];
+	struct iovec v = {buf, sizeof buf};
+	uint64_t k0;
+	int pb, pa;
+	(void)state;
+
+	open_pair(&a, &b);
+	pb = add_peer_of(a, b);
+	pa = add_peer_of(b, a);
+	assert_int_equal(rcp_nic_get_stats(a, &st), 0);
+	k0 = st.wakeups;
+	for (int i = 0; i < BURST; i++) {
+		test_fill(buf, sizeof buf, (uint64_t)i);
+		assert_int_equal(rcp_nic_send(a, pb, &v, 1, RCP_NIC_MORE), 0);
+	}
+	assert_int_equal(rcp_nic_flush(a), 0);
+	recv_n(b, BURST, 0, NULL, sizeof buf, pa);
+	assert_int_equal(rcp_nic_get_stats(a, &st), 0);
+	if (st.wakeups - k0 < 1 || st.wakeups - k0 > BURST / 16)
+		fail_msg("%llu kicks for a burst of %d frames",
+		         (unsigned long long)(st.wakeups - k0), BURST);
+	k0 = st.wakeups;
+	assert_int_equal(rcp_nic_flush(a), 0);
+	assert_int_equal(rcp_nic_get_stats(a, &st), 0);
+	assert_int_equal(st.wakeups, k0); /* nothing waited: no kick */
+	for (int i = 0; i < SINGLE; i++) {
+		test_fill(buf, sizeof buf, 1000 + (uint64_t)i);
+		assert_int_equal(rcp_nic_send(a, pb, &v, 1, 0), 0);
+		recv_n(b, 1, 1000 + (uint64_t)i, NULL, sizeof buf, pa);
+	}
+	assert_int_equal(rcp_nic_get_stats(a, &st), 0);
+	/* One each; a kick the kernel answered with EAGAIN is made again. */
+	if (st.wakeups - k0 < SINGLE || st.wakeups - k0 > 2 * SINGLE)
+		fail_msg("%llu kicks for %d single frames", (unsigned long long)(st.wakeups - k0),
+		         SINGLE);
+	close_pair(a, b);
+}
+
 /* Many peers: each frame is attributed to the right one; a removed
  * peer's index is refused and reused. */
 static void t_many_peers(void **state)
@@ -841,6 +889,7 @@ int main(void)
 	    cmocka_unit_test_teardown(t_addresses, close_all),
 	    cmocka_unit_test_teardown(t_frames, close_all),
 	    cmocka_unit_test_teardown(t_more_flush, close_all),
+	    cmocka_unit_test_teardown(t_kicks, close_all),
 	    cmocka_unit_test_teardown(t_many_peers, close_all),
 	    cmocka_unit_test_teardown(t_oversize, close_all),
 	    cmocka_unit_test_teardown(t_wait_fd, close_all),

@@ -10,6 +10,36 @@
 
 /* ---- send ------------------------------------------------------------ */
 
+/*
+ * Per frame, copy mode pays one system call, the kick, and nothing else:
+ *
+ *   kicks     only where the kernel needs one: after a send without
+ *             RCP_NIC_MORE, at flush, or when the TX ring or the free
+ *             stack ran out; never while frames wait under MORE (a
+ *             burst goes out with one kick, the kernel taking up to 32
+ *             descriptors a call), and only while the TX ring's
+ *             need_wakeup flag is up (always in copy mode; a zero-copy
+ *             driver that polls the ring itself clears it).  Each
+ *             sendto is counted in stats.wakeups (tests count kicks per
+ *             frames sent).
+ *   reaping   after every kick, one peek of the completion ring: the
+ *             frame the kernel just finished goes back on top of the
+ *             free stack and the next send takes it again, so a ping-pong
+ *             writes one cache-hot TX buffer.  Reaping lazily (only when
+ *             the stack ran dry) would save that peek, a load of a line
+ *             the kicking CPU just wrote in the kernel, but send from
+ *             each of the RING buffers in turn: 2048 pages, a cache and
+ *             TLB miss a frame.
+ *   receive   never a system call while spinning: the RX ring is peeked
+ *             in memory (rx.c).
+ *
+ * Memory ordering: the kick's sendto is a full barrier between our
+ * descriptor writes (published by xsk_ring_prod__submit's release store)
+ * and the kernel's reads; the completion ring is read after an acquire
+ * load of its producer index (xsk_ring_cons__peek), so a frame's address
+ * is seen complete before it is reused.
+ */
+
 /* Completed TX frames back onto the free stack, in one batch. */
 static void comp_reap(struct xdp_nic *x)
 {
@@ -35,6 +65,7 @@ static int tx_kick(struct xdp_nic *x)
 	for (int k = 0; k < XDP_KICKS && tx_outstanding(x); k++) {
 		if (!xsk_ring_prod__needs_wakeup(&x->tx))
 			return 0; /* the driver polls the ring itself */
+		x->base.stats.wakeups++;
 		if (sendto(x->fd, NULL, 0, MSG_DONTWAIT, NULL, 0) < 0 && errno != EAGAIN &&
 		    errno != EBUSY && errno != ENOBUFS && errno != EINTR) {
 			rcpi_debug("xdp: kick: %s", strerror(errno));
