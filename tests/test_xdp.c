@@ -38,6 +38,7 @@
 #include <sys/file.h>
 
 #include "testutil.h"
+#include "tests/test_xdp_veth.h"
 #include "common/sh.h"
 
 static char ns_a[32], ns_b[32], if_a[IF_NAMESIZE], if_b[IF_NAMESIZE];
@@ -208,44 +209,6 @@ static void close_pair(rcp_nic *a, rcp_nic *b)
 	close_in(ns_b, b);
 }
 
-static int add_peer_of(rcp_nic *to, rcp_nic *whom)
-{
-	char s[RCP_NIC_ADDRSTR_MAX];
-	int peer = -1;
-
-	assert_int_equal(rcp_nic_addr_str(whom, s, sizeof s), 0);
-	assert_int_equal(rcp_nic_peer_add_str(to, s, &peer), 0);
-	return peer;
-}
-
-/* Receives exactly N frames at B (waiting for each burst up to 10 s: a
- * guard against hanging, not a timed assertion), checking each payload
- * (seq = first + i, length LENS[i] or LEN) and its peer. */
-static void recv_n(rcp_nic *b, int n, uint64_t first, const uint32_t *lens, uint32_t len, int peer)
-{
-	struct rcp_nic_frame fr[32];
-	int got = 0;
-
-	while (got < n) {
-		int k = rcp_nic_recv_wait(b, fr, 32, 10 * 1000000000ll);
-		assert_true(k >= 0);
-		if (k == 0) {
-			print_error("only %d of %d frames arrived (seed %llu)\n", got, n,
-			            (unsigned long long)seed);
-			fail();
-		}
-		assert_true(got + k <= n);
-		for (int i = 0; i < k; i++, got++) {
-			uint32_t want = lens ? lens[got] : len;
-			assert_int_equal(fr[i].len, want);
-			assert_int_equal(fr[i].peer, peer);
-			assert_int_equal(test_check(fr[i].data, fr[i].len, first + (uint64_t)got),
-			                 -1);
-		}
-		rcp_nic_release(b, fr, k);
-	}
-}
-
 /* ---- tests --------------------------------------------------------------- */
 
 static void t_addresses(void **state)
@@ -279,7 +242,7 @@ static void t_addresses(void **state)
 	assert_int_equal(rcp_nic_addr_blob(a, blob, &bl), 0);
 	assert_int_equal(blob[0], 3);
 	/* String and blob name the same peer; twice is the same index. */
-	p1 = add_peer_of(b, a);
+	p1 = test_xdp_add_peer_of(b, a);
 	assert_int_equal(rcp_nic_peer_add(b, blob, bl, &p2), 0);
 	assert_int_equal(p1, p2);
 	assert_int_equal(rcp_nic_peer_add_str(b, "xdp:x@02:00:00:00:00:01", &p3), 0);
@@ -308,7 +271,7 @@ static void t_frames(void **state)
 
 	open_pair(&a, &b);
 	assert_int_equal(rcp_nic_query(a, &info), 0);
-	pb = add_peer_of(a, b);
+	pb = test_xdp_add_peer_of(a, b);
 
 	/* Unknown sender first. */
 	test_fill(buf, 100, 7);
@@ -322,7 +285,7 @@ static void t_frames(void **state)
 	assert_int_equal(fr[0].len, 100);
 	assert_int_equal(rcp_nic_peer_add(b, fr[0].src, fr[0].srclen, &p), 0);
 	rcp_nic_release(b, fr, 1);
-	pa = add_peer_of(b, a);
+	pa = test_xdp_add_peer_of(b, a);
 	assert_int_equal(p, pa);
 
 	/* A window at a time, as RCP would. */
@@ -339,7 +302,7 @@ static void t_frames(void **state)
 				;
 			assert_int_equal(rc, 0);
 		}
-		recv_n(b, n, (uint64_t)w * 10000, lens, 0, pa);
+		test_xdp_recv_n(b, n, (uint64_t)w * 10000, lens, 0, pa, seed);
 	}
 	/* And back. */
 	for (int i = 0; i < 50; i++) {
@@ -347,7 +310,7 @@ static void t_frames(void **state)
 		test_fill(buf, 64, 500 + (uint64_t)i);
 		assert_int_equal(rcp_nic_send(b, pa, &v, 1, 0), 0);
 	}
-	recv_n(a, 50, 500, NULL, 64, pb);
+	test_xdp_recv_n(a, 50, 500, NULL, 64, pb, seed);
 	close_pair(a, b);
 }
 
@@ -367,8 +330,8 @@ static void t_small_rings(void **state)
 	assert_int_equal(open_cfg(ns_b, if_b, &cfg, &b), 0);
 	assert_int_equal(rcp_nic_query(b, &info), 0);
 	assert_int_equal(info.rx_frames, (256 - 64) / 2);
-	pb = add_peer_of(a, b);
-	pa = add_peer_of(b, a);
+	pb = test_xdp_add_peer_of(a, b);
+	pa = test_xdp_add_peer_of(b, a);
 	for (int w = 0; w < 20; w++) {
 		for (uint32_t i = 0; i < info.rx_frames; i++) {
 			struct iovec v = {buf, info.mtu};
@@ -380,7 +343,8 @@ static void t_small_rings(void **state)
 		}
 		while (rcp_nic_flush(a) == RCP_EAGAIN)
 			;
-		recv_n(b, (int)info.rx_frames, (uint64_t)w * 1000, NULL, info.mtu, pa);
+		test_xdp_recv_n(b, (int)info.rx_frames, (uint64_t)w * 1000, NULL, info.mtu, pa,
+		                seed);
 	}
 	close_pair(a, b);
 }
@@ -395,15 +359,15 @@ static void t_more_flush(void **state)
 	(void)state;
 
 	open_pair(&a, &b);
-	pb = add_peer_of(a, b);
-	pa = add_peer_of(b, a);
+	pb = test_xdp_add_peer_of(a, b);
+	pa = test_xdp_add_peer_of(b, a);
 	for (int i = 0; i < 300; i++) {
 		struct iovec v = {buf, sizeof buf};
 		test_fill(buf, sizeof buf, (uint64_t)i);
 		assert_int_equal(rcp_nic_send(a, pb, &v, 1, RCP_NIC_MORE), 0);
 	}
 	assert_int_equal(rcp_nic_flush(a), 0);
-	recv_n(b, 300, 0, NULL, sizeof buf, pa);
+	test_xdp_recv_n(b, 300, 0, NULL, sizeof buf, pa, seed);
 	assert_int_equal(rcp_nic_get_stats(a, &st), 0);
 	assert_int_equal(st.tx_frames, 300);
 	assert_int_equal(rcp_nic_get_stats(b, &st), 0);
@@ -428,8 +392,8 @@ static void t_kicks(void **state)
 	(void)state;
 
 	open_pair(&a, &b);
-	pb = add_peer_of(a, b);
-	pa = add_peer_of(b, a);
+	pb = test_xdp_add_peer_of(a, b);
+	pa = test_xdp_add_peer_of(b, a);
 	assert_int_equal(rcp_nic_get_stats(a, &st), 0);
 	k0 = st.wakeups;
 	for (int i = 0; i < BURST; i++) {
@@ -437,7 +401,7 @@ static void t_kicks(void **state)
 		assert_int_equal(rcp_nic_send(a, pb, &v, 1, RCP_NIC_MORE), 0);
 	}
 	assert_int_equal(rcp_nic_flush(a), 0);
-	recv_n(b, BURST, 0, NULL, sizeof buf, pa);
+	test_xdp_recv_n(b, BURST, 0, NULL, sizeof buf, pa, seed);
 	assert_int_equal(rcp_nic_get_stats(a, &st), 0);
 	if (st.wakeups - k0 < 1 || st.wakeups - k0 > BURST / 16)
 		fail_msg("%llu kicks for a burst of %d frames",
@@ -449,7 +413,7 @@ static void t_kicks(void **state)
 	for (int i = 0; i < SINGLE; i++) {
 		test_fill(buf, sizeof buf, 1000 + (uint64_t)i);
 		assert_int_equal(rcp_nic_send(a, pb, &v, 1, 0), 0);
-		recv_n(b, 1, 1000 + (uint64_t)i, NULL, sizeof buf, pa);
+		test_xdp_recv_n(b, 1, 1000 + (uint64_t)i, NULL, sizeof buf, pa, seed);
 	}
 	assert_int_equal(rcp_nic_get_stats(a, &st), 0);
 	/* One each; a kick the kernel answered with EAGAIN is made again. */
@@ -476,15 +440,15 @@ static void t_many_peers(void **state)
 		assert_int_equal(p, i);
 		last = p;
 	}
-	pa = add_peer_of(b, a);
+	pa = test_xdp_add_peer_of(b, a);
 	assert_int_equal(pa, 500);
-	pb = add_peer_of(a, b);
+	pb = test_xdp_add_peer_of(a, b);
 	for (int i = 0; i < 10; i++) {
 		struct iovec v = {buf, sizeof buf};
 		test_fill(buf, sizeof buf, (uint64_t)i);
 		assert_int_equal(rcp_nic_send(a, pb, &v, 1, 0), 0);
 	}
-	recv_n(b, 10, 0, NULL, sizeof buf, pa);
+	test_xdp_recv_n(b, 10, 0, NULL, sizeof buf, pa, seed);
 	assert_int_equal(rcp_nic_peer_remove(b, 250), 0);
 	{
 		struct iovec v = {buf, 1};
@@ -508,8 +472,8 @@ static void t_oversize(void **state)
 
 	open_pair(&a, &b);
 	assert_int_equal(rcp_nic_query(a, &info), 0);
-	pb = add_peer_of(a, b);
-	pa = add_peer_of(b, a);
+	pb = test_xdp_add_peer_of(a, b);
+	pa = test_xdp_add_peer_of(b, a);
 	{
 		struct iovec v = {buf, info.mtu + 1};
 		assert_int_equal(rcp_nic_send(a, pb, &v, 1, 0), RCP_EMSGSIZE);
@@ -520,7 +484,7 @@ static void t_oversize(void **state)
 		struct iovec v = {buf, info.mtu};
 		assert_int_equal(rcp_nic_send(a, pb, &v, 1, 0), 0);
 	}
-	recv_n(b, 1, 42, NULL, info.mtu, pa);
+	test_xdp_recv_n(b, 1, 42, NULL, info.mtu, pa, seed);
 	assert_int_equal(rcp_nic_get_stats(a, &st), 0);
 	assert_int_equal(st.tx_frames, 1);
 	close_pair(a, b);
@@ -538,7 +502,7 @@ static void t_wait_fd(void **state)
 	(void)state;
 
 	open_pair(&a, &b);
-	pb = add_peer_of(a, b);
+	pb = test_xdp_add_peer_of(a, b);
 	pfd.fd = rcp_nic_fd(b);
 	pfd.events = POLLIN;
 	assert_true(pfd.fd >= 0);
@@ -570,8 +534,8 @@ static void t_other_mac(void **state)
 	(void)state;
 
 	open_pair(&a, &b);
-	pb = add_peer_of(a, b);
-	pa = add_peer_of(b, a);
+	pb = test_xdp_add_peer_of(a, b);
+	pa = test_xdp_add_peer_of(b, a);
 	assert_int_equal(rcp_nic_peer_add_str(a, "xdp:x@02:00:00:00:77:77", &pz), 0);
 	test_fill(buf, sizeof buf, 9);
 	{
@@ -579,7 +543,7 @@ static void t_other_mac(void **state)
 		assert_int_equal(rcp_nic_send(a, pz, &v, 1, 0), 0);
 		assert_int_equal(rcp_nic_send(a, pb, &v, 1, 0), 0);
 	}
-	recv_n(b, 1, 9, NULL, sizeof buf, pa);
+	test_xdp_recv_n(b, 1, 9, NULL, sizeof buf, pa, seed);
 	assert_int_equal(rcp_nic_get_stats(b, &st), 0);
 	assert_int_equal(st.rx_dropped, 1);
 	assert_int_equal(st.rx_frames, 1);
@@ -601,7 +565,7 @@ static void t_bad_frames(void **state)
 	(void)state;
 
 	open_pair(&a, &b);
-	pa = add_peer_of(b, a);
+	pa = test_xdp_add_peer_of(b, a);
 	assert_int_equal(rcp_nic_addr_blob(b, mac_b, &ml), 0);
 	ml = sizeof mac_a;
 	assert_int_equal(rcp_nic_addr_blob(a, mac_a, &ml), 0);
@@ -632,9 +596,9 @@ static void t_bad_frames(void **state)
 	test_fill(good, sizeof good, 5);
 	{
 		struct iovec v = {good, sizeof good};
-		assert_int_equal(rcp_nic_send(a, add_peer_of(a, b), &v, 1, 0), 0);
+		assert_int_equal(rcp_nic_send(a, test_xdp_add_peer_of(a, b), &v, 1, 0), 0);
 	}
-	recv_n(b, 1, 5, NULL, sizeof good, pa);
+	test_xdp_recv_n(b, 1, 5, NULL, sizeof good, pa, seed);
 	assert_int_equal(rcp_nic_get_stats(b, &st), 0);
 	assert_int_equal(st.rx_dropped, 4);
 	assert_int_equal(st.rx_frames, 1);
@@ -729,14 +693,14 @@ static void t_attach_lifecycle(void **state)
 	assert_int_equal(p2, p);
 	assert_int_equal(rcp_nic_peer_add_str(a, "xdp:any@198.18.0.299", &p2), RCP_EADDR);
 	leave();
-	assert_int_equal(p, add_peer_of(a, b));
-	pa = add_peer_of(b, a);
+	assert_int_equal(p, test_xdp_add_peer_of(a, b));
+	pa = test_xdp_add_peer_of(b, a);
 	test_fill(buf, sizeof buf, 3);
 	{
 		struct iovec v = {buf, sizeof buf};
 		assert_int_equal(rcp_nic_send(a, p, &v, 1, 0), 0);
 	}
-	recv_n(b, 1, 3, NULL, sizeof buf, pa);
+	test_xdp_recv_n(b, 1, 3, NULL, sizeof buf, pa, seed);
 	close_pair(a, b);
 	assert_int_equal(prog_ids(ns_a, if_a), 0);
 	assert_int_equal(prog_ids(ns_b, if_b), 0);
