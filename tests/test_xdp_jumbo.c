@@ -117,7 +117,7 @@ static void t_window(void **state)
 	open_ep(0, &cfg, &a);
 	open_ep(1, &cfg, &b);
 	assert_int_equal(rcp_nic_query(b, &info), 0);
-	assert_int_equal(info.rx_frames, (256 - 64) / 2 / 3);
+	assert_int_equal(info.rx_frames, (256 - 64 - 32) / 2 / 3);
 	pb = test_xdp_add_peer_of(a, b);
 	pa = test_xdp_add_peer_of(b, a);
 	for (int w = 0; w < 20; w++) {

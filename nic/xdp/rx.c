@@ -9,23 +9,48 @@
 
 /* ---- receive ------------------------------------------------------------ */
 
-/* RX frames back to the kernel: one reservation for all N but the
- * XDP_NOBUF entries (the fill ring has room for every RX frame, so it
- * cannot fail). */
-static void fill_give(struct xdp_nic *x, const uint64_t *addrs, int n)
+/*
+ * Returning RX buffers in batches.  In copy mode the kernel fills our RX
+ * ring from the sending CPU (veth: inside the peer's kick), so the fill
+ * ring's consumer index and the RX ring's producer index are written on
+ * the other CPU.  Giving each buffer back as it is released cost, per
+ * frame, a load of that consumer index (xsk_ring_prod__reserve refreshes
+ * it when its cached room runs short, and the ring is nearly full: every
+ * buffer is on it) and a store to our producer index, which the kernel
+ * reads there: two cache lines crossing CPUs on top of the frame's own.
+ * So released buffers wait on a stash of up to XDP_STASH and go back
+ * XDP_STASH at a time, one reservation and one release store per batch;
+ * the window (xdp_int.h) counts the stash as held.  The kernel still
+ * finds RING - XDP_BURST - XDP_STASH buffers or more on the fill ring, so
+ * holding a few back never starves it.  fill_flush() empties the stash.
+ */
+static void fill_flush(struct xdp_nic *x)
 {
-	uint32_t idx, m = 0, j = 0;
+	uint32_t idx, m = (uint32_t)x->nstash;
 
-	for (int i = 0; i < n; i++)
-		m += addrs[i] != XDP_NOBUF;
 	if (!m || xsk_ring_prod__reserve(&x->fill, m, &idx) != m)
-		return;
-	for (int i = 0; i < n; i++)
-		if (addrs[i] != XDP_NOBUF)
-			*xsk_ring_prod__fill_addr(&x->fill, idx + j++) = addrs[i];
+		return; /* the fill ring has room for every RX buffer */
+	for (uint32_t i = 0; i < m; i++)
+		*xsk_ring_prod__fill_addr(&x->fill, idx + i) = x->stash[i];
 	xsk_ring_prod__submit(&x->fill, m);
+	x->nstash = 0;
 	if (xsk_ring_prod__needs_wakeup(&x->fill))
 		(void)!recvfrom(x->fd, NULL, 0, MSG_DONTWAIT, NULL, NULL);
+}
+
+/* RX buffers ADDRS[N] (but the XDP_NOBUF entries) back to the kernel, by
+ * way of the stash. */
+static void fill_give(struct xdp_nic *x, const uint64_t *addrs, int n)
+{
+	for (int i = 0; i < n; i++) {
+		if (addrs[i] == XDP_NOBUF)
+			continue;
+		if (x->nstash == XDP_STASH)
+			fill_flush(x);
+		x->stash[x->nstash++] = addrs[i];
+	}
+	if (x->nstash == XDP_STASH)
+		fill_flush(x);
 }
 
 /* Every field of a frame of FLEN bytes whose first FIRST bytes are at P:

@@ -259,7 +259,7 @@ static void xdp_query(const rcp_nic *nic, struct rcp_nic_info *info)
 	info->backend = "xdp";
 	info->mtu = xdp_ofc(nic)->mtu;
 	/* A frame of MTU bytes takes segs RX buffers and ring entries. */
-	info->rx_frames = (xdp_ofc(nic)->ring - XDP_BURST) / 2 / xdp_ofc(nic)->segs;
+	info->rx_frames = (xdp_ofc(nic)->ring - XDP_BURST - XDP_STASH) / 2 / xdp_ofc(nic)->segs;
 	info->caps = RCP_NIC_CAP_CHECKED;
 }
 

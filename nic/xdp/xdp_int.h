@@ -106,8 +106,9 @@
  * The window.  A frame arriving when the fill ring is empty is dropped by
  * the kernel, silently (an unpaced burst of 10,000 frames into a veth
  * delivered 4,095).  The fill ring and RX ring hold RING frames, of
- * which up to XDP_BURST are in the caller's hands, so rx_frames is
- * (RING - XDP_BURST) / 2 / segs (segs: the buffers a frame of MTU bytes
+ * which up to XDP_BURST are in the caller's hands and up to XDP_STASH
+ * released but not yet given back (rx.c), so rx_frames is
+ * (RING - XDP_BURST - XDP_STASH) / 2 / segs (segs: the buffers a frame of MTU bytes
  * takes, 3 at MTU 9000): one sender at a full window leaves half the
  * rings for the rest.
  *
@@ -190,6 +191,7 @@ int rcpi_xdp_err(const char *what, int err);
 #define XDP_RING_MIN 256u
 #define XDP_RING_MAX 16384u
 #define XDP_BURST    64
+#define XDP_STASH    32 /* released RX buffers returned to the fill ring at a time (rx.c) */
 #define XDP_PEERS    1024
 #define XDP_BLOB     7u /* id + MAC */
 #define XDP_KICKS    64 /* kicks per flush before RCP_EAGAIN */
@@ -234,6 +236,8 @@ struct xdp_nic {
 	/* the burst in the caller's hands */
 	uint64_t held[XDP_BURST];
 	int nheld, released;
+	uint64_t stash[XDP_STASH]; /* released, not yet on the fill ring */
+	int nstash;
 	int rx_skip; /* dropping the rest of a chain longer than a burst */
 	uint8_t srcblob[XDP_BURST][XDP_BLOB];
 	struct xdp_peer *peers;
