@@ -63,44 +63,18 @@ static void on_signal(int sig)
 	raise(sig);
 }
 
-/* Namespaces of earlier runs that were killed before their teardown. */
-static void sweep_stale(void)
-{
-	DIR *d = opendir("/run/netns");
-	struct dirent *e;
-
-	if (!d)
-		return;
-	while ((e = readdir(d))) {
-		int pid;
-		char side;
-		if (sscanf(e->d_name, "rcpxdp-%d-%c", &pid, &side) == 2 && pid > 0 &&
-		    kill(pid, 0) < 0 && errno == ESRCH)
-			sh("ip netns del %s 2>/dev/null", e->d_name);
-	}
-	closedir(d);
-}
-
 static void setup_net(void)
 {
 	int pid = (int)getpid();
 
-	if (geteuid() != 0)
-		test_skip_all("needs root (network namespaces, XDP attach)");
-	if (sh("ip -V >/dev/null 2>&1"))
-		test_skip_all("needs iproute2's ip");
 	{
-		/* Not beside tests/cluster_down.sh (it hung with this test
-		 * running; see there): both hold this lock while they run. */
-		const char *td = getenv("TMPDIR");
-		char lk[256];
-		int fd;
-		snprintf(lk, sizeof lk, "%s/rcp-netns-tests.lock", td && *td ? td : "/tmp");
-		fd = open(lk, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-		if (fd >= 0)
-			(void)flock(fd, LOCK_EX); /* released at exit */
+		/* The lock: not beside tests/cluster_down.sh (it hung with
+		 * this test running; see there); held until exit. */
+		int lock;
+		const char *why = test_veth_prepare("rcpxdp", &lock);
+		if (why)
+			test_skip_all(why);
 	}
-	sweep_stale();
 	snprintf(ns_a, sizeof ns_a, "rcpxdp-%d-a", pid);
 	snprintf(ns_b, sizeof ns_b, "rcpxdp-%d-b", pid);
 	snprintf(if_a, sizeof if_a, "rxa%d", pid);

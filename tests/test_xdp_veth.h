@@ -83,26 +83,28 @@ static void test_veth_signal(int sig)
  * it cannot (the caller SKIPs with that reason; nothing is left behind). */
 static const char *test_veth_make(struct test_veth *v, const char *prefix, int mtu)
     __attribute__((unused));
-static const char *test_veth_make(struct test_veth *v, const char *prefix, int mtu)
+/* What every namespace test does first (here and tests/test_xdp.c's
+ * two-namespace set-up): root and iproute2 checked, the namespace tests'
+ * lock taken (*LOCK, held until closed or exit), and namespaces named
+ * PREFIX-PID... that a killed run left behind (a dead PID) deleted.  NULL,
+ * or why the test cannot run (the caller SKIPs with it). */
+static const char *test_veth_prepare(const char *prefix, int *lock) __attribute__((unused));
+static const char *test_veth_prepare(const char *prefix, int *lock)
 {
-	static int registered;
 	const char *td = getenv("TMPDIR");
 	char path[256];
 	struct dirent *e;
 	DIR *d;
-	int pid = (int)getpid();
 
-	v->home = v->lock = -1;
-	v->owner = 0;
+	*lock = -1;
 	if (geteuid() != 0)
 		return "needs root (network namespaces, XDP attach)";
 	if (rcpi_sh("ip -V >/dev/null 2>&1"))
 		return "needs iproute2's ip";
 	snprintf(path, sizeof path, "%s/rcp-netns-tests.lock", td && *td ? td : "/tmp");
-	v->lock = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-	if (v->lock >= 0)
-		(void)flock(v->lock, LOCK_EX);
-	/* Namespaces of runs killed before their teardown. */
+	*lock = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	if (*lock >= 0)
+		(void)flock(*lock, LOCK_EX);
 	if ((d = opendir("/run/netns"))) {
 		size_t pl = strlen(prefix);
 		while ((e = readdir(d))) {
@@ -114,6 +116,19 @@ static const char *test_veth_make(struct test_veth *v, const char *prefix, int m
 		}
 		closedir(d);
 	}
+	return NULL;
+}
+
+static const char *test_veth_make(struct test_veth *v, const char *prefix, int mtu)
+{
+	static int registered;
+	const char *why;
+	int pid = (int)getpid();
+
+	v->home = -1;
+	v->owner = 0;
+	if ((why = test_veth_prepare(prefix, &v->lock)))
+		return why;
 	snprintf(v->ns, sizeof v->ns, "%s-%d", prefix, pid);
 	snprintf(v->ifname[0], IF_NAMESIZE, "%.3sa%d", prefix, pid);
 	snprintf(v->ifname[1], IF_NAMESIZE, "%.3sb%d", prefix, pid);
