@@ -45,8 +45,11 @@ static void fill_give(struct xdp_nic *x, const uint64_t *addrs, int n)
 	for (int i = 0; i < n; i++) {
 		if (addrs[i] == XDP_NOBUF)
 			continue;
-		if (x->nstash == XDP_STASH)
+		if (x->nstash == XDP_STASH) {
 			fill_flush(x);
+			if (x->nstash == XDP_STASH)
+				return; /* cannot happen (room for all); never overrun */
+		}
 		x->stash[x->nstash++] = addrs[i];
 	}
 	if (x->nstash == XDP_STASH)
