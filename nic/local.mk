@@ -6,7 +6,8 @@ if HAVE_SODIUM
 librcp_la_SOURCES += nic/auth.c
 endif
 if HAVE_XDP
-librcp_la_SOURCES += nic/xdp.c nic/xdp_link.c nic/xdp_neigh.c nic/xdp_int.h
+librcp_la_SOURCES += nic/xdp/xdp_int.h nic/xdp/xdp.c nic/xdp/rx.c nic/xdp/tx.c nic/xdp/peers.c \
+	nic/xdp/link.c nic/xdp/neigh.c
 endif
 if HAVE_VERBS
 librcp_la_SOURCES += nic/verbs/verbs.c nic/verbs/ud.c nic/verbs/addr.c nic/verbs/api.c \

@@ -21,7 +21,7 @@
 enum rcpi_nic_id {
 	RCPI_NIC_SHM = 1,
 	RCPI_NIC_UDP = 2,
-	RCPI_NIC_XDP = 3,   /* AF_XDP backend (nic/xdp.c) */
+	RCPI_NIC_XDP = 3,   /* AF_XDP backend (nic/xdp/) */
 	RCPI_NIC_VERBS = 4, /* rdma-core backend (nic/verbs/) */
 };
 

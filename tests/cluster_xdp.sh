@@ -104,7 +104,7 @@ else
 fi
 
 # Jumbo frames: the RPC calls again on a cluster at MTU 9000, where a frame
-# takes three UMEM buffers (nic/xdp.c's multi-buffer chains)
+# takes three UMEM buffers (nic/xdp/rx.c's multi-buffer chains)
 C down >/dev/null 2>&1
 out=$(C up 3 --rate none --mtu 9000 2>&1)
 st=$?

@@ -79,7 +79,7 @@ if HAVE_XDP
 # (SKIP without root or netns).
 check_PROGRAMS += tests/test_xdp
 TESTS += tests/test_xdp
-tests_test_xdp_SOURCES = tests/test_xdp.c tests/testutil.h common/sh.h
+tests_test_xdp_SOURCES = tests/test_xdp.c tests/testutil.h tests/test_xdp_veth.h common/sh.h
 tests_test_xdp_CFLAGS = $(TEST_CFLAGS)
 tests_test_xdp_LDADD = $(TEST_LDADD)
 # ... and at link MTU 9000: frames over several UMEM buffers (multi-buffer)

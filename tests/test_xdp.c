@@ -1,5 +1,5 @@
 /*
- * tests/test_xdp.c — the AF_XDP backend (nic/xdp.c) on a veth pair of its
+ * tests/test_xdp.c — the AF_XDP backend (nic/xdp/) on a veth pair of its
  * own.
  *
  * The test makes two network namespaces joined by a veth pair, names
@@ -38,6 +38,7 @@
 #include <sys/file.h>
 
 #include "testutil.h"
+#include "tests/test_xdp_veth.h"
 #include "common/sh.h"
 
 static char ns_a[32], ns_b[32], if_a[IF_NAMESIZE], if_b[IF_NAMESIZE];
@@ -62,44 +63,18 @@ static void on_signal(int sig)
 	raise(sig);
 }
 
-/* Namespaces of earlier runs that were killed before their teardown. */
-static void sweep_stale(void)
-{
-	DIR *d = opendir("/run/netns");
-	struct dirent *e;
-
-	if (!d)
-		return;
-	while ((e = readdir(d))) {
-		int pid;
-		char side;
-		if (sscanf(e->d_name, "rcpxdp-%d-%c", &pid, &side) == 2 && pid > 0 &&
-		    kill(pid, 0) < 0 && errno == ESRCH)
-			sh("ip netns del %s 2>/dev/null", e->d_name);
-	}
-	closedir(d);
-}
-
 static void setup_net(void)
 {
 	int pid = (int)getpid();
 
-	if (geteuid() != 0)
-		test_skip_all("needs root (network namespaces, XDP attach)");
-	if (sh("ip -V >/dev/null 2>&1"))
-		test_skip_all("needs iproute2's ip");
 	{
-		/* Not beside tests/cluster_down.sh (it hung with this test
-		 * running; see there): both hold this lock while they run. */
-		const char *td = getenv("TMPDIR");
-		char lk[256];
-		int fd;
-		snprintf(lk, sizeof lk, "%s/rcp-netns-tests.lock", td && *td ? td : "/tmp");
-		fd = open(lk, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-		if (fd >= 0)
-			(void)flock(fd, LOCK_EX); /* released at exit */
+		/* The lock: not beside tests/cluster_down.sh (it hung with
+		 * this test running; see there); held until exit. */
+		int lock;
+		const char *why = test_veth_prepare("rcpxdp", &lock);
+		if (why)
+			test_skip_all(why);
 	}
-	sweep_stale();
 	snprintf(ns_a, sizeof ns_a, "rcpxdp-%d-a", pid);
 	snprintf(ns_b, sizeof ns_b, "rcpxdp-%d-b", pid);
 	snprintf(if_a, sizeof if_a, "rxa%d", pid);
@@ -208,44 +183,6 @@ static void close_pair(rcp_nic *a, rcp_nic *b)
 	close_in(ns_b, b);
 }
 
-static int add_peer_of(rcp_nic *to, rcp_nic *whom)
-{
-	char s[RCP_NIC_ADDRSTR_MAX];
-	int peer = -1;
-
-	assert_int_equal(rcp_nic_addr_str(whom, s, sizeof s), 0);
-	assert_int_equal(rcp_nic_peer_add_str(to, s, &peer), 0);
-	return peer;
-}
-
-/* Receives exactly N frames at B (waiting for each burst up to 10 s: a
- * guard against hanging, not a timed assertion), checking each payload
- * (seq = first + i, length LENS[i] or LEN) and its peer. */
-static void recv_n(rcp_nic *b, int n, uint64_t first, const uint32_t *lens, uint32_t len, int peer)
-{
-	struct rcp_nic_frame fr[32];
-	int got = 0;
-
-	while (got < n) {
-		int k = rcp_nic_recv_wait(b, fr, 32, 10 * 1000000000ll);
-		assert_true(k >= 0);
-		if (k == 0) {
-			print_error("only %d of %d frames arrived (seed %llu)\n", got, n,
-			            (unsigned long long)seed);
-			fail();
-		}
-		assert_true(got + k <= n);
-		for (int i = 0; i < k; i++, got++) {
-			uint32_t want = lens ? lens[got] : len;
-			assert_int_equal(fr[i].len, want);
-			assert_int_equal(fr[i].peer, peer);
-			assert_int_equal(test_check(fr[i].data, fr[i].len, first + (uint64_t)got),
-			                 -1);
-		}
-		rcp_nic_release(b, fr, k);
-	}
-}
-
 /* ---- tests --------------------------------------------------------------- */
 
 static void t_addresses(void **state)
@@ -279,7 +216,7 @@ static void t_addresses(void **state)
 	assert_int_equal(rcp_nic_addr_blob(a, blob, &bl), 0);
 	assert_int_equal(blob[0], 3);
 	/* String and blob name the same peer; twice is the same index. */
-	p1 = add_peer_of(b, a);
+	p1 = test_xdp_add_peer_of(b, a);
 	assert_int_equal(rcp_nic_peer_add(b, blob, bl, &p2), 0);
 	assert_int_equal(p1, p2);
 	assert_int_equal(rcp_nic_peer_add_str(b, "xdp:x@02:00:00:00:00:01", &p3), 0);
@@ -308,7 +245,7 @@ static void t_frames(void **state)
 
 	open_pair(&a, &b);
 	assert_int_equal(rcp_nic_query(a, &info), 0);
-	pb = add_peer_of(a, b);
+	pb = test_xdp_add_peer_of(a, b);
 
 	/* Unknown sender first. */
 	test_fill(buf, 100, 7);
@@ -322,7 +259,7 @@ static void t_frames(void **state)
 	assert_int_equal(fr[0].len, 100);
 	assert_int_equal(rcp_nic_peer_add(b, fr[0].src, fr[0].srclen, &p), 0);
 	rcp_nic_release(b, fr, 1);
-	pa = add_peer_of(b, a);
+	pa = test_xdp_add_peer_of(b, a);
 	assert_int_equal(p, pa);
 
 	/* A window at a time, as RCP would. */
@@ -339,7 +276,7 @@ static void t_frames(void **state)
 				;
 			assert_int_equal(rc, 0);
 		}
-		recv_n(b, n, (uint64_t)w * 10000, lens, 0, pa);
+		test_xdp_recv_n(b, n, (uint64_t)w * 10000, lens, 0, pa, seed);
 	}
 	/* And back. */
 	for (int i = 0; i < 50; i++) {
@@ -347,7 +284,7 @@ static void t_frames(void **state)
 		test_fill(buf, 64, 500 + (uint64_t)i);
 		assert_int_equal(rcp_nic_send(b, pa, &v, 1, 0), 0);
 	}
-	recv_n(a, 50, 500, NULL, 64, pb);
+	test_xdp_recv_n(a, 50, 500, NULL, 64, pb, seed);
 	close_pair(a, b);
 }
 
@@ -366,9 +303,9 @@ static void t_small_rings(void **state)
 	assert_int_equal(open_cfg(ns_a, if_a, &cfg, &a), 0);
 	assert_int_equal(open_cfg(ns_b, if_b, &cfg, &b), 0);
 	assert_int_equal(rcp_nic_query(b, &info), 0);
-	assert_int_equal(info.rx_frames, (256 - 64) / 2);
-	pb = add_peer_of(a, b);
-	pa = add_peer_of(b, a);
+	assert_int_equal(info.rx_frames, (256 - 64 - 32) / 2);
+	pb = test_xdp_add_peer_of(a, b);
+	pa = test_xdp_add_peer_of(b, a);
 	for (int w = 0; w < 20; w++) {
 		for (uint32_t i = 0; i < info.rx_frames; i++) {
 			struct iovec v = {buf, info.mtu};
@@ -380,7 +317,8 @@ static void t_small_rings(void **state)
 		}
 		while (rcp_nic_flush(a) == RCP_EAGAIN)
 			;
-		recv_n(b, (int)info.rx_frames, (uint64_t)w * 1000, NULL, info.mtu, pa);
+		test_xdp_recv_n(b, (int)info.rx_frames, (uint64_t)w * 1000, NULL, info.mtu, pa,
+		                seed);
 	}
 	close_pair(a, b);
 }
@@ -395,19 +333,67 @@ static void t_more_flush(void **state)
 	(void)state;
 
 	open_pair(&a, &b);
-	pb = add_peer_of(a, b);
-	pa = add_peer_of(b, a);
+	pb = test_xdp_add_peer_of(a, b);
+	pa = test_xdp_add_peer_of(b, a);
 	for (int i = 0; i < 300; i++) {
 		struct iovec v = {buf, sizeof buf};
 		test_fill(buf, sizeof buf, (uint64_t)i);
 		assert_int_equal(rcp_nic_send(a, pb, &v, 1, RCP_NIC_MORE), 0);
 	}
 	assert_int_equal(rcp_nic_flush(a), 0);
-	recv_n(b, 300, 0, NULL, sizeof buf, pa);
+	test_xdp_recv_n(b, 300, 0, NULL, sizeof buf, pa, seed);
 	assert_int_equal(rcp_nic_get_stats(a, &st), 0);
 	assert_int_equal(st.tx_frames, 300);
 	assert_int_equal(rcp_nic_get_stats(b, &st), 0);
 	assert_int_equal(st.rx_frames, 300);
+	close_pair(a, b);
+}
+
+/* Kicks (sendto calls, counted in stats.wakeups) per frames sent: a
+ * burst under MORE goes out with a kick per batch the kernel takes (32 a
+ * call in copy mode), not one a frame; a send without MORE kicks once
+ * (copy mode always asks, need_wakeup); a flush with nothing waiting
+ * makes none. */
+static void t_kicks(void **state)
+{
+	enum { BURST = 300, SINGLE = 40 };
+	struct rcp_nic_stats st;
+	rcp_nic *a, *b;
+	unsigned char buf[64];
+	struct iovec v = {buf, sizeof buf};
+	uint64_t k0;
+	int pb, pa;
+	(void)state;
+
+	open_pair(&a, &b);
+	pb = test_xdp_add_peer_of(a, b);
+	pa = test_xdp_add_peer_of(b, a);
+	assert_int_equal(rcp_nic_get_stats(a, &st), 0);
+	k0 = st.wakeups;
+	for (int i = 0; i < BURST; i++) {
+		test_fill(buf, sizeof buf, (uint64_t)i);
+		assert_int_equal(rcp_nic_send(a, pb, &v, 1, RCP_NIC_MORE), 0);
+	}
+	assert_int_equal(rcp_nic_flush(a), 0);
+	test_xdp_recv_n(b, BURST, 0, NULL, sizeof buf, pa, seed);
+	assert_int_equal(rcp_nic_get_stats(a, &st), 0);
+	if (st.wakeups - k0 < 1 || st.wakeups - k0 > BURST / 16)
+		fail_msg("%llu kicks for a burst of %d frames",
+		         (unsigned long long)(st.wakeups - k0), BURST);
+	k0 = st.wakeups;
+	assert_int_equal(rcp_nic_flush(a), 0);
+	assert_int_equal(rcp_nic_get_stats(a, &st), 0);
+	assert_int_equal(st.wakeups, k0); /* nothing waited: no kick */
+	for (int i = 0; i < SINGLE; i++) {
+		test_fill(buf, sizeof buf, 1000 + (uint64_t)i);
+		assert_int_equal(rcp_nic_send(a, pb, &v, 1, 0), 0);
+		test_xdp_recv_n(b, 1, 1000 + (uint64_t)i, NULL, sizeof buf, pa, seed);
+	}
+	assert_int_equal(rcp_nic_get_stats(a, &st), 0);
+	/* One each; a kick the kernel answered with EAGAIN is made again. */
+	if (st.wakeups - k0 < SINGLE || st.wakeups - k0 > 2 * SINGLE)
+		fail_msg("%llu kicks for %d single frames", (unsigned long long)(st.wakeups - k0),
+		         SINGLE);
 	close_pair(a, b);
 }
 
@@ -428,15 +414,15 @@ static void t_many_peers(void **state)
 		assert_int_equal(p, i);
 		last = p;
 	}
-	pa = add_peer_of(b, a);
+	pa = test_xdp_add_peer_of(b, a);
 	assert_int_equal(pa, 500);
-	pb = add_peer_of(a, b);
+	pb = test_xdp_add_peer_of(a, b);
 	for (int i = 0; i < 10; i++) {
 		struct iovec v = {buf, sizeof buf};
 		test_fill(buf, sizeof buf, (uint64_t)i);
 		assert_int_equal(rcp_nic_send(a, pb, &v, 1, 0), 0);
 	}
-	recv_n(b, 10, 0, NULL, sizeof buf, pa);
+	test_xdp_recv_n(b, 10, 0, NULL, sizeof buf, pa, seed);
 	assert_int_equal(rcp_nic_peer_remove(b, 250), 0);
 	{
 		struct iovec v = {buf, 1};
@@ -460,8 +446,8 @@ static void t_oversize(void **state)
 
 	open_pair(&a, &b);
 	assert_int_equal(rcp_nic_query(a, &info), 0);
-	pb = add_peer_of(a, b);
-	pa = add_peer_of(b, a);
+	pb = test_xdp_add_peer_of(a, b);
+	pa = test_xdp_add_peer_of(b, a);
 	{
 		struct iovec v = {buf, info.mtu + 1};
 		assert_int_equal(rcp_nic_send(a, pb, &v, 1, 0), RCP_EMSGSIZE);
@@ -472,7 +458,7 @@ static void t_oversize(void **state)
 		struct iovec v = {buf, info.mtu};
 		assert_int_equal(rcp_nic_send(a, pb, &v, 1, 0), 0);
 	}
-	recv_n(b, 1, 42, NULL, info.mtu, pa);
+	test_xdp_recv_n(b, 1, 42, NULL, info.mtu, pa, seed);
 	assert_int_equal(rcp_nic_get_stats(a, &st), 0);
 	assert_int_equal(st.tx_frames, 1);
 	close_pair(a, b);
@@ -490,7 +476,7 @@ static void t_wait_fd(void **state)
 	(void)state;
 
 	open_pair(&a, &b);
-	pb = add_peer_of(a, b);
+	pb = test_xdp_add_peer_of(a, b);
 	pfd.fd = rcp_nic_fd(b);
 	pfd.events = POLLIN;
 	assert_true(pfd.fd >= 0);
@@ -522,8 +508,8 @@ static void t_other_mac(void **state)
 	(void)state;
 
 	open_pair(&a, &b);
-	pb = add_peer_of(a, b);
-	pa = add_peer_of(b, a);
+	pb = test_xdp_add_peer_of(a, b);
+	pa = test_xdp_add_peer_of(b, a);
 	assert_int_equal(rcp_nic_peer_add_str(a, "xdp:x@02:00:00:00:77:77", &pz), 0);
 	test_fill(buf, sizeof buf, 9);
 	{
@@ -531,7 +517,7 @@ static void t_other_mac(void **state)
 		assert_int_equal(rcp_nic_send(a, pz, &v, 1, 0), 0);
 		assert_int_equal(rcp_nic_send(a, pb, &v, 1, 0), 0);
 	}
-	recv_n(b, 1, 9, NULL, sizeof buf, pa);
+	test_xdp_recv_n(b, 1, 9, NULL, sizeof buf, pa, seed);
 	assert_int_equal(rcp_nic_get_stats(b, &st), 0);
 	assert_int_equal(st.rx_dropped, 1);
 	assert_int_equal(st.rx_frames, 1);
@@ -553,7 +539,7 @@ static void t_bad_frames(void **state)
 	(void)state;
 
 	open_pair(&a, &b);
-	pa = add_peer_of(b, a);
+	pa = test_xdp_add_peer_of(b, a);
 	assert_int_equal(rcp_nic_addr_blob(b, mac_b, &ml), 0);
 	ml = sizeof mac_a;
 	assert_int_equal(rcp_nic_addr_blob(a, mac_a, &ml), 0);
@@ -584,9 +570,9 @@ static void t_bad_frames(void **state)
 	test_fill(good, sizeof good, 5);
 	{
 		struct iovec v = {good, sizeof good};
-		assert_int_equal(rcp_nic_send(a, add_peer_of(a, b), &v, 1, 0), 0);
+		assert_int_equal(rcp_nic_send(a, test_xdp_add_peer_of(a, b), &v, 1, 0), 0);
 	}
-	recv_n(b, 1, 5, NULL, sizeof good, pa);
+	test_xdp_recv_n(b, 1, 5, NULL, sizeof good, pa, seed);
 	assert_int_equal(rcp_nic_get_stats(b, &st), 0);
 	assert_int_equal(st.rx_dropped, 4);
 	assert_int_equal(st.rx_frames, 1);
@@ -608,7 +594,7 @@ static uint32_t prog_ids(const char *ns, const char *ifname)
 }
 
 /* On veth, auto (RCP_XDP_MODE unset) attaches in generic mode: veth's
- * native mode copies every frame once more (nic/xdp_link.c, top). */
+ * native mode copies every frame once more (nic/xdp/link.c, top). */
 static void t_veth_generic(void **state)
 {
 	LIBBPF_OPTS(bpf_xdp_query_opts, q);
@@ -681,14 +667,14 @@ static void t_attach_lifecycle(void **state)
 	assert_int_equal(p2, p);
 	assert_int_equal(rcp_nic_peer_add_str(a, "xdp:any@198.18.0.299", &p2), RCP_EADDR);
 	leave();
-	assert_int_equal(p, add_peer_of(a, b));
-	pa = add_peer_of(b, a);
+	assert_int_equal(p, test_xdp_add_peer_of(a, b));
+	pa = test_xdp_add_peer_of(b, a);
 	test_fill(buf, sizeof buf, 3);
 	{
 		struct iovec v = {buf, sizeof buf};
 		assert_int_equal(rcp_nic_send(a, p, &v, 1, 0), 0);
 	}
-	recv_n(b, 1, 3, NULL, sizeof buf, pa);
+	test_xdp_recv_n(b, 1, 3, NULL, sizeof buf, pa, seed);
 	close_pair(a, b);
 	assert_int_equal(prog_ids(ns_a, if_a), 0);
 	assert_int_equal(prog_ids(ns_b, if_b), 0);
@@ -841,6 +827,7 @@ int main(void)
 	    cmocka_unit_test_teardown(t_addresses, close_all),
 	    cmocka_unit_test_teardown(t_frames, close_all),
 	    cmocka_unit_test_teardown(t_more_flush, close_all),
+	    cmocka_unit_test_teardown(t_kicks, close_all),
 	    cmocka_unit_test_teardown(t_many_peers, close_all),
 	    cmocka_unit_test_teardown(t_oversize, close_all),
 	    cmocka_unit_test_teardown(t_wait_fd, close_all),

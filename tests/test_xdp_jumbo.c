@@ -1,7 +1,7 @@
 /*
  * tests/test_xdp_jumbo.c — the xdp backend at link MTU 9000, where a frame
  * outgrows one 4 KiB UMEM buffer and the kernel hands it up as a chain of
- * descriptors (multi-buffer, XDP_USE_SG): nic/xdp.c joins the chain and
+ * descriptors (multi-buffer, XDP_USE_SG): nic/xdp/rx.c joins the chain and
  * gathers a long send over several TX buffers.
  *
  * On a veth pair inside a namespace of its own (tests/test_xdp_veth.h):
@@ -43,41 +43,6 @@ static int close_eps(void **state)
 	return 0;
 }
 
-static int add_peer_of(rcp_nic *to, rcp_nic *whom)
-{
-	char s[RCP_NIC_ADDRSTR_MAX];
-	int peer = -1;
-	assert_int_equal(rcp_nic_addr_str(whom, s, sizeof s), 0);
-	assert_int_equal(rcp_nic_peer_add_str(to, s, &peer), 0);
-	return peer;
-}
-
-/* Receives exactly N frames at B (each burst waited for up to 10 s: a
- * guard against hanging, not a timed assertion), frame i of length
- * LENS[i] or LEN holding test_fill(FIRST + i), from PEER. */
-static void recv_n(rcp_nic *b, int n, uint64_t first, const uint32_t *lens, uint32_t len, int peer)
-{
-	struct rcp_nic_frame fr[32];
-	int got = 0;
-
-	while (got < n) {
-		int k = rcp_nic_recv_wait(b, fr, 32, 10 * 1000000000ll);
-		assert_true(k >= 0);
-		if (k == 0)
-			fail_msg("only %d of %d frames arrived (seed %llu)", got, n,
-			         (unsigned long long)seed);
-		assert_true(got + k <= n);
-		for (int i = 0; i < k; i++, got++) {
-			assert_int_equal(fr[i].len, lens ? lens[got] : len);
-			assert_int_equal(fr[i].peer, peer);
-			if (test_check(fr[i].data, fr[i].len, first + (uint64_t)got) != -1)
-				fail_msg("frame %d (%u B) corrupt (seed %llu)", got, fr[i].len,
-				         (unsigned long long)seed);
-		}
-		rcp_nic_release(b, fr, k);
-	}
-}
-
 /* Every size around the boundaries of one RX buffer (3840 B with the
  * kernel's headroom, 3824 B of payload) and one TX buffer (4096 B), and
  * random sizes up to the MTU, both ways, gathered from two iovecs, sent
@@ -100,8 +65,8 @@ static void t_sizes(void **state)
 	open_ep(1, NULL, &ep[1]);
 	assert_int_equal(rcp_nic_query(ep[0], &info), 0);
 	assert_int_equal(info.mtu, 9000 - 2);
-	peer[1] = add_peer_of(ep[0], ep[1]);
-	peer[0] = add_peer_of(ep[1], ep[0]);
+	peer[1] = test_xdp_add_peer_of(ep[0], ep[1]);
+	peer[0] = test_xdp_add_peer_of(ep[1], ep[0]);
 	for (int i = 0; i < NE + NR; i++)
 		lens[i] = i < NE ? edge[i] : 1 + (uint32_t)(test_rand(&s) % info.mtu);
 	for (int dir = 0; dir < 2; dir++) {
@@ -122,9 +87,10 @@ static void t_sizes(void **state)
 				if (!more || i % 16 == 15 || i + 1 == NE + NR) {
 					while (rcp_nic_flush(from) == RCP_EAGAIN)
 						;
-					recv_n(to, more ? i % 16 + 1 : 1,
-					       first + (uint64_t)(i - (more ? i % 16 : 0)),
-					       lens + (more ? i - i % 16 : i), 0, peer[dir]);
+					test_xdp_recv_n(to, more ? i % 16 + 1 : 1,
+					                first + (uint64_t)(i - (more ? i % 16 : 0)),
+					                lens + (more ? i - i % 16 : i), 0,
+					                peer[dir], seed);
 				}
 			}
 		}
@@ -151,9 +117,9 @@ static void t_window(void **state)
 	open_ep(0, &cfg, &a);
 	open_ep(1, &cfg, &b);
 	assert_int_equal(rcp_nic_query(b, &info), 0);
-	assert_int_equal(info.rx_frames, (256 - 64) / 2 / 3);
-	pb = add_peer_of(a, b);
-	pa = add_peer_of(b, a);
+	assert_int_equal(info.rx_frames, (256 - 64 - 32) / 2 / 3);
+	pb = test_xdp_add_peer_of(a, b);
+	pa = test_xdp_add_peer_of(b, a);
 	for (int w = 0; w < 20; w++) {
 		for (uint32_t i = 0; i < info.rx_frames; i++) {
 			struct iovec v = {buf, info.mtu};
@@ -165,7 +131,8 @@ static void t_window(void **state)
 		}
 		while (rcp_nic_flush(a) == RCP_EAGAIN)
 			;
-		recv_n(b, (int)info.rx_frames, (uint64_t)w * 1000, NULL, info.mtu, pa);
+		test_xdp_recv_n(b, (int)info.rx_frames, (uint64_t)w * 1000, NULL, info.mtu, pa,
+		                seed);
 	}
 }
 
@@ -186,8 +153,8 @@ static void t_bad_chains(void **state)
 
 	open_ep(0, NULL, &a);
 	open_ep(1, NULL, &b);
-	pa = add_peer_of(b, a);
-	pb = add_peer_of(a, b);
+	pa = test_xdp_add_peer_of(b, a);
+	pb = test_xdp_add_peer_of(a, b);
 	assert_int_equal(rcp_nic_addr_blob(b, mac_b, &ml), 0);
 	ml = sizeof mac_a;
 	assert_int_equal(rcp_nic_addr_blob(a, mac_a, &ml), 0);
@@ -224,7 +191,7 @@ static void t_bad_chains(void **state)
 		test_fill(good, sizeof good, 77);
 		assert_int_equal(rcp_nic_send(a, pb, &v, 1, 0), 0);
 	}
-	recv_n(b, 1, 77, NULL, 8998, pa);
+	test_xdp_recv_n(b, 1, 77, NULL, 8998, pa, seed);
 	assert_int_equal(rcp_nic_get_stats(b, &st), 0);
 	assert_int_equal(st.rx_dropped, nbad);
 	assert_int_equal(st.rx_frames, 1);

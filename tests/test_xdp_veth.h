@@ -14,6 +14,10 @@
  * process holds the lock tests/test_xdp.c and tests/cluster_down.sh take
  * ($TMPDIR/rcp-netns-tests.lock), so namespace tests run one at a time.
  *
+ * test_xdp_add_peer_of() and test_xdp_recv_n() are what tests/test_xdp.c
+ * and tests/test_xdp_jumbo.c both do with a pair of xdp endpoints: add
+ * one as the other's peer, receive a counted run of patterned frames.
+ *
  * setns() moves only the calling thread: call these from a process that
  * has no other threads (cmocka makes none).
  */
@@ -30,7 +34,10 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <rcp/nic.h>
+
 #include "common/sh.h"
+#include "tests/testutil.h"
 
 struct test_veth {
 	char ns[40];
@@ -76,26 +83,28 @@ static void test_veth_signal(int sig)
  * it cannot (the caller SKIPs with that reason; nothing is left behind). */
 static const char *test_veth_make(struct test_veth *v, const char *prefix, int mtu)
     __attribute__((unused));
-static const char *test_veth_make(struct test_veth *v, const char *prefix, int mtu)
+/* What every namespace test does first (here and tests/test_xdp.c's
+ * two-namespace set-up): root and iproute2 checked, the namespace tests'
+ * lock taken (*LOCK, held until closed or exit), and namespaces named
+ * PREFIX-PID... that a killed run left behind (a dead PID) deleted.  NULL,
+ * or why the test cannot run (the caller SKIPs with it). */
+static const char *test_veth_prepare(const char *prefix, int *lock) __attribute__((unused));
+static const char *test_veth_prepare(const char *prefix, int *lock)
 {
-	static int registered;
 	const char *td = getenv("TMPDIR");
 	char path[256];
 	struct dirent *e;
 	DIR *d;
-	int pid = (int)getpid();
 
-	v->home = v->lock = -1;
-	v->owner = 0;
+	*lock = -1;
 	if (geteuid() != 0)
 		return "needs root (network namespaces, XDP attach)";
 	if (rcpi_sh("ip -V >/dev/null 2>&1"))
 		return "needs iproute2's ip";
 	snprintf(path, sizeof path, "%s/rcp-netns-tests.lock", td && *td ? td : "/tmp");
-	v->lock = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-	if (v->lock >= 0)
-		(void)flock(v->lock, LOCK_EX);
-	/* Namespaces of runs killed before their teardown. */
+	*lock = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	if (*lock >= 0)
+		(void)flock(*lock, LOCK_EX);
 	if ((d = opendir("/run/netns"))) {
 		size_t pl = strlen(prefix);
 		while ((e = readdir(d))) {
@@ -107,6 +116,19 @@ static const char *test_veth_make(struct test_veth *v, const char *prefix, int m
 		}
 		closedir(d);
 	}
+	return NULL;
+}
+
+static const char *test_veth_make(struct test_veth *v, const char *prefix, int mtu)
+{
+	static int registered;
+	const char *why;
+	int pid = (int)getpid();
+
+	v->home = -1;
+	v->owner = 0;
+	if ((why = test_veth_prepare(prefix, &v->lock)))
+		return why;
 	snprintf(v->ns, sizeof v->ns, "%s-%d", prefix, pid);
 	snprintf(v->ifname[0], IF_NAMESIZE, "%.3sa%d", prefix, pid);
 	snprintf(v->ifname[1], IF_NAMESIZE, "%.3sb%d", prefix, pid);
@@ -135,6 +157,47 @@ static const char *test_veth_make(struct test_veth *v, const char *prefix, int m
 		return "cannot enter the namespace (setns)";
 	}
 	return NULL;
+}
+
+/* ---- frames over an xdp pair (tests/test_xdp.c, tests/test_xdp_jumbo.c) -- */
+
+/* Adds WHOM's address (its own string) as a peer of TO: the index. */
+static inline int test_xdp_add_peer_of(rcp_nic *to, rcp_nic *whom)
+{
+	char s[RCP_NIC_ADDRSTR_MAX];
+	int peer = -1;
+
+	assert_int_equal(rcp_nic_addr_str(whom, s, sizeof s), 0);
+	assert_int_equal(rcp_nic_peer_add_str(to, s, &peer), 0);
+	return peer;
+}
+
+/* Receives exactly N frames at B (each burst waited for up to 10 s: a
+ * guard against hanging, not a timed assertion), frame i of length
+ * LENS[i] or LEN holding test_fill(FIRST + i), from PEER; SEED is printed
+ * on a failure. */
+static inline void test_xdp_recv_n(rcp_nic *b, int n, uint64_t first, const uint32_t *lens,
+                                   uint32_t len, int peer, uint64_t seed)
+{
+	struct rcp_nic_frame fr[32];
+	int got = 0;
+
+	while (got < n) {
+		int k = rcp_nic_recv_wait(b, fr, 32, 10 * 1000000000ll);
+		assert_true(k >= 0);
+		if (k == 0)
+			fail_msg("only %d of %d frames arrived (seed %llu)", got, n,
+			         (unsigned long long)seed);
+		assert_true(got + k <= n);
+		for (int i = 0; i < k; i++, got++) {
+			assert_int_equal(fr[i].len, lens ? lens[got] : len);
+			assert_int_equal(fr[i].peer, peer);
+			if (test_check(fr[i].data, fr[i].len, first + (uint64_t)got) != -1)
+				fail_msg("frame %d (%u B) corrupt (seed %llu)", got, fr[i].len,
+				         (unsigned long long)seed);
+		}
+		rcp_nic_release(b, fr, k);
+	}
 }
 
 #endif

@@ -127,7 +127,7 @@ struct rcp_nic_stats {
 	uint64_t tx_frames, tx_bytes, tx_eagain;
 	uint64_t rx_frames, rx_bytes;
 	uint64_t rx_dropped; /* malformed/oversized/unattributable input */
-	uint64_t wakeups;    /* doorbells sent (shm) */
+	uint64_t wakeups;    /* doorbells sent (shm), TX kicks made (xdp) */
 	/* faults wrapper */
 	uint64_t f_dropped, f_duplicated, f_reordered, f_corrupted, f_delayed;
 	/* job key (auth wrapper): frames refused for a missing/wrong MAC */

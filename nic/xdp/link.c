@@ -1,6 +1,6 @@
 /*
- * nic/xdp_link.c — the xdp backend's XDP program on an interface, and who
- * owns the interface (nic/xdp.c has the rings, frames and peers).
+ * nic/xdp/link.c — the xdp backend's XDP program on an interface, and who
+ * owns the interface (the other files of nic/xdp/ have the rings, frames and peers).
  *
  * Fifteen BPF instructions assembled here and loaded at open (no BPF
  * object file, so no clang at build time): a frame with our EtherType goes
@@ -53,7 +53,7 @@
 #include <xdp/xsk.h>
 
 #include "nic/nic_int.h"
-#include "nic/xdp_int.h"
+#include "nic/xdp/xdp_int.h"
 
 #define XDP_PROG_NAME "rcp_xdp" /* how the next open knows ours */
 

@@ -1,7 +1,7 @@
 /*
- * nic/xdp_neigh.c — the xdp backend's peer strings: a MAC address, or an
+ * nic/xdp/neigh.c — the xdp backend's peer strings: a MAC address, or an
  * IPv4 address whose MAC the kernel's neighbour table (ARP) knows.
- * nic/xdp.c keeps the peers; this file only finds their MACs.
+ * peers.c keeps the peers; this file only finds their MACs.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "nic/nic_int.h"
-#include "nic/xdp_int.h"
+#include "nic/xdp/xdp_int.h"
 
 int rcpi_xdp_parse_mac(const char *s, uint8_t mac[6])
 {
