@@ -116,6 +116,10 @@ struct rcp_ep_stats {
 	/* RMA transfer results given back for no transfer outstanding (a
 	 * token twice, or after the core shut down): ignored (rcp/rmaq.c). */
 	uint64_t rma_stale;
+	/* Round-trip samples taken from acks (RFC 6298 estimate).  None on
+	 * a nic that never loses frames (RCP_NIC_CAP_RELIABLE, shm): there
+	 * the RTO stays at its floor and nothing else needs the estimate. */
+	uint64_t rtt_samples;
 };
 
 /* ---- endpoints ---- */
