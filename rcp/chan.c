@@ -53,6 +53,7 @@ void rcpi_chan_reset(rcp_chan *ch, int error)
 	rcpi_fail_list(&ch->streamq, error);
 	rcpi_fail_list(&ch->busyq, error);
 	rcpi_fail_list(&ch->rndv, error);
+	ch->next_rx = NULL; /* failed below, as direct or posted */
 	if (ch->direct) {
 		rcp_req *r = ch->direct; /* the earliest posted (chan.h, DIRECT) */
 		ch->direct = NULL;

@@ -238,6 +238,12 @@ struct rcp_chan {
 	 * list (msg.c match_posted).  It is the earliest posted receive that
 	 * could take this channel's next message; never promised by READY. */
 	rcp_req *direct;
+	/* The NEXT receive (rcpc_irecv_next): posted for this channel's next
+	 * message only; a message start held unexpected on the channel while
+	 * it is posted (another tag came first) completes it with RCP_ENOENT
+	 * (msg.c, rcpi_next_miss).  At most one, of one frame or less: never
+	 * promised by READY. */
+	rcp_req *next_rx;
 	int accepted;    /* made for an unknown sender, unseen by the user (HANDSHAKE) */
 	uint64_t echo;   /* the peer's last challenge: our ACKs echo it (HANDSHAKE) */
 	int unreachable; /* ICMP says so, and nothing heard since: close won't linger */
@@ -413,6 +419,7 @@ int rcpi_send_can_start(rcp_chan *ch, const rcp_req *r);
 int rcpi_send_start(rcp_chan *ch, rcp_req *r, uint64_t now);
 void rcpi_chan_pump(rcp_chan *ch, uint64_t now);
 void rcpi_recv_unpost(rcp_req *r);
+void rcpi_next_miss(rcp_chan *ch);
 void rcpi_credit_return(rcp_chan *ch);
 void rcpi_credit_demand(rcp_chan *ch);
 void rcpi_rts_matched(rcp_chan *ch, rcp_req *r, uint32_t msg, uint64_t tag, size_t total, int rma,

@@ -132,6 +132,8 @@ static RCPI_HOT_INLINE int input_small(rcp_chan *ch, const struct rcpw_hdr *h,
 	ch->credits_taken++;
 	/* The direct receive is matched (msg.c recv_matched, unpost). */
 	ch->direct = NULL;
+	if (RCPI_UNLIKELY(ch->next_rx == r))
+		ch->next_rx = NULL;
 	ch->posted_specific--;
 	r->src = ch;
 	r->msg = h->msg;
@@ -662,6 +664,48 @@ int rcpc_irecv(rcpc_core *c, rcp_chan *ch, uint64_t tag, void *buf, size_t len, 
 			rcpi_credit_demand(container_of(p, struct unexp, link)->ch);
 	}
 	return 0;
+}
+
+/* NEXT RECEIVES.  A layer that must take a channel's messages in order
+ * whatever their tags (relinked PVM: pvm_precv(tid, tag) delivers the
+ * first message from TID with TAG, and other kinds of message sent
+ * before it must be handled first) could post a receive only after a
+ * probe found the message at the channel's head, so every such message
+ * went the unexpected way: buffered, then copied out.  A NEXT receive is
+ * posted ahead instead and takes the channel's next message only if its
+ * tag is TAG; when another message starts first it is held unexpected as
+ * before and the receive ends with RCP_ENOENT, so the caller looks at the
+ * head as it would have.  Posted only when the channel holds no
+ * unexpected message (else the first one decides at once: taken when its
+ * tag matches, RCP_ENOENT returned when not), at most one per channel,
+ * for a buffer of one frame or less (never promised by READY, whose
+ * promise would bind a later message to it). */
+int rcpc_irecv_next(rcpc_core *c, rcp_chan *ch, uint64_t tag, void *buf, size_t len,
+                    uint64_t now, rcp_req **req)
+{
+	struct list *p;
+	int rc;
+
+	if (!c || !ch || !req || ch->core != c || (!buf && len))
+		return RCP_EINVAL;
+	if (len > c->payload_max)
+		return RCP_EMSGSIZE;
+	if (ch->next_rx)
+		return RCP_EBUSY;
+	if (ch->unexp_count) {
+		for (p = c->unexp.next; p != &c->unexp; p = p->next) {
+			struct unexp *u = container_of(p, struct unexp, link);
+			if (u->ch != ch)
+				continue;
+			if (!tag_match(tag, u->tag))
+				return RCP_ENOENT;
+			break; /* rcpc_irecv takes this one: the first of CH with TAG */
+		}
+	}
+	rc = rcpc_irecv(c, ch, tag, buf, len, now, req);
+	if (!rc && (*req)->state == R_POSTED)
+		ch->next_rx = *req;
+	return rc;
 }
 
 int rcpc_mcast(rcp_chan **chans, int n, uint64_t tag, const void *buf, size_t len, uint64_t now,

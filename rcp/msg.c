@@ -389,6 +389,8 @@ inline void rcpi_recv_unpost(rcp_req *r)
 	if (r->chan) {
 		if (r->chan->direct == r)
 			r->chan->direct = NULL;
+		if (r->chan->next_rx == r)
+			r->chan->next_rx = NULL;
 		/* No chan_retime: one receive less moves no deadline earlier
 		 * (TIMERS: keys are lower bounds); cancel marks it, so an idle
 		 * channel leaves the heap at once. */
@@ -396,6 +398,16 @@ inline void rcpi_recv_unpost(rcp_req *r)
 		if (r->chan->reserved == r)
 			r->chan->reserved = NULL;
 	}
+}
+
+/* A message start of CH was held unexpected while CH's NEXT receive was
+ * posted (chan.h): another message came first, so that receive ends with
+ * RCP_ENOENT and the message stays for rcpc_probe and rcpc_irecv. */
+void rcpi_next_miss(rcp_chan *ch)
+{
+	rcp_req *r = ch->next_rx;
+	rcpi_recv_unpost(r);
+	rcpi_complete(r, RCP_ENOENT);
 }
 
 /* Message data went into R; complete it once all bytes are accounted. */
@@ -801,6 +813,8 @@ void rcpi_process_inorder(rcp_chan *ch, const struct rcpw_hdr *h, const unsigned
 			rcpi_unexp_hold(c, u);
 			rcpi_credit_demand(ch);
 			c->st.unexpected_msgs++;
+			if (RCPI_UNLIKELY(ch->next_rx))
+				rcpi_next_miss(ch);
 		}
 		ready_stale(ch);
 		return;
@@ -829,6 +843,8 @@ void rcpi_process_inorder(rcp_chan *ch, const struct rcpw_hdr *h, const unsigned
 			rcpi_unexp_hold(c, u);
 			rcpi_credit_demand(ch);
 			c->st.unexpected_msgs++;
+			if (RCPI_UNLIKELY(ch->next_rx))
+				rcpi_next_miss(ch);
 		}
 		ready_stale(ch);
 		return;
