@@ -572,8 +572,10 @@ int rcpc_isend_detached(rcp_chan *ch, uint64_t tag, const void *buf, size_t len,
 	return 0;
 }
 
-int rcpc_irecv(rcpc_core *c, rcp_chan *ch, uint64_t tag, void *buf, size_t len, uint64_t now,
-               rcp_req **req)
+/* rcpc_irecv's body, inlined into both its callers (rcpc_irecv_next
+ * calls it too: out of line, the common receive paid a call). */
+static RCPI_HOT_INLINE int irecv(rcpc_core *c, rcp_chan *ch, uint64_t tag, void *buf, size_t len,
+                                 uint64_t now, rcp_req **req)
 {
 	struct list *p;
 	rcp_req *r;
@@ -702,10 +704,16 @@ int rcpc_irecv_next(rcpc_core *c, rcp_chan *ch, uint64_t tag, void *buf, size_t 
 			break; /* rcpc_irecv takes this one: the first of CH with TAG */
 		}
 	}
-	rc = rcpc_irecv(c, ch, tag, buf, len, now, req);
+	rc = irecv(c, ch, tag, buf, len, now, req);
 	if (!rc && (*req)->state == R_POSTED)
 		ch->next_rx = *req;
 	return rc;
+}
+
+int rcpc_irecv(rcpc_core *c, rcp_chan *ch, uint64_t tag, void *buf, size_t len, uint64_t now,
+               rcp_req **req)
+{
+	return irecv(c, ch, tag, buf, len, now, req);
 }
 
 int rcpc_mcast(rcp_chan **chans, int n, uint64_t tag, const void *buf, size_t len, uint64_t now,
