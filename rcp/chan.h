@@ -303,6 +303,7 @@ struct rcpc_core {
 	struct rcpc_io io;
 	void *owner;
 	uint32_t payload_max; /* mtu - header */
+	uint32_t small_max;   /* min(inline_max, payload_max): SMALL SENDS (core.c) */
 	struct list chans;
 	struct list dirty; /* channels rcpi_chan_flush() must look at (FLUSH) */
 	/* Posted receives (R_POSTED / R_READY) are by channel (rcp_chan.direct
@@ -519,8 +520,10 @@ static inline void rx_set(rcp_chan *ch, uint32_t seq, int v)
 
 static inline int chan_has_work(const rcp_chan *ch)
 {
-	return ch->tx_una != ch->tx_next || !list_empty(&ch->startq) || !list_empty(&ch->streamq) ||
-	       !list_empty(&ch->busyq) || !list_empty(&ch->rndv) || ch->posted_specific ||
+	/* (A receive posted for the channel first: the common "work" of a
+	 * small exchange, whose sender has posted the reply's receive.) */
+	return ch->posted_specific || ch->tx_una != ch->tx_next || !list_empty(&ch->startq) ||
+	       !list_empty(&ch->streamq) || !list_empty(&ch->busyq) || !list_empty(&ch->rndv) ||
 	       ch->ctl_count;
 }
 

@@ -208,14 +208,19 @@ void rcpc_input(rcpc_core *c, int peer, const void *src, size_t srclen, const vo
 
 int rcpc_flush(rcpc_core *c, uint64_t now)
 {
-	struct list todo;
-	/* Take the list first: what chan_flush touches again (an ack the nic
-	 * refused) waits for the next flush instead of looping here. */
-	list_take(&todo, &c->dirty);
-	while (!list_empty(&todo)) {
-		rcp_chan *ch = container_of(todo.next, rcp_chan, dlink);
-		list_del(&ch->dlink);
-		rcpi_chan_flush(ch, now);
+	/* (After a small exchange's frame nothing is dirty: input_done did
+	 * the flush's work.) */
+	if (!list_empty(&c->dirty)) {
+		struct list todo;
+		/* Take the list first: what chan_flush touches again (an ack
+		 * the nic refused) waits for the next flush instead of looping
+		 * here. */
+		list_take(&todo, &c->dirty);
+		while (!list_empty(&todo)) {
+			rcp_chan *ch = container_of(todo.next, rcp_chan, dlink);
+			list_del(&ch->dlink);
+			rcpi_chan_flush(ch, now);
+		}
 	}
 	core_push(c);
 	return rcpi_take_completed(c);
@@ -237,6 +242,7 @@ int rcpc_core_new(const struct rcpc_params *p, const struct rcpc_io *io, void *o
 	c->io = *io;
 	c->owner = owner;
 	c->payload_max = p->mtu - RCPW_HLEN;
+	c->small_max = c->p.inline_max < c->payload_max ? c->p.inline_max : c->payload_max;
 	list_init(&c->chans);
 	list_init(&c->dirty);
 	c->cbtail = &c->cbq;
@@ -396,7 +402,7 @@ static RCPI_HOT_INLINE int send_small(rcp_chan *ch, uint64_t tag, const void *bu
 	uint32_t msg;
 	uint64_t live;
 
-	if (len > c->p.inline_max || len > c->payload_max || ch->ctl_count ||
+	if (len > c->small_max || ch->ctl_count ||
 	    !list_empty(&ch->startq) || ch->rma_start || ch->credits_used == ch->credits_granted ||
 	    ch->tx_next - ch->tx_una >= window(ch) || rcpi_chan_resend_due(ch))
 		return 0;
