@@ -420,6 +420,7 @@ int rcpi_send_can_start(rcp_chan *ch, const rcp_req *r);
 int rcpi_send_start(rcp_chan *ch, rcp_req *r, uint64_t now);
 void rcpi_chan_pump(rcp_chan *ch, uint64_t now);
 void rcpi_recv_unpost(rcp_req *r);
+rcp_req *rcpi_match_posted(rcpc_core *c, rcp_chan *ch, uint64_t tag);
 void rcpi_next_miss(rcp_chan *ch);
 void rcpi_credit_return(rcp_chan *ch);
 void rcpi_credit_demand(rcp_chan *ch);

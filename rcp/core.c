@@ -108,11 +108,14 @@ static RCPI_HOT_INLINE void input_done(rcp_chan *ch, uint64_t now)
 
 /* SMALL RECEIVES.  A whole message in one frame (eager DATA), the next in
  * sequence with nothing held past a gap, the channel's next message, with
- * a credit it took, for the channel's direct receive (chan.h, DIRECT):
- * what recv.c process_reliable and msg.c process_inorder would do, here
- * without their general cases (holes, held frames, other frame types,
- * the posted lists, unexpected messages, READY promises).  Returns 1 if
- * H was taken so, else 0 (nothing changed). */
+ * a credit it took, for a posted receive: what recv.c process_reliable and
+ * msg.c process_inorder would do, here without their general cases
+ * (holes, held frames, other frame types, unexpected messages, READY
+ * promises).  The receive is the channel's direct one (chan.h, DIRECT)
+ * or, when it has none, the one the posted lists give (a layer with
+ * receives posted for any channel, as relinked PVM's for its control
+ * messages, has no direct receive).  Returns 1 if H was taken so, else 0
+ * (nothing changed). */
 static RCPI_HOT_INLINE int input_small(rcp_chan *ch, const struct rcpw_hdr *h,
                                        const unsigned char *pl)
 {
@@ -121,20 +124,31 @@ static RCPI_HOT_INLINE int input_small(rcp_chan *ch, const struct rcpw_hdr *h,
 
 	if ((h->flags & (RCPW_F_FIRST | RCPW_F_EAGER | RCPW_F_STREAM)) !=
 	        (RCPW_F_FIRST | RCPW_F_EAGER) ||
-	    h->type != RCPW_DATA || !r || h->seq != ch->rx_next || ch->rx_gaps ||
-	    h->msg != ch->rx_msg_next || ch->credits_taken == ch->credits_given || ch->reserved ||
-	    !tag_match(r->tag, h->tag))
+	    h->type != RCPW_DATA || h->seq != ch->rx_next || ch->rx_gaps ||
+	    h->msg != ch->rx_msg_next || ch->credits_taken == ch->credits_given || ch->reserved)
 		return 0;
+	if (r) {
+		if (!tag_match(r->tag, h->tag))
+			return 0;
+	} else if (!ch->posted_specific && list_empty(&ch->core->posted_any)) {
+		return 0; /* unexpected */
+	} else if (!(r = rcpi_match_posted(ch->core, ch, h->tag))) {
+		return 0;
+	}
 	ch->rx_taken = 1;
 	if (h->flags & RCPW_F_ACKREQ)
 		ch->ack_now = 1;
 	ch->rx_msg_next++;
 	ch->credits_taken++;
-	/* The direct receive is matched (msg.c recv_matched, unpost). */
-	ch->direct = NULL;
-	if (RCPI_UNLIKELY(ch->next_rx == r))
-		ch->next_rx = NULL;
-	ch->posted_specific--;
+	/* The receive is matched (msg.c recv_matched, unpost). */
+	if (r == ch->direct) {
+		ch->direct = NULL;
+		if (RCPI_UNLIKELY(ch->next_rx == r))
+			ch->next_rx = NULL;
+		ch->posted_specific--;
+	} else {
+		rcpi_recv_unpost(r);
+	}
 	r->src = ch;
 	r->msg = h->msg;
 	r->tag = h->tag;

@@ -373,7 +373,7 @@ static RCPI_HOT_INLINE rcp_req *first_match(struct list *l, uint64_t tag)
 /* The first posted receive for (CH, TAG): CH's direct one (chan.h,
  * DIRECT: posted before every other that could take it), else the earlier
  * of CH's own and the any-channel ones (each list in posting order). */
-static RCPI_HOT_INLINE rcp_req *match_posted(rcpc_core *c, rcp_chan *ch, uint64_t tag)
+RCPI_HOT_INLINE rcp_req *rcpi_match_posted(rcpc_core *c, rcp_chan *ch, uint64_t tag)
 {
 	rcp_req *r, *w;
 	if (ch->direct && tag_match(ch->direct->tag, tag))
@@ -782,7 +782,7 @@ void rcpi_process_inorder(rcp_chan *ch, const struct rcpw_hdr *h, const unsigned
 		/* Eager: the whole message is here. */
 		if (credit_take(ch))
 			return;
-		r = match_posted(c, ch, h->tag);
+		r = rcpi_match_posted(c, ch, h->tag);
 		if (r) {
 			recv_matched(ch, r, h->msg, h->tag, h->len);
 			place(r, 0, pl, h->len);
@@ -821,7 +821,7 @@ void rcpi_process_inorder(rcp_chan *ch, const struct rcpw_hdr *h, const unsigned
 	case RCPW_RTS:
 		if (msg_start(ch, h) || credit_take(ch))
 			return;
-		r = match_posted(c, ch, h->tag);
+		r = rcpi_match_posted(c, ch, h->tag);
 		if (r) {
 			rcpi_credit_return(ch);
 			rcpi_rts_matched(ch, r, h->msg, h->tag, h->arg, rts_rma(h->flags), pl,
