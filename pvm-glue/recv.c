@@ -696,8 +696,8 @@ static int fast_step(void *arg)
 		if (!x->r && x->w.tag != -1) {
 			cs = pvmrcpi_cs(p, x->w.ctx);
 			if (cs && cs->cur_req <= cs->drained &&
-			    rcp_irecv_next(p->ep, p->ch, pr_rtag(x->w.ctx, x->w.tag), x->buf, x->cap,
-			                   &x->r))
+			    rcp_irecv_next(p->ep, p->ch, pr_rtag(x->w.ctx, x->w.tag), x->buf,
+			                   x->cap, &x->r))
 				x->r = NULL; /* another message first, or too long: look */
 		}
 		if (x->r) {

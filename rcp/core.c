@@ -416,9 +416,9 @@ static RCPI_HOT_INLINE int send_small(rcp_chan *ch, uint64_t tag, const void *bu
 	uint32_t msg;
 	uint64_t live;
 
-	if (len > c->small_max || ch->ctl_count ||
-	    !list_empty(&ch->startq) || ch->rma_start || ch->credits_used == ch->credits_granted ||
-	    ch->tx_next - ch->tx_una >= window(ch) || rcpi_chan_resend_due(ch))
+	if (len > c->small_max || ch->ctl_count || !list_empty(&ch->startq) || ch->rma_start ||
+	    ch->credits_used == ch->credits_granted || ch->tx_next - ch->tx_una >= window(ch) ||
+	    rcpi_chan_resend_due(ch))
 		return 0;
 	live = chan_work_from(ch, now);
 	msg = ch->tx_msg_next++;
@@ -702,8 +702,8 @@ static RCPI_HOT_INLINE int irecv(rcpc_core *c, rcp_chan *ch, uint64_t tag, void 
  * tag matches, RCP_ENOENT returned when not), at most one per channel,
  * for a buffer of one frame or less (never promised by READY, whose
  * promise would bind a later message to it). */
-int rcpc_irecv_next(rcpc_core *c, rcp_chan *ch, uint64_t tag, void *buf, size_t len,
-                    uint64_t now, rcp_req **req)
+int rcpc_irecv_next(rcpc_core *c, rcp_chan *ch, uint64_t tag, void *buf, size_t len, uint64_t now,
+                    rcp_req **req)
 {
 	struct list *p;
 	int rc;

@@ -339,13 +339,11 @@ static void t_next_receive(void **state)
 		memset(m3, 0x80 + i, sizeof m3);
 		r = post_next(s, 3, b1, 0);
 		/* (detached: under loss a send may wait for its window) */
-		assert_int_equal(rcpc_isend_detached(sim_chan(s, 0, 1), 5, m5, 8, sim_now(s),
-		                                     drop_cb, &q),
-		                 0);
+		assert_int_equal(
+		    rcpc_isend_detached(sim_chan(s, 0, 1), 5, m5, 8, sim_now(s), drop_cb, &q), 0);
 		assert_null(q);
-		assert_int_equal(rcpc_isend_detached(sim_chan(s, 0, 1), 3, m3, 8, sim_now(s),
-		                                     drop_cb, &q),
-		                 0);
+		assert_int_equal(
+		    rcpc_isend_detached(sim_chan(s, 0, 1), 3, m3, 8, sim_now(s), drop_cb, &q), 0);
 		assert_null(q);
 		if (ended(s, r, seed) != RCP_ENOENT)
 			fail_msg("round %d: the later message was taken first (seed %#llx)", i,
