@@ -610,7 +610,12 @@ static int deliver_buf(struct cand *c, int activate)
  * order; a data message that matches, whose BARRIER requirement is met, is
  * received straight into the user's buffer.  Anything else (no match at
  * the head, P no longer quiet, a held message that matches) goes to the
- * general matcher below, which sees the same state.  No libpvm3 call and
+ * general matcher below, which sees the same state.  For a given tag the
+ * receive is posted ahead (rcp_irecv_next: P's next message, taken only
+ * if it is that data message), so the message lands in the user's buffer
+ * as it arrives instead of being buffered as unexpected, probed and
+ * copied out; when anything else comes first the receive ends with
+ * RCP_ENOENT and the head is looked at as above.  No libpvm3 call and
  * no clock read per poll: stock messages from other tasks are moved out of
  * libpvm3 only every DRAIN_FAIR_NS (or when a sleep woke on its sockets),
  * so a stock sender writing to us directly cannot stall on a full socket. */
@@ -626,6 +631,7 @@ struct fx {
 	size_t len;
 	unsigned polls;
 	int state, rc;
+	rcp_req *r; /* the receive posted ahead (rcp_irecv_next), or NULL */
 };
 
 static int held_match(const struct want *w)
@@ -642,6 +648,41 @@ static int fast_ok(const struct want *w, const struct pr_peer *p)
 	       (S.nheld == 0 || !held_match(w));
 }
 
+/* X's receive R ended (or its message is on the way: WAIT) with RC, ST:
+ * the message is delivered (FX_DONE, returns 1), or none was taken
+ * (RCP_ENOENT: another message is first; RCP_ECANCELED), returns 0. */
+static int fast_end(struct fx *x, rcp_req *r, int rc, struct rcp_status *st, int wait)
+{
+	if (wait)
+		rc = pvmrcpi_wait_req(r, st, &x->p->tid, 1, 0); /* PVM codes */
+	else if (rc == RCP_ENOENT || rc == RCP_ECANCELED)
+		return 0;
+	else
+		rc = rc == RCP_ETRUNC ? 0 : pvmrcpi_err(rc);
+	x->rc = rc;
+	x->len = st->len;
+	x->src = x->p->tid;
+	x->tag = pr_rtag_tag(st->tag);
+	x->state = FX_DONE;
+	return 1;
+}
+
+/* Takes back the receive X posted ahead, if any, before the matcher runs:
+ * returns 1 if it had taken its message after all (delivered, FX_DONE). */
+static int fast_unpost(struct fx *x)
+{
+	struct rcp_status st = {0};
+	rcp_req *r = x->r;
+	int rc;
+	if (!r)
+		return 0;
+	x->r = NULL;
+	rc = rcp_cancel(r);
+	if (rc == RCP_EBUSY) /* matched a rendezvous: its data are coming */
+		return fast_end(x, r, 0, &st, 1);
+	return fast_end(x, r, rcp_test(r, &st), &st, 0);
+}
+
 static int fast_step(void *arg)
 {
 	struct fx *x = arg;
@@ -652,7 +693,26 @@ static int fast_step(void *arg)
 	int rc;
 
 	for (;;) {
-		rc = rcp_probe(p->ep, p->ch, RCP_ANY_TAG, &st);
+		if (!x->r && x->w.tag != -1) {
+			cs = pvmrcpi_cs(p, x->w.ctx);
+			if (cs && cs->cur_req <= cs->drained &&
+			    rcp_irecv_next(p->ep, p->ch, pr_rtag(x->w.ctx, x->w.tag), x->buf,
+			                   x->cap, &x->r))
+				x->r = NULL; /* another message first, or too long: look */
+		}
+		if (x->r) {
+			rc = rcp_test(x->r, &st); /* progresses */
+			if (rc != RCP_EAGAIN) {
+				r = x->r;
+				x->r = NULL;
+				if (fast_end(x, r, rc, &st, 0))
+					return 1;
+				continue; /* RCP_ENOENT: the head is another message */
+			}
+			rc = 0; /* nothing yet (or a rendezvous under way) */
+		} else {
+			rc = rcp_probe(p->ep, p->ch, RCP_ANY_TAG, &st);
+		}
 		if (rc < 0)
 			break;
 		if (rc == 0) {
@@ -695,6 +755,8 @@ static int fast_step(void *arg)
 		x->state = FX_DONE;
 		return 1;
 	}
+	if (fast_unpost(x))
+		return 1;
 	x->state = FX_SLOW;
 	return 1;
 }
@@ -735,8 +797,10 @@ int pvm_precv(int tid, int tag, void *buf, int len, int dt, int *rtid, int *rtag
 			rc = fast_step(&f);
 			if (!rc)
 				rc = pvmrcpi_block(fast_step, &f, &tid, 1, 0, 0);
-			if (rc < 0)
+			if (rc < 0) {
+				fast_unpost(&f); /* the buffer is the caller's again */
 				return note_gone(tid, rc);
+			}
 			if (f.state == FX_DONE) {
 				if (f.rc) {
 					if (f.rc == PvmNoTask)

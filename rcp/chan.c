@@ -58,6 +58,7 @@ void rcpi_chan_reset(rcp_chan *ch, int error)
 	rcpi_fail_list(&ch->streamq, error);
 	rcpi_fail_list(&ch->busyq, error);
 	rcpi_fail_list(&ch->rndv, error);
+	ch->next_rx = NULL; /* failed below, as direct or posted */
 	if (ch->direct) {
 		rcp_req *r = ch->direct; /* the earliest posted (chan.h, DIRECT) */
 		ch->direct = NULL;
@@ -227,6 +228,13 @@ int rcpi_chan_open(rcpc_core *c, int peer, uint64_t now, int lazy, rcp_chan **ou
 	ch->cwnd = 32 * CWND_ONE;
 	ch->ssthresh = UINT32_MAX;
 	ch->rto = c->p.rto_init;
+	if (c->p.reliable) {
+		/* Nothing is lost (send.c, slot_acked): the window is the
+		 * ring's from the start, the RTO its floor from the start. */
+		ch->cwnd = ch->nslots * CWND_ONE;
+		if (ch->rto < c->p.rto_min)
+			ch->rto = c->p.rto_min; /* as send.c rcpi_update_rto, no sample */
+	}
 	ch->last_heard = now;
 	rcpi_chan_reset(ch, RCP_EPEER); /* sets sequence numbers, credits */
 	/* An accepted channel answers with the epoch its cookie named.  One

@@ -239,6 +239,12 @@ struct rcp_chan {
 	 * list (msg.c match_posted).  It is the earliest posted receive that
 	 * could take this channel's next message; never promised by READY. */
 	rcp_req *direct;
+	/* The NEXT receive (rcpc_irecv_next): posted for this channel's next
+	 * message only; a message start held unexpected on the channel while
+	 * it is posted (another tag came first) completes it with RCP_ENOENT
+	 * (msg.c, rcpi_next_miss).  At most one, of one frame or less: never
+	 * promised by READY. */
+	rcp_req *next_rx;
 	int accepted;    /* made for an unknown sender, unseen by the user (HANDSHAKE) */
 	uint64_t echo;   /* the peer's last challenge: our ACKs echo it (HANDSHAKE) */
 	int unreachable; /* ICMP says so, and nothing heard since: close won't linger */
@@ -300,6 +306,7 @@ struct rcpc_core {
 	struct rcpc_io io;
 	void *owner;
 	uint32_t payload_max; /* mtu - header */
+	uint32_t small_max;   /* min(inline_max, payload_max): SMALL SENDS (core.c) */
 	struct list chans;
 	struct list dirty; /* channels rcpi_chan_flush() must look at (FLUSH) */
 	/* Posted receives (R_POSTED / R_READY) are by channel (rcp_chan.direct
@@ -418,6 +425,8 @@ int rcpi_send_can_start(rcp_chan *ch, const rcp_req *r);
 int rcpi_send_start(rcp_chan *ch, rcp_req *r, uint64_t now);
 void rcpi_chan_pump(rcp_chan *ch, uint64_t now);
 void rcpi_recv_unpost(rcp_req *r);
+rcp_req *rcpi_match_posted(rcpc_core *c, rcp_chan *ch, uint64_t tag);
+void rcpi_next_miss(rcp_chan *ch);
 void rcpi_credit_return(rcp_chan *ch);
 void rcpi_credit_demand(rcp_chan *ch);
 void rcpi_rts_matched(rcp_chan *ch, rcp_req *r, uint32_t msg, uint64_t tag, size_t total, int rma,
@@ -528,8 +537,10 @@ static inline void rx_set(rcp_chan *ch, uint32_t seq, int v)
 
 static inline int chan_has_work(const rcp_chan *ch)
 {
-	return ch->tx_una != ch->tx_next || !list_empty(&ch->startq) || !list_empty(&ch->streamq) ||
-	       !list_empty(&ch->busyq) || !list_empty(&ch->rndv) || ch->posted_specific ||
+	/* (A receive posted for the channel first: the common "work" of a
+	 * small exchange, whose sender has posted the reply's receive.) */
+	return ch->posted_specific || ch->tx_una != ch->tx_next || !list_empty(&ch->startq) ||
+	       !list_empty(&ch->streamq) || !list_empty(&ch->busyq) || !list_empty(&ch->rndv) ||
 	       ch->ctl_count;
 }
 

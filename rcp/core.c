@@ -110,11 +110,14 @@ static RCPI_HOT_INLINE void input_done(rcp_chan *ch, uint64_t now)
 
 /* SMALL RECEIVES.  A whole message in one frame (eager DATA), the next in
  * sequence with nothing held past a gap, the channel's next message, with
- * a credit it took, for the channel's direct receive (chan.h, DIRECT):
- * what recv.c process_reliable and msg.c process_inorder would do, here
- * without their general cases (holes, held frames, other frame types,
- * the posted lists, unexpected messages, READY promises).  Returns 1 if
- * H was taken so, else 0 (nothing changed). */
+ * a credit it took, for a posted receive: what recv.c process_reliable and
+ * msg.c process_inorder would do, here without their general cases
+ * (holes, held frames, other frame types, unexpected messages, READY
+ * promises).  The receive is the channel's direct one (chan.h, DIRECT)
+ * or, when it has none, the one the posted lists give (a layer with
+ * receives posted for any channel, as relinked PVM's for its control
+ * messages, has no direct receive).  Returns 1 if H was taken so, else 0
+ * (nothing changed). */
 static RCPI_HOT_INLINE int input_small(rcp_chan *ch, const struct rcpw_hdr *h,
                                        const unsigned char *pl)
 {
@@ -123,18 +126,31 @@ static RCPI_HOT_INLINE int input_small(rcp_chan *ch, const struct rcpw_hdr *h,
 
 	if ((h->flags & (RCPW_F_FIRST | RCPW_F_EAGER | RCPW_F_STREAM)) !=
 	        (RCPW_F_FIRST | RCPW_F_EAGER) ||
-	    h->type != RCPW_DATA || !r || h->seq != ch->rx_next || ch->rx_gaps ||
-	    h->msg != ch->rx_msg_next || ch->credits_taken == ch->credits_given || ch->reserved ||
-	    !tag_match(r->tag, h->tag))
+	    h->type != RCPW_DATA || h->seq != ch->rx_next || ch->rx_gaps ||
+	    h->msg != ch->rx_msg_next || ch->credits_taken == ch->credits_given || ch->reserved)
 		return 0;
+	if (r) {
+		if (!tag_match(r->tag, h->tag))
+			return 0;
+	} else if (!ch->posted_specific && list_empty(&ch->core->posted_any)) {
+		return 0; /* unexpected */
+	} else if (!(r = rcpi_match_posted(ch->core, ch, h->tag))) {
+		return 0;
+	}
 	ch->rx_taken = 1;
 	if (h->flags & RCPW_F_ACKREQ)
 		ch->ack_now = 1;
 	ch->rx_msg_next++;
 	ch->credits_taken++;
-	/* The direct receive is matched (msg.c recv_matched, unpost). */
-	ch->direct = NULL;
-	ch->posted_specific--;
+	/* The receive is matched (msg.c recv_matched, unpost). */
+	if (r == ch->direct) {
+		ch->direct = NULL;
+		if (RCPI_UNLIKELY(ch->next_rx == r))
+			ch->next_rx = NULL;
+		ch->posted_specific--;
+	} else {
+		rcpi_recv_unpost(r);
+	}
 	r->src = ch;
 	r->msg = h->msg;
 	r->tag = h->tag;
@@ -208,14 +224,19 @@ void rcpc_input(rcpc_core *c, int peer, const void *src, size_t srclen, const vo
 
 int rcpc_flush(rcpc_core *c, uint64_t now)
 {
-	struct list todo;
-	/* Take the list first: what chan_flush touches again (an ack the nic
-	 * refused) waits for the next flush instead of looping here. */
-	list_take(&todo, &c->dirty);
-	while (!list_empty(&todo)) {
-		rcp_chan *ch = container_of(todo.next, rcp_chan, dlink);
-		list_del(&ch->dlink);
-		rcpi_chan_flush(ch, now);
+	/* (After a small exchange's frame nothing is dirty: input_done did
+	 * the flush's work.) */
+	if (!list_empty(&c->dirty)) {
+		struct list todo;
+		/* Take the list first: what chan_flush touches again (an ack
+		 * the nic refused) waits for the next flush instead of looping
+		 * here. */
+		list_take(&todo, &c->dirty);
+		while (!list_empty(&todo)) {
+			rcp_chan *ch = container_of(todo.next, rcp_chan, dlink);
+			list_del(&ch->dlink);
+			rcpi_chan_flush(ch, now);
+		}
 	}
 	core_push(c);
 	return rcpi_take_completed(c);
@@ -237,6 +258,7 @@ int rcpc_core_new(const struct rcpc_params *p, const struct rcpc_io *io, void *o
 	c->io = *io;
 	c->owner = owner;
 	c->payload_max = p->mtu - RCPW_HLEN;
+	c->small_max = c->p.inline_max < c->payload_max ? c->p.inline_max : c->payload_max;
 	list_init(&c->chans);
 	list_init(&c->dirty);
 	c->cbtail = &c->cbq;
@@ -409,9 +431,9 @@ static RCPI_HOT_INLINE int send_small(rcp_chan *ch, uint64_t tag, const void *bu
 	uint32_t msg;
 	uint64_t live;
 
-	if (len > c->p.inline_max || len > c->payload_max || ch->ctl_count ||
-	    !list_empty(&ch->startq) || ch->rma_start || ch->credits_used == ch->credits_granted ||
-	    ch->tx_next - ch->tx_una >= window(ch) || rcpi_chan_resend_due(ch))
+	if (len > c->small_max || ch->ctl_count || !list_empty(&ch->startq) || ch->rma_start ||
+	    ch->credits_used == ch->credits_granted || ch->tx_next - ch->tx_una >= window(ch) ||
+	    rcpi_chan_resend_due(ch))
 		return 0;
 	live = chan_work_from(ch, now);
 	msg = ch->tx_msg_next++;
@@ -585,8 +607,10 @@ int rcpc_isend_detached(rcp_chan *ch, uint64_t tag, const void *buf, size_t len,
 	return 0;
 }
 
-int rcpc_irecv(rcpc_core *c, rcp_chan *ch, uint64_t tag, void *buf, size_t len, uint64_t now,
-               rcp_req **req)
+/* rcpc_irecv's body, inlined into both its callers (rcpc_irecv_next
+ * calls it too: out of line, the common receive paid a call). */
+static RCPI_HOT_INLINE int irecv(rcpc_core *c, rcp_chan *ch, uint64_t tag, void *buf, size_t len,
+                                 uint64_t now, rcp_req **req)
 {
 	struct list *p;
 	rcp_req *r;
@@ -677,6 +701,54 @@ int rcpc_irecv(rcpc_core *c, rcp_chan *ch, uint64_t tag, void *buf, size_t len, 
 			rcpi_credit_demand(container_of(p, struct unexp, link)->ch);
 	}
 	return 0;
+}
+
+/* NEXT RECEIVES.  A layer that must take a channel's messages in order
+ * whatever their tags (relinked PVM: pvm_precv(tid, tag) delivers the
+ * first message from TID with TAG, and other kinds of message sent
+ * before it must be handled first) could post a receive only after a
+ * probe found the message at the channel's head, so every such message
+ * went the unexpected way: buffered, then copied out.  A NEXT receive is
+ * posted ahead instead and takes the channel's next message only if its
+ * tag is TAG; when another message starts first it is held unexpected as
+ * before and the receive ends with RCP_ENOENT, so the caller looks at the
+ * head as it would have.  Posted only when the channel holds no
+ * unexpected message (else the first one decides at once: taken when its
+ * tag matches, RCP_ENOENT returned when not), at most one per channel,
+ * for a buffer of one frame or less (never promised by READY, whose
+ * promise would bind a later message to it). */
+int rcpc_irecv_next(rcpc_core *c, rcp_chan *ch, uint64_t tag, void *buf, size_t len, uint64_t now,
+                    rcp_req **req)
+{
+	struct list *p;
+	int rc;
+
+	if (!c || !ch || !req || ch->core != c || (!buf && len))
+		return RCP_EINVAL;
+	if (len > c->payload_max)
+		return RCP_EMSGSIZE;
+	if (ch->next_rx)
+		return RCP_EBUSY;
+	if (ch->unexp_count) {
+		for (p = c->unexp.next; p != &c->unexp; p = p->next) {
+			struct unexp *u = container_of(p, struct unexp, link);
+			if (u->ch != ch)
+				continue;
+			if (!tag_match(tag, u->tag))
+				return RCP_ENOENT;
+			break; /* rcpc_irecv takes this one: the first of CH with TAG */
+		}
+	}
+	rc = irecv(c, ch, tag, buf, len, now, req);
+	if (!rc && (*req)->state == R_POSTED)
+		ch->next_rx = *req;
+	return rc;
+}
+
+int rcpc_irecv(rcpc_core *c, rcp_chan *ch, uint64_t tag, void *buf, size_t len, uint64_t now,
+               rcp_req **req)
+{
+	return irecv(c, ch, tag, buf, len, now, req);
 }
 
 int rcpc_mcast(rcp_chan **chans, int n, uint64_t tag, const void *buf, size_t len, uint64_t now,

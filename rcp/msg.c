@@ -374,7 +374,7 @@ static RCPI_HOT_INLINE rcp_req *first_match(struct list *l, uint64_t tag)
 /* The first posted receive for (CH, TAG): CH's direct one (chan.h,
  * DIRECT: posted before every other that could take it), else the earlier
  * of CH's own and the any-channel ones (each list in posting order). */
-static RCPI_HOT_INLINE rcp_req *match_posted(rcpc_core *c, rcp_chan *ch, uint64_t tag)
+RCPI_HOT_INLINE rcp_req *rcpi_match_posted(rcpc_core *c, rcp_chan *ch, uint64_t tag)
 {
 	rcp_req *r, *w;
 	if (ch->direct && tag_match(ch->direct->tag, tag))
@@ -390,6 +390,8 @@ inline void rcpi_recv_unpost(rcp_req *r)
 	if (r->chan) {
 		if (r->chan->direct == r)
 			r->chan->direct = NULL;
+		if (r->chan->next_rx == r)
+			r->chan->next_rx = NULL;
 		/* No chan_retime: one receive less moves no deadline earlier
 		 * (TIMERS: keys are lower bounds); cancel marks it, so an idle
 		 * channel leaves the heap at once. */
@@ -397,6 +399,16 @@ inline void rcpi_recv_unpost(rcp_req *r)
 		if (r->chan->reserved == r)
 			r->chan->reserved = NULL;
 	}
+}
+
+/* A message start of CH was held unexpected while CH's NEXT receive was
+ * posted (chan.h): another message came first, so that receive ends with
+ * RCP_ENOENT and the message stays for rcpc_probe and rcpc_irecv. */
+void rcpi_next_miss(rcp_chan *ch)
+{
+	rcp_req *r = ch->next_rx;
+	rcpi_recv_unpost(r);
+	rcpi_complete(r, RCP_ENOENT);
 }
 
 /* Message data went into R; complete it once all bytes are accounted. */
@@ -791,7 +803,7 @@ void rcpi_process_inorder(rcp_chan *ch, const struct rcpw_hdr *h, const unsigned
 		/* Eager: the whole message is here. */
 		if (credit_take(ch))
 			return;
-		r = match_posted(c, ch, h->tag);
+		r = rcpi_match_posted(c, ch, h->tag);
 		if (r) {
 			recv_matched(ch, r, h->msg, h->tag, h->len);
 			place(r, 0, pl, h->len);
@@ -822,13 +834,15 @@ void rcpi_process_inorder(rcp_chan *ch, const struct rcpw_hdr *h, const unsigned
 			rcpi_unexp_hold(c, u);
 			rcpi_credit_demand(ch);
 			c->st.unexpected_msgs++;
+			if (RCPI_UNLIKELY(ch->next_rx))
+				rcpi_next_miss(ch);
 		}
 		ready_stale(ch);
 		return;
 	case RCPW_RTS:
 		if (msg_start(ch, h) || credit_take(ch))
 			return;
-		r = match_posted(c, ch, h->tag);
+		r = rcpi_match_posted(c, ch, h->tag);
 		if (r) {
 			rcpi_credit_return(ch);
 			rcpi_rts_matched(ch, r, h->msg, h->tag, h->arg, rts_rma(h->flags), pl,
@@ -850,6 +864,8 @@ void rcpi_process_inorder(rcp_chan *ch, const struct rcpw_hdr *h, const unsigned
 			rcpi_unexp_hold(c, u);
 			rcpi_credit_demand(ch);
 			c->st.unexpected_msgs++;
+			if (RCPI_UNLIKELY(ch->next_rx))
+				rcpi_next_miss(ch);
 		}
 		ready_stale(ch);
 		return;

@@ -141,6 +141,15 @@ int rcp_chan_watch(rcp_chan *ch, rcp_req_cb cb, void *user, rcp_req **req)
 	return 0;
 }
 
+int rcp_irecv_next(rcp_ep *ep, rcp_chan *ch, uint64_t tag, void *buf, size_t len, rcp_req **req)
+{
+	if (!ep || !req)
+		return RCP_EINVAL;
+	if (rcpi_ep_closing(ep))
+		return RCP_ECLOSED;
+	return rcpc_irecv_next(rcpi_ep_core(ep), ch, tag, buf, len, rcpi_ep_now(ep), req);
+}
+
 int rcp_req_set_cb(rcp_req *req, rcp_req_cb cb, void *user)
 {
 	if (!req)

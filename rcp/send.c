@@ -325,8 +325,14 @@ static RCPI_HOT_INLINE void slot_acked(rcp_chan *ch, struct slot *s, uint64_t no
 {
 	rcp_req *r = s->req;
 
-	if (s->nsent == 1 && s->sent_at > 1 && now >= s->sent_at) {
+	/* A nic that never loses frames (RCP_NIC_CAP_RELIABLE: p.reliable)
+	 * needs no round-trip estimate: nothing is resent early there (no
+	 * tail-loss probe, no RACK: nothing is ever selectively acked) and
+	 * its RTO is a safety net at rto_min (rcp/endpoint.c), so the sample
+	 * and the estimate's update are skipped (issue 19). */
+	if (!ch->core->p.reliable && s->nsent == 1 && s->sent_at > 1 && now >= s->sent_at) {
 		uint64_t sample = now - s->sent_at;
+		ch->core->st.rtt_samples++;
 		if (!ch->srtt) {
 			ch->srtt = sample;
 			ch->rttvar = sample / 2;
@@ -405,9 +411,13 @@ inline int rcpi_process_ack_fields(rcp_chan *ch, const struct rcpw_hdr *h, uint6
 		/* RFC 6298 (5.3): restart the timer when new data is acked, so
 		 * a deep queue behind a full window is not taken for loss. */
 		ch->rto_base = now;
-		ch->backoff = 0;
 		ch->tlp_probes = 0;
-		rcpi_update_rto(ch);
+		/* Without samples (a reliable nic) the RTO moves only with
+		 * the backoff. */
+		if (!ch->core->p.reliable || ch->backoff) {
+			ch->backoff = 0;
+			rcpi_update_rto(ch);
+		}
 		if (ch->tx_una == ch->tx_next)
 			ch->tlp_at = 0;
 		/* Marks behind tx_una mean nothing more; left there, 2^31

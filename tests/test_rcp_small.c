@@ -253,12 +253,117 @@ static void t_direct_order(void **state)
 	sim_free(s);
 }
 
+static rcp_req *post_next(struct sim *s, uint64_t tag, unsigned char *buf, int want)
+{
+	rcp_req *r = NULL;
+	assert_int_equal(
+	    rcpc_irecv_next(sim_core(s, 1), sim_chan(s, 1, 0), tag, buf, 8, sim_now(s), &r), want);
+	return r;
+}
+
+/* Runs until R is done; returns its status. */
+static int ended(struct sim *s, rcp_req *r, uint64_t seed)
+{
+	struct sim_one x = {r, {0}, 0};
+	if (sim_run(s, sim_one_done, &x, SEC))
+		fail_msg("a receive never completed (seed %#llx)", (unsigned long long)seed);
+	return x.st.error;
+}
+
+/* The NEXT receive (rcp/core.c, NEXT RECEIVES) takes the channel's next
+ * message only if it has its tag: another tag first ends it with
+ * RCP_ENOENT and that message waits, unexpected, for the caller to look
+ * at; held messages decide at once; receives posted before it (for any
+ * channel) still take theirs; one at a time, of one frame at most; under
+ * loss and reordering the order is the sender's. */
+static void t_next_receive(void **state)
+{
+	uint64_t seed = test_seed(1930);
+	struct sim *s = pair(seed, 0);
+	rcpc_core *c1 = sim_core(s, 1);
+	rcp_chan *ba = sim_chan(s, 1, 0);
+	unsigned char b1[8], b2[8], b3[8], big[8];
+	struct rcp_ep_stats st;
+	struct rcp_status ps = {0};
+	rcp_req *r, *w, *q;
+
+	(void)state;
+	/* Posted ahead, the tag matches: taken, never unexpected. */
+	r = post_next(s, 3, b1, 0);
+	assert_int_equal(rcpc_irecv_next(c1, ba, 4, b2, 8, sim_now(s), &q), RCP_EBUSY);
+	assert_int_equal(rcpc_irecv_next(c1, ba, 4, big, 1u << 20, sim_now(s), &q), RCP_EMSGSIZE);
+	send_one(s, 3, 0x31);
+	assert_int_equal(got(s, r, b1, seed), 0x31);
+	rcpc_core_stats(c1, &st);
+	assert_int_equal(st.unexpected_msgs, 0);
+	/* Another tag first: RCP_ENOENT, both messages wait. */
+	r = post_next(s, 3, b1, 0);
+	send_one(s, 4, 0x41);
+	send_one(s, 3, 0x32);
+	assert_int_equal(ended(s, r, seed), RCP_ENOENT);
+	sim_run(s, never, NULL, SEC / 100);
+	assert_int_equal(rcpc_probe(c1, ba, RCP_ANY_TAG, &ps), 1);
+	assert_int_equal(ps.tag, 4);
+	/* Held messages decide at once: the first has tag 4. */
+	post_next(s, 3, b1, RCP_ENOENT);
+	r = post(s, ba, 4, b2);
+	assert_int_equal(got(s, r, b2, seed), 0x41);
+	r = post_next(s, 3, b1, 0); /* the held tag-3 message: taken now */
+	assert_int_equal(got(s, r, b1, seed), 0x32);
+	rcpc_core_stats(c1, &st);
+	assert_int_equal(st.unexpected_msgs, 2);
+	/* A receive posted before it takes its own messages: no miss. */
+	w = post(s, NULL, 9, b3);
+	r = post_next(s, 3, b1, 0);
+	send_one(s, 9, 0x91);
+	send_one(s, 3, 0x33);
+	assert_int_equal(got(s, w, b3, seed), 0x91);
+	assert_int_equal(got(s, r, b1, seed), 0x33);
+	/* Canceled, it is gone: another may be posted, and takes. */
+	r = post_next(s, 3, b1, 0);
+	assert_int_equal(rcpc_cancel(r, sim_now(s)), 0);
+	assert_int_equal(rcpc_req_done(r, NULL), 1);
+	r = post_next(s, 3, b1, 0);
+	send_one(s, 3, 0x34);
+	assert_int_equal(got(s, r, b1, seed), 0x34);
+	rcpc_core_stats(c1, &st);
+	assert_int_equal(st.unexpected_msgs, 2);
+	sim_free(s);
+
+	/* Loss and reordering: a tag-5 message sent before the tag-3 one
+	 * always ends the receive, whatever order the frames come in. */
+	s = pair(seed + 1, 0.3);
+	for (int i = 0; i < 20; i++) {
+		unsigned char m5[8], m3[8];
+		memset(m5, i, sizeof m5);
+		memset(m3, 0x80 + i, sizeof m3);
+		r = post_next(s, 3, b1, 0);
+		/* (detached: under loss a send may wait for its window) */
+		assert_int_equal(
+		    rcpc_isend_detached(sim_chan(s, 0, 1), 5, m5, 8, sim_now(s), drop_cb, &q), 0);
+		assert_null(q);
+		assert_int_equal(
+		    rcpc_isend_detached(sim_chan(s, 0, 1), 3, m3, 8, sim_now(s), drop_cb, &q), 0);
+		assert_null(q);
+		if (ended(s, r, seed) != RCP_ENOENT)
+			fail_msg("round %d: the later message was taken first (seed %#llx)", i,
+			         (unsigned long long)seed);
+		r = post(s, sim_chan(s, 1, 0), 5, b2);
+		assert_int_equal(got(s, r, b2, seed), i);
+		r = post_next(s, 3, b1, 0);
+		assert_int_equal(got(s, r, b1, seed), 0x80 + i);
+	}
+	take_cbq(sim_core(s, 0));
+	sim_free(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(t_small_done_at_once),
 	    cmocka_unit_test(t_small_detached),
 	    cmocka_unit_test(t_direct_order),
+	    cmocka_unit_test(t_next_receive),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -120,6 +120,10 @@ struct rcp_ep_stats {
 	 * frames instead, counted on each side (rcp/fallback.c); rma_msgs
 	 * counts them too (it counts messages that started by RMA). */
 	uint64_t rma_fallbacks;
+	/* Round-trip samples taken from acks (RFC 6298 estimate).  None on
+	 * a nic that never loses frames (RCP_NIC_CAP_RELIABLE, shm): there
+	 * the RTO stays at its floor and nothing else needs the estimate. */
+	uint64_t rtt_samples;
 };
 
 /* ---- endpoints ---- */
@@ -242,6 +246,19 @@ int rcp_issend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, rcp_req 
  * RCP_ANY_CHAN) with TAG (or RCP_ANY_TAG).  Returns 0 (and *REQ), or
  * RCP_EINVAL, RCP_ENOMEM, RCP_EPEER, RCP_ECLOSED. */
 int rcp_irecv(rcp_ep *ep, rcp_chan *ch, uint64_t tag, void *buf, size_t len, rcp_req **req);
+/* Posts a receive for CH's next message only, taken if its tag is TAG:
+ * if another message of CH starts first, it stays unexpected (for
+ * rcp_probe and rcp_irecv) and the request completes with RCP_ENOENT.
+ * For a layer that must see a channel's messages in order whatever their
+ * tags and would otherwise probe before every receive (relinked
+ * pvm_precv): posted ahead, the message lands in BUF unbuffered.  If CH
+ * holds unexpected messages, the first decides at once: it is taken when
+ * its tag is TAG, else RCP_ENOENT is returned and nothing posted.  One
+ * at a time per channel; LEN at most one frame's payload.  Returns 0
+ * (and *REQ), RCP_ENOENT, RCP_EBUSY (one is posted on CH), RCP_EMSGSIZE
+ * (LEN larger than a frame's payload), RCP_EINVAL (CH is NULL or of
+ * another endpoint), RCP_ENOMEM, RCP_EPEER, RCP_ECLOSED. */
+int rcp_irecv_next(rcp_ep *ep, rcp_chan *ch, uint64_t tag, void *buf, size_t len, rcp_req **req);
 
 /* Completes REQ if done: returns 0 and fills ST (may be NULL) and releases
  * the request, or RCP_EAGAIN if not done yet.  The operation's own error is
