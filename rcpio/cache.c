@@ -772,8 +772,11 @@ int rcpio_cache_open(MPI_Comm comm, const char *path, int amode, rcpio_file **ou
 		if (i != f->rank &&
 		    rcpio_net_peer(g.net, blobs + (size_t)i * RCPIO_BLOB, &f->peers[i]))
 			bad = 1;
+	if (!bad && rcpio_net_members(g.net, f->fid, (uint32_t)f->rank, (uint32_t)f->size, blobs))
+		bad = 1;
 	PMPI_Allreduce(&bad, &anybad, 1, MPI_INT, MPI_MAX, f->comm);
 	if (anybad) {
+		rcpio_net_members_drop(g.net, f->fid);
 		rc = RCP_EPEER;
 		goto fail;
 	}
@@ -785,6 +788,7 @@ int rcpio_cache_open(MPI_Comm comm, const char *path, int amode, rcpio_file **ou
 		pthread_mutex_lock(&g.lock);
 		g.files = f->next;
 		pthread_mutex_unlock(&g.lock);
+		rcpio_net_members_drop(g.net, f->fid);
 		goto fail;
 	}
 	free(blobs);
@@ -838,6 +842,7 @@ int rcpio_cache_close(rcpio_file *f)
 			break;
 		}
 	pthread_mutex_unlock(&g.lock);
+	rcpio_net_members_drop(g.net, f->fid);
 	for (int i = 0; i < f->size; i++)
 		rcpio_net_peer_free(f->peers[i]);
 	free(f->peers);
@@ -864,13 +869,14 @@ void rcpio_cache_finalize(void)
 		        " writeback_bytes=%" PRIu64 " recovered=%" PRIu64 " dropped_stale=%" PRIu64
 		        " commits=%" PRIu64 " rollbacks=%" PRIu64 " bg_writebacks=%" PRIu64
 		        " queries_served=%" PRIu64 " puts_served=%" PRIu64 " puts_failed=%" PRIu64
-		        " held_bytes=%" PRIu64
+		        " held_bytes=%" PRIu64 " probes=%" PRIu64 " fillers_lost=%" PRIu64
 		        " pool_committed=%u pool_refused=%d pool_rolled_back=%d\n",
 		        g.wrank, g.c.hits_local, g.c.hits_remote, ns.pull_bytes, g.c.puts_remote,
 		        ns.put_bytes, g.c.misses, g.c.fs_reads, g.c.bypass, g.c.busy, g.c.stale,
 		        g.c.evictions, g.c.writebacks, g.c.writeback_bytes, g.c.recovered,
 		        g.c.dropped_stale, g.c.commits, g.c.rollbacks, g.c.bg_writebacks,
-		        ns.queries_served, ns.puts_served, ns.puts_failed, ns.held_bytes,
+		        ns.queries_served, ns.puts_served, ns.puts_failed, ns.held_bytes, ns.probes,
+		        ns.fillers_lost,
 		        g.pinfo.committed, g.pinfo.refused, g.pinfo.rolled_back);
 	}
 	if (g.wb_on) {

@@ -48,8 +48,17 @@ struct blob {
 };
 _Static_assert(sizeof(struct blob) == RCPIO_BLOB, "blob size");
 
-enum { C_QUERY, C_READY, C_EVICT, C_PUT, NCALLS };
-static const char *const names[NCALLS] = {"rcpio.query", "rcpio.ready", "rcpio.evict", "rcpio.put"};
+enum { C_QUERY, C_READY, C_EVICT, C_PUT, C_ALIVE, NCALLS };
+static const char *const names[NCALLS] = {"rcpio.query", "rcpio.ready", "rcpio.evict", "rcpio.put",
+                                          "rcpio.alive"};
+
+/* The server addresses of one open file's ranks (rcpio_net_members). */
+struct members {
+	struct members *next;
+	uint64_t fid;
+	uint32_t me, size;
+	char (*addr)[128];
+};
 
 struct rcpio_net {
 	pthread_mutex_t *lock;
@@ -60,6 +69,7 @@ struct rcpio_net {
 	rcp_bulk_ctx *sbulk;
 	rcp_rpc *srpc;
 	rcp_bulk *spool; /* the block area, READWRITE */
+	struct members *mem;
 	pthread_t thr;
 	volatile int stop;
 	/* client side: the application thread's */
@@ -80,6 +90,87 @@ struct rcpio_peer {
 
 /* ---- server ---------------------------------------------------------- */
 
+/* ---- probes of fillers ----------------------------------------------
+ *
+ * A requester told MISS owns the block at its manager until it reports
+ * READY; if it dies in between, the entry stays FILLING and every other
+ * requester of the block is told BUSY for ever.  The manager learns of
+ * the death the way an owner learns of a requester dying mid-put: from
+ * the channel's failure.  When it answers BUSY it sends the filler an
+ * empty rcpio.alive — to the filler's server endpoint, whose progress
+ * thread answers while its application computes, so a live filler is
+ * never taken for dead however long it takes to fill — one probe per
+ * entry at a time (rcpio_meta_probe).  RCP_EPEER (the filler silent past
+ * RCP_PEER_TIMEOUT, or restarted) drops the FILLING entry, so the next
+ * query is a MISS and another requester fills the block.  Any other
+ * status keeps the entry; the next BUSY probes again. */
+struct probe {
+	rcpio_net *n;
+	uint64_t fid, block;
+	uint32_t owner, slot;
+};
+
+static void probed(rcpio_net *n, const struct probe *pr, int status)
+{
+	int dead = status == RCP_EPEER;
+	pthread_mutex_lock(n->lock);
+	if (rcpio_meta_probed(n->meta, pr->fid, pr->block, pr->owner, pr->slot, !dead))
+		n->st.fillers_lost++;
+	pthread_mutex_unlock(n->lock);
+}
+
+static void probe_cb(rcp_rpc_req *req, int status, void *out, void *arg)
+{
+	struct probe *pr = arg;
+	(void)req;
+	(void)out;
+	probed(pr->n, pr, status);
+	free(pr);
+}
+
+static void probe(rcpio_net *n, uint64_t fid, uint64_t block, const struct rcpio_meta_reply *r)
+{
+	struct probe *pr;
+	char addr[128] = "";
+	rcp_chan *ch;
+	int rc;
+
+	pthread_mutex_lock(n->lock);
+	if (!rcpio_meta_probe(n->meta, fid, block, r->owner, r->slot)) {
+		pthread_mutex_unlock(n->lock);
+		return;
+	}
+	for (struct members *m = n->mem; m; m = m->next)
+		if (m->fid == fid) {
+			if (r->owner < m->size && r->owner != m->me)
+				memcpy(addr, m->addr[r->owner], sizeof addr);
+			break;
+		}
+	n->st.probes++;
+	pthread_mutex_unlock(n->lock);
+	if (!(pr = malloc(sizeof *pr))) {
+		struct probe tmp = {n, fid, block, r->owner, r->slot};
+		probed(n, &tmp, RCP_ENOMEM);
+		return;
+	}
+	*pr = (struct probe){n, fid, block, r->owner, r->slot};
+	if (!addr[0])
+		rc = RCP_ENOENT; /* not a member we know: nothing to ask */
+	else if (!(rc = rcp_connect(n->sep, addr, &ch)))
+		rc = rcp_rpc_forward(n->srpc, ch, n->id[C_ALIVE], NULL, NULL, -1, probe_cb, pr,
+		                     NULL);
+	if (rc) {
+		probed(n, pr, rc == RCP_ECLOSED ? RCP_EPEER : rc);
+		free(pr);
+	}
+}
+
+static void h_alive(rcp_rpc_handle *h, void *arg)
+{
+	(void)arg;
+	rcp_rpc_respond(h, NULL, 0);
+}
+
 static void h_query(rcp_rpc_handle *h, void *arg)
 {
 	rcpio_net *n = arg;
@@ -93,6 +184,8 @@ static void h_query(rcp_rpc_handle *h, void *arg)
 		rc = rcpio_meta_query(n->meta, in.fid, in.block, in.me, in.offer, in.gen, &r);
 		n->st.queries_served++;
 		pthread_mutex_unlock(n->lock);
+		if (!rc && r.kind == RCPIO_BUSY)
+			probe(n, in.fid, in.block, &r);
 	}
 	out.kind = r.kind;
 	out.owner = r.owner;
@@ -292,6 +385,8 @@ static int open_side(rcpio_net *n, const char *transport, int server, rcp_ep **e
 		rc = rcp_rpc_register(*rpc, names[C_EVICT], proc_r_in, NULL, &n->id[C_EVICT]);
 	if (!rc)
 		rc = rcp_rpc_register(*rpc, names[C_PUT], proc_p_in, NULL, &n->id[C_PUT]);
+	if (!rc)
+		rc = rcp_rpc_register(*rpc, names[C_ALIVE], NULL, NULL, &n->id[C_ALIVE]);
 	return rc;
 }
 
@@ -299,7 +394,7 @@ int rcpio_net_start(const char *transport, pthread_mutex_t *lock, rcpio_meta *me
                     rcpio_pool *pool, rcpio_net **out)
 {
 	rcpio_net *n = calloc(1, sizeof *n);
-	rcp_rpc_handler hs[NCALLS] = {h_query, h_ready, h_evict, h_put};
+	rcp_rpc_handler hs[NCALLS] = {h_query, h_ready, h_evict, h_put, h_alive};
 	size_t area_len, stage_len = rcpio_pool_stride(pool);
 	void *area;
 	int rc;
@@ -356,8 +451,53 @@ void rcpio_net_stop(rcpio_net *n)
 	rcp_bulk_ctx_close(n->sbulk);
 	rcp_ep_close(n->cep);
 	rcp_ep_close(n->sep);
+	while (n->mem) {
+		struct members *m = n->mem;
+		n->mem = m->next;
+		free(m->addr);
+		free(m);
+	}
 	free(n->stage);
 	free(n);
+}
+
+int rcpio_net_members(rcpio_net *n, uint64_t fid, uint32_t me, uint32_t size, const void *blobs)
+{
+	struct members *m = calloc(1, sizeof *m);
+	if (!m || !(m->addr = calloc(size ? size : 1, sizeof *m->addr))) {
+		free(m);
+		return RCP_ENOMEM;
+	}
+	m->fid = fid;
+	m->me = me;
+	m->size = size;
+	for (uint32_t i = 0; i < size; i++) {
+		/* a blob begins with its server address */
+		memcpy(m->addr[i], (const unsigned char *)blobs + (size_t)i * RCPIO_BLOB,
+		       sizeof m->addr[i]);
+		m->addr[i][sizeof m->addr[i] - 1] = 0;
+	}
+	pthread_mutex_lock(n->lock);
+	m->next = n->mem;
+	n->mem = m;
+	pthread_mutex_unlock(n->lock);
+	return 0;
+}
+
+void rcpio_net_members_drop(rcpio_net *n, uint64_t fid)
+{
+	struct members *m = NULL;
+	pthread_mutex_lock(n->lock);
+	for (struct members **pm = &n->mem; *pm; pm = &(*pm)->next)
+		if ((*pm)->fid == fid) {
+			m = *pm;
+			*pm = m->next;
+			break;
+		}
+	pthread_mutex_unlock(n->lock);
+	if (m)
+		free(m->addr);
+	free(m);
 }
 
 int rcpio_net_blob(rcpio_net *n, void *out)
