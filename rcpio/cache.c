@@ -41,6 +41,20 @@ struct counters {
 	uint64_t hits_local, hits_remote, puts_remote, misses, bypass, busy, stale;
 	uint64_t evictions, writebacks, writeback_bytes, recovered, dropped_stale, commits,
 	    rollbacks, fs_reads, bg_writebacks;
+	uint64_t hinted, hints_stale; /* accesses without a query; hints found stale */
+};
+
+/* Where a block was last found (rcpio_cache's "location hints"): a
+ * direct-mapped table the application thread alone uses.  A hint is a
+ * guess, never trusted — every use is checked the way a query's answer
+ * is: our own slot under the lock (local_io), another rank's by the tag
+ * pulled after the data (rcpio_net_pull) or by the owner before a put
+ * (rcpio.put) — so a stale hint costs a failed try and a query, never
+ * wrong bytes, and nothing has to keep hints exact. */
+#define NHINTS 4096u
+struct hint {
+	uint64_t fid, block, gen; /* fid 0: empty */
+	uint32_t owner, slot;
 };
 
 static struct {
@@ -54,6 +68,7 @@ static struct {
 	uint32_t hand; /* eviction clock */
 	size_t block;
 	struct counters c;
+	struct hint hints[NHINTS];
 	int fail_commit; /* RCPIO_FAIL_COMMIT: this rank's commits fail (tests) */
 	/* Background write-back (RCPIO_WRITEBACK_MS > 0): a thread writes
 	 * dirty blocks back while the application computes.  wb_busy: a
@@ -380,10 +395,65 @@ static int local_io(uint32_t s, uint64_t fid, uint64_t b, uint64_t gen, uint32_t
 	return 0;
 }
 
+static struct hint *hint_of(uint64_t fid, uint64_t b)
+{
+	uint64_t h = (fid ^ (b * 0x9e3779b97f4a7c15ull)) * 0xff51afd7ed558ccdull;
+	return &g.hints[(h >> 40) % NHINTS];
+}
+
+static void hint_set(uint64_t fid, uint64_t b, uint32_t owner, uint32_t slot, uint64_t gen)
+{
+	*hint_of(fid, b) = (struct hint){fid, b, gen, owner, slot};
+}
+
+/* Forgets FID's hints (close, set_size: rank numbers and slots change). */
+static void hints_drop(uint64_t fid)
+{
+	for (uint32_t i = 0; i < NHINTS; i++)
+		if (g.hints[i].fid == fid)
+			g.hints[i].fid = 0;
+}
+
+/* A block access where the hint says, without asking the manager: 0 done,
+ * RCP_ENOENT (no hint, or a stale one: ask), or an error of the owner. */
+static int hinted_io(rcpio_file *f, uint64_t b, uint32_t off, size_t len, void *buf, int write)
+{
+	struct hint *h = hint_of(f->fid, b);
+	int rc;
+	if (h->fid != f->fid || h->block != b || h->owner >= (uint32_t)f->size)
+		return RCP_ENOENT;
+	if ((int)h->owner == f->rank)
+		rc = local_io(h->slot, f->fid, b, h->gen, off, len, buf, write);
+	else if (write)
+		rc = rcpio_net_put(g.net, f->peers[h->owner], f->fid, b, h->slot, h->gen, off, buf,
+		                   len);
+	else
+		rc = rcpio_net_pull(g.net, f->peers[h->owner], f->fid, b, h->slot, h->gen, off, buf,
+		                    len);
+	if (rc == RCP_ENOENT) {
+		h->fid = 0;
+		g.c.hints_stale++;
+		return rc;
+	}
+	if (!rc) {
+		g.c.hinted++;
+		if ((int)h->owner == f->rank)
+			g.c.hits_local++;
+		else if (write)
+			g.c.puts_remote++;
+		else
+			g.c.hits_remote++;
+	}
+	return rc;
+}
+
 /* One block-sized piece of a read or write: the protocol of
  * docs/rcpio.md, "a block access". */
 static int block_io(rcpio_file *f, uint64_t b, uint32_t off, size_t len, void *buf, int write)
 {
+	int hrc = hinted_io(f, b, off, len, buf, write);
+	if (hrc != RCP_ENOENT)
+		return hrc;
 	for (;;) {
 		struct rcpio_meta_reply r;
 		int64_t offer;
@@ -434,6 +504,8 @@ static int block_io(rcpio_file *f, uint64_t b, uint32_t off, size_t len, void *b
 				g.c.stale++;
 				continue;
 			}
+			if (!rc)
+				hint_set(f->fid, b, r.owner, r.slot, r.gen);
 			return rc;
 		case RCPIO_BUSY:
 			g.c.busy++;
@@ -488,6 +560,7 @@ static int block_io(rcpio_file *f, uint64_t b, uint32_t off, size_t len, void *b
 				pthread_mutex_unlock(&g.lock);
 				return rc;
 			}
+			hint_set(f->fid, b, (uint32_t)f->rank, s, gen);
 			return ready(f, b, s);
 		}
 		}
@@ -713,8 +786,11 @@ static int claim(rcpio_file *f)
 	for (int m = 0; m < f->size; m++)
 		for (int k = sdisp[m]; k + 2 < sdisp[m] + scount[m]; k += 3) {
 			uint32_t s = (uint32_t)sbuf[k + 1];
-			if (sbuf[k])
+			if (sbuf[k]) {
+				struct rcpio_slot *sl = rcpio_pool_slot(g.pool, s);
+				hint_set(f->fid, sl->block, (uint32_t)f->rank, s, sl->gen);
 				continue;
+			}
 			g.c.dropped_stale++;
 			total--;
 			rcpio_pool_tag_clear(g.pool, s);
@@ -821,6 +897,7 @@ int rcpio_cache_drop(rcpio_file *f)
 	}
 	rcpio_meta_drop_file(g.meta, f->fid);
 	pthread_mutex_unlock(&g.lock);
+	hints_drop(f->fid);
 	PMPI_Barrier(f->comm);
 	f->maxend = 0;
 	return rc;
@@ -843,6 +920,7 @@ int rcpio_cache_close(rcpio_file *f)
 		}
 	pthread_mutex_unlock(&g.lock);
 	rcpio_net_members_drop(g.net, f->fid);
+	hints_drop(f->fid);
 	for (int i = 0; i < f->size; i++)
 		rcpio_net_peer_free(f->peers[i]);
 	free(f->peers);
@@ -870,13 +948,14 @@ void rcpio_cache_finalize(void)
 		        " commits=%" PRIu64 " rollbacks=%" PRIu64 " bg_writebacks=%" PRIu64
 		        " queries_served=%" PRIu64 " puts_served=%" PRIu64 " puts_failed=%" PRIu64
 		        " held_bytes=%" PRIu64 " probes=%" PRIu64 " fillers_lost=%" PRIu64
+		        " hinted=%" PRIu64 " hints_stale=%" PRIu64
 		        " pool_committed=%u pool_refused=%d pool_rolled_back=%d\n",
 		        g.wrank, g.c.hits_local, g.c.hits_remote, ns.pull_bytes, g.c.puts_remote,
 		        ns.put_bytes, g.c.misses, g.c.fs_reads, g.c.bypass, g.c.busy, g.c.stale,
 		        g.c.evictions, g.c.writebacks, g.c.writeback_bytes, g.c.recovered,
 		        g.c.dropped_stale, g.c.commits, g.c.rollbacks, g.c.bg_writebacks,
 		        ns.queries_served, ns.puts_served, ns.puts_failed, ns.held_bytes, ns.probes,
-		        ns.fillers_lost,
+		        ns.fillers_lost, g.c.hinted, g.c.hints_stale,
 		        g.pinfo.committed, g.pinfo.refused, g.pinfo.rolled_back);
 	}
 	if (g.wb_on) {

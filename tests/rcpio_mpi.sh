@@ -15,8 +15,10 @@
 #     the same with only the owner or only the others writing;
 #  4b. collective calls commit: a job writes with MPI_File_write_at_all
 #     only, never syncs, and is killed; the next job recovers every block;
+#     re-reads go where location hints say, without a query;
 #  5. pool full: 4 slots per rank for 37 blocks: clean blocks evicted,
-#     dirty ones written back, the file still equals the reference;
+#     dirty ones written back, the file still equals the reference, hints
+#     made stale by the evictions caught (counted);
 #     the same with background write-back (RCPIO_WRITEBACK_MS=1);
 #  6. a corrupted pool header: refused (counted), data still right;
 #  7. one rank's commits fail (RCPIO_FAIL_COMMIT): every rank rolls back
@@ -83,6 +85,9 @@ hb=$(sum "$tmp/o1" held_bytes) pf=$(sum "$tmp/o1" puts_failed)
 check $? "writes into blocks other ranks own went by rcpio.put ($pr, all served, $hb bytes still held)"
 [ "$fr" -le "$blocks" ]
 check $? "the file system was read at most once per block ($fr <= $blocks)"
+hi=$(sum "$tmp/o1" hinted)
+[ "$hi" -gt 0 ]
+check $? "re-reads went where the location hints said, without a query ($hi accesses)"
 
 run "$tmp/o2" 16m "$tmp/c.dat" read
 st=$?
@@ -143,6 +148,9 @@ ev=$(sum "$tmp/o5" evictions) wb=$(sum "$tmp/o5" writebacks)
 echo "# pool full: evictions $ev, write-backs $wb"
 [ "$ev" -gt 0 ] && [ "$wb" -gt 0 ]
 check $? "pool full: blocks evicted ($ev), dirty ones written back"
+hs=$(sum "$tmp/o5" hints_stale)
+[ "$hs" -gt 0 ]
+check $? "pool full: location hints made stale by evictions were caught ($hs) and the data is still right"
 
 extra="-x RCPIO_WRITEBACK_MS=1"
 run "$tmp/o5b" 256k "$tmp/c3.dat" both 3000 400
