@@ -42,6 +42,7 @@ struct counters {
 	uint64_t evictions, writebacks, writeback_bytes, recovered, dropped_stale, commits,
 	    rollbacks, fs_reads, bg_writebacks;
 	uint64_t hinted, hints_stale; /* accesses without a query; hints found stale */
+	uint64_t hints_ahead;         /* locations learned ahead from query replies */
 };
 
 /* Where a block was last found (rcpio_cache's "location hints"): a
@@ -348,12 +349,28 @@ static int evict_one(void)
 	return 0;
 }
 
+static void hint_set(uint64_t fid, uint64_t b, uint32_t owner, uint32_t slot, uint64_t gen);
+
+/* Asks B's manager.  A remote manager also says where the next blocks it
+ * manages are cached (RCPIO_AHEAD_MAX of them): they become hints, so a
+ * reader going through a cached file makes one query per manager and
+ * RCPIO_AHEAD_MAX blocks. */
 static int query(rcpio_file *f, uint64_t b, int64_t offer, uint64_t gen, struct rcpio_meta_reply *r)
 {
 	int mgr = (int)(b % (uint64_t)f->size), rc;
-	if (mgr != f->rank)
-		return rcpio_net_query(g.net, f->peers[mgr], f->fid, b, (uint32_t)f->rank, offer,
-		                       gen, r);
+	if (mgr != f->rank) {
+		struct rcpio_loc next[RCPIO_AHEAD_MAX];
+		rc = rcpio_net_query_ahead(g.net, f->peers[mgr], f->fid, b, (uint32_t)f->rank,
+		                           offer, gen, r, (uint32_t)f->size, RCPIO_AHEAD_MAX, next);
+		for (uint32_t i = 0; !rc && i < RCPIO_AHEAD_MAX; i++)
+			if (next[i].gen && next[i].owner < (uint32_t)f->size &&
+			    next[i].slot < rcpio_pool_nslots(g.pool)) {
+				hint_set(f->fid, b + (uint64_t)(i + 1) * (uint64_t)f->size,
+				         next[i].owner, next[i].slot, next[i].gen);
+				g.c.hints_ahead++;
+			}
+		return rc;
+	}
 	pthread_mutex_lock(&g.lock);
 	rc = rcpio_meta_query(g.meta, f->fid, b, (uint32_t)f->rank, offer, gen, r);
 	pthread_mutex_unlock(&g.lock);
@@ -430,6 +447,14 @@ static int hinted_io(rcpio_file *f, uint64_t b, uint32_t off, size_t len, void *
 	else
 		rc = rcpio_net_pull(g.net, f->peers[h->owner], f->fid, b, h->slot, h->gen, off, buf,
 		                    len);
+	if (rc && (int)h->owner != f->rank) {
+		/* Stale (RCP_ENOENT), or the guessed owner failed us: the
+		 * manager decides (a dead owner's error comes back from the
+		 * query's path, not from a guess). */
+		h->fid = 0;
+		g.c.hints_stale++;
+		return RCP_ENOENT;
+	}
 	if (rc == RCP_ENOENT) {
 		h->fid = 0;
 		g.c.hints_stale++;
@@ -948,14 +973,15 @@ void rcpio_cache_finalize(void)
 		        " commits=%" PRIu64 " rollbacks=%" PRIu64 " bg_writebacks=%" PRIu64
 		        " queries_served=%" PRIu64 " puts_served=%" PRIu64 " puts_failed=%" PRIu64
 		        " held_bytes=%" PRIu64 " probes=%" PRIu64 " fillers_lost=%" PRIu64
-		        " hinted=%" PRIu64 " hints_stale=%" PRIu64
+		        " hinted=%" PRIu64 " hints_stale=%" PRIu64 " hints_ahead=%" PRIu64
+		        " queries=%" PRIu64
 		        " pool_committed=%u pool_refused=%d pool_rolled_back=%d\n",
 		        g.wrank, g.c.hits_local, g.c.hits_remote, ns.pull_bytes, g.c.puts_remote,
 		        ns.put_bytes, g.c.misses, g.c.fs_reads, g.c.bypass, g.c.busy, g.c.stale,
 		        g.c.evictions, g.c.writebacks, g.c.writeback_bytes, g.c.recovered,
 		        g.c.dropped_stale, g.c.commits, g.c.rollbacks, g.c.bg_writebacks,
 		        ns.queries_served, ns.puts_served, ns.puts_failed, ns.held_bytes, ns.probes,
-		        ns.fillers_lost, g.c.hinted, g.c.hints_stale,
+		        ns.fillers_lost, g.c.hinted, g.c.hints_stale, g.c.hints_ahead, ns.queries_sent,
 		        g.pinfo.committed, g.pinfo.refused, g.pinfo.rolled_back);
 	}
 	if (g.wb_on) {

@@ -124,6 +124,19 @@ int rcpio_meta_query(rcpio_meta *m, uint64_t fid, uint64_t block, uint32_t reque
 	return 0;
 }
 
+int rcpio_meta_peek(rcpio_meta *m, uint64_t fid, uint64_t block, struct rcpio_meta_reply *r)
+{
+	struct ent *e = *find(m, fid, block);
+	if (!e || e->state != RCPIO_VALID)
+		return 0;
+	r->kind = RCPIO_HIT;
+	r->owner = e->owner;
+	r->slot = e->slot;
+	r->gen = e->gen;
+	m->st.peeks++;
+	return 1;
+}
+
 int rcpio_meta_probe(rcpio_meta *m, uint64_t fid, uint64_t block, uint32_t owner, uint32_t slot)
 {
 	struct ent *e = *find(m, fid, block);

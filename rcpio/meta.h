@@ -38,6 +38,7 @@ struct rcpio_meta_reply {
 struct rcpio_meta_stats {
 	uint64_t queries, hits, misses, busy, none, ready, evicted, inserted, stale;
 	uint64_t probes, lost; /* fillers probed; FILLING entries of dead fillers dropped */
+	uint64_t peeks;        /* locations sent ahead (VALID blocks peeked at) */
 	uint64_t entries;
 };
 
@@ -61,6 +62,10 @@ int rcpio_meta_query(rcpio_meta *m, uint64_t fid, uint64_t block, uint32_t reque
 int rcpio_meta_probe(rcpio_meta *m, uint64_t fid, uint64_t block, uint32_t owner, uint32_t slot);
 int rcpio_meta_probed(rcpio_meta *m, uint64_t fid, uint64_t block, uint32_t owner, uint32_t slot,
                       int alive);
+/* Where (FID, BLOCK) is cached, without changing anything: 1 and *R
+ * (HIT) if it is VALID, else 0 (not cached, or FILLING).  For the
+ * locations a query's reply carries ahead (rcpio/xfer.c). */
+int rcpio_meta_peek(rcpio_meta *m, uint64_t fid, uint64_t block, struct rcpio_meta_reply *r);
 /* The owner filled its slot: FILLING -> VALID.  Returns 0 or RCP_ENOENT
  * (no such entry with that owner and slot: dropped in between). */
 int rcpio_meta_ready(rcpio_meta *m, uint64_t fid, uint64_t block, uint32_t owner, uint32_t slot);

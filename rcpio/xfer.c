@@ -16,10 +16,12 @@ struct q_in {
 	uint64_t fid, block, gen;
 	uint32_t me;
 	int64_t offer;
+	uint32_t stride, ahead;
 };
 struct q_out {
 	uint32_t kind, owner, slot;
 	uint64_t gen;
+	struct rcp_bytes next; /* AHEAD struct rcpio_loc, host order */
 };
 struct r_in {
 	uint64_t fid, block;
@@ -32,9 +34,11 @@ struct p_in {
 };
 
 RCP_PROC_DEFINE(proc_q_in, struct q_in, rcp_proc_u64(p, &v->fid); rcp_proc_u64(p, &v->block);
-                rcp_proc_u64(p, &v->gen); rcp_proc_u32(p, &v->me); rcp_proc_i64(p, &v->offer))
+                rcp_proc_u64(p, &v->gen); rcp_proc_u32(p, &v->me); rcp_proc_i64(p, &v->offer);
+                rcp_proc_u32(p, &v->stride); rcp_proc_u32(p, &v->ahead))
 RCP_PROC_DEFINE(proc_q_out, struct q_out, rcp_proc_u32(p, &v->kind); rcp_proc_u32(p, &v->owner);
-                rcp_proc_u32(p, &v->slot); rcp_proc_u64(p, &v->gen))
+                rcp_proc_u32(p, &v->slot); rcp_proc_u64(p, &v->gen);
+                rcp_proc_bytes(p, &v->next))
 RCP_PROC_DEFINE(proc_r_in, struct r_in, rcp_proc_u64(p, &v->fid); rcp_proc_u64(p, &v->block);
                 rcp_proc_u32(p, &v->owner); rcp_proc_u32(p, &v->slot))
 RCP_PROC_DEFINE(proc_p_in, struct p_in, rcp_proc_u64(p, &v->fid); rcp_proc_u64(p, &v->block);
@@ -176,13 +180,30 @@ static void h_query(rcp_rpc_handle *h, void *arg)
 	rcpio_net *n = arg;
 	struct q_in in;
 	struct rcpio_meta_reply r;
+	struct rcpio_loc next[RCPIO_AHEAD_MAX];
 	struct q_out out;
 	int rc = rcp_rpc_get_input(h, &in);
 	memset(&r, 0, sizeof r);
+	memset(&out, 0, sizeof out);
 	if (!rc) {
+		/* The locations of the next blocks this manager manages, on
+		 * the way back: a reader going through the file then finds
+		 * them by hint, one query for AHEAD blocks. */
+		uint32_t ahead = in.ahead < RCPIO_AHEAD_MAX ? in.ahead : RCPIO_AHEAD_MAX;
 		pthread_mutex_lock(n->lock);
 		rc = rcpio_meta_query(n->meta, in.fid, in.block, in.me, in.offer, in.gen, &r);
 		n->st.queries_served++;
+		memset(next, 0, sizeof next);
+		for (uint32_t i = 0; !rc && in.stride && i < ahead; i++) {
+			struct rcpio_meta_reply a;
+			if (rcpio_meta_peek(n->meta, in.fid, in.block + (uint64_t)(i + 1) * in.stride,
+			                    &a))
+				next[i] = (struct rcpio_loc){a.gen, a.owner, a.slot};
+		}
+		if (in.stride) {
+			out.next.data = next;
+			out.next.len = ahead * sizeof next[0];
+		}
 		pthread_mutex_unlock(n->lock);
 		if (!rc && r.kind == RCPIO_BUSY)
 			probe(n, in.fid, in.block, &r);
@@ -558,22 +579,45 @@ static int call(rcpio_net *n, rcpio_peer *p, int c, const void *in, void *out)
 	return rc;
 }
 
+int rcpio_net_query_ahead(rcpio_net *n, rcpio_peer *mgr, uint64_t fid, uint64_t block,
+                          uint32_t me, int64_t offer, uint64_t gen, struct rcpio_meta_reply *r,
+                          uint32_t stride, uint32_t ahead, struct rcpio_loc *next)
+{
+	struct q_in in = {fid, block, gen, me, offer, stride, ahead};
+	struct q_out out;
+	rcp_rpc_req *req;
+	int rc;
+	if (ahead > RCPIO_AHEAD_MAX)
+		return RCP_EINVAL;
+	memset(&out, 0, sizeof out);
+	if ((rc = rcp_rpc_forward(n->crpc, mgr->ch, n->id[C_QUERY], &in, &out, -1, NULL, NULL,
+	                          &req)))
+		return rc;
+	rc = rcp_rpc_wait(req, -1);
+	n->st.queries_sent++;
+	if (!rc && out.kind > RCPIO_NONE)
+		rc = RCP_EPROTO;
+	if (!rc) {
+		r->kind = out.kind;
+		r->owner = out.owner;
+		r->slot = out.slot;
+		r->gen = out.gen;
+		/* (the bytes point into the reply: copied before it is freed;
+		 * a short or missing array reads as no locations) */
+		if (next) {
+			memset(next, 0, ahead * sizeof *next);
+			if (out.next.len <= ahead * sizeof *next && out.next.data)
+				memcpy(next, out.next.data, out.next.len);
+		}
+	}
+	rcp_rpc_req_free(req);
+	return rc;
+}
+
 int rcpio_net_query(rcpio_net *n, rcpio_peer *mgr, uint64_t fid, uint64_t block, uint32_t me,
                     int64_t offer, uint64_t gen, struct rcpio_meta_reply *r)
 {
-	struct q_in in = {fid, block, gen, me, offer};
-	struct q_out out;
-	int rc = call(n, mgr, C_QUERY, &in, &out);
-	n->st.queries_sent++;
-	if (rc)
-		return rc;
-	if (out.kind > RCPIO_NONE)
-		return RCP_EPROTO;
-	r->kind = out.kind;
-	r->owner = out.owner;
-	r->slot = out.slot;
-	r->gen = out.gen;
-	return 0;
+	return rcpio_net_query_ahead(n, mgr, fid, block, me, offer, gen, r, 0, 0, NULL);
 }
 
 int rcpio_net_evict(rcpio_net *n, rcpio_peer *mgr, uint64_t fid, uint64_t block, uint32_t owner,

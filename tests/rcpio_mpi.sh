@@ -8,7 +8,8 @@
 #     moved between ranks by bulk (remote hits, pulled bytes) and that the
 #     file system was read at most once per block;
 #  3. restart (a new job, read only): every block is recovered from the
-#     pools, the file system is not read at all;
+#     pools, the file system is not read at all; query replies carry the
+#     locations of the next blocks (fewer queries than hinted accesses);
 #  4. crash: a job overwrites the records of the file's first half
 #     without committing and is killed; the next job reads the last committed data (the reference),
 #     with the overwritten blocks refused from the pools, the rest recovered;
@@ -96,6 +97,10 @@ rec=$(sum "$tmp/o2" recovered) fr=$(sum "$tmp/o2" fs_reads) mi=$(sum "$tmp/o2" m
 echo "# restart: recovered $rec blocks, fs reads $fr, misses $mi"
 [ "$rec" = "$blocks" ] && [ "$fr" = 0 ] && [ "$mi" = 0 ]
 check $? "restart: all $blocks blocks recovered from the pools, no file system read"
+ha=$(sum "$tmp/o2" hints_ahead) q=$(sum "$tmp/o2" queries) hi=$(sum "$tmp/o2" hinted)
+echo "# restart: queries $q, locations learned ahead $ha, accesses by hint $hi"
+[ "$ha" -gt 0 ] && [ "$q" -lt "$hi" ]
+check $? "restart: query replies carried the next blocks' locations ($ha), fewer queries ($q) than accesses by hint ($hi)"
 
 ctl="$b/rcpio/rcpio-cachectl"
 cb=$("$ctl" show "$tmp"/pool/*.pool | sed -n 's/^  .*c\.dat: \([0-9]*\) blocks.*/\1/p' | awk '{s += $1} END {print s + 0}')

@@ -29,12 +29,24 @@ static void t_miss_busy_hit(void **state)
 	assert_int_equal(rcpio_meta_query(m, 99, 7, 1, 3, 2000, &r), 0);
 	assert_int_equal(r.kind, RCPIO_HIT);
 	assert_true(r.owner == 2 && r.slot == 5 && r.gen == 1000);
+	/* Peeking (the locations a reply carries ahead) changes nothing and
+	 * tells only VALID blocks. */
+	assert_int_equal(rcpio_meta_peek(m, 99, 7, &r), 1);
+	assert_true(r.kind == RCPIO_HIT && r.owner == 2 && r.slot == 5 && r.gen == 1000);
+	assert_int_equal(rcpio_meta_peek(m, 99, 8, &r), 0);
+	assert_int_equal(rcpio_meta_query(m, 99, 9, 3, 1, 3000, &r), 0);
+	assert_int_equal(r.kind, RCPIO_MISS);
+	assert_int_equal(rcpio_meta_peek(m, 99, 9, &r), 0); /* FILLING */
+	assert_int_equal(rcpio_meta_ready(m, 99, 9, 3, 1), 0);
+	assert_int_equal(rcpio_meta_peek(m, 99, 9, &r), 1);
+	assert_true(r.owner == 3 && r.slot == 1 && r.gen == 3000);
+	assert_int_equal(rcpio_meta_evict(m, 99, 9, 3, 1), 0);
 	/* Another file, same block: independent. */
 	assert_int_equal(rcpio_meta_query(m, 98, 7, 1, -1, 0, &r), 0);
 	assert_int_equal(r.kind, RCPIO_NONE);
 	rcpio_meta_get_stats(m, &st);
-	assert_true(st.queries == 4 && st.misses == 1 && st.busy == 1 && st.hits == 1 &&
-	            st.none == 1 && st.entries == 1);
+	assert_true(st.queries == 5 && st.misses == 2 && st.busy == 1 && st.hits == 1 &&
+	            st.none == 1 && st.entries == 1 && st.peeks == 2);
 	rcpio_meta_destroy(m);
 }
 
