@@ -21,6 +21,9 @@
 #     dirty ones written back, the file still equals the reference, hints
 #     made stale by the evictions caught (counted);
 #     the same with background write-back (RCPIO_WRITEBACK_MS=1);
+#  5b. writes through strided views (write, then write_all after a seek),
+#     set_size cutting and growing the file, get_size: the same file as
+#     plain MPI-IO;
 #  6. a corrupted pool header: refused (counted), data still right;
 #  7. one rank's commits fail (RCPIO_FAIL_COMMIT): every rank rolls back
 #     at each of the 4 commit points (2 syncs, read_all, close),
@@ -164,6 +167,16 @@ check $st "background write-back (every 1 ms) with a full pool: data and file on
 [ $st = 0 ] || tail -5 "$tmp/o5b"
 echo "# background write-back: $(sum "$tmp/o5b" bg_writebacks) blocks written in the background (timing-dependent, not checked)"
 extra=
+
+# Writes through strided views (write_all, then write after a seek), a cut
+# by set_size and a growth back: plain MPI-IO and rcpio leave the same file.
+timeout 300 mpirun --allow-run-as-root --oversubscribe -np $NP "$prog" "$tmp/pv.dat" views >"$tmp/ov0" 2>&1
+st0=$?
+run "$tmp/ov1" 16m "$tmp/cv.dat" views
+st=$?
+[ $st = 0 ] || tail -5 "$tmp/ov1"
+[ $st0 = 0 ] && [ $st = 0 ] && cmp -s "$tmp/pv.dat" "$tmp/cv.dat"
+check $? "strided views: write and write_all, set_size cut and growth, get_size: same bytes as plain MPI-IO"
 
 printf 'garbage!' | dd of="$tmp/pool/rcpio-1.pool" bs=1 seek=16 conv=notrunc 2>/dev/null
 run "$tmp/o6" 16m "$tmp/c.dat" read
