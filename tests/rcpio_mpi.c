@@ -22,10 +22,10 @@
  * rank writes its records through a strided view (vector filetype) with
  * the individual MPI_File_write, other bytes, then the right ones after a
  * seek to the view's start with the collective MPI_File_write_all (in this
- * order: Open MPI 4.1's own independent strided write read-modify-writes
- * the other ranks' records between ours, without a lock — seen losing
- * them when it came last — so its final bytes must come from the
- * collective call);
+ * order: Open MPI 4.1's own independent strided write, run last, was
+ * seen leaving another rank's record with its older bytes — presumably a
+ * read-modify-write of the extent between our records without a lock —
+ * so the final bytes come from the collective call);
  * sync-barrier-sync, the whole file read back with read_at;
  * MPI_File_set_size cuts it to an odd size (get_size must say so, reads
  * stop there), then grows it back to the full size with zeros past the
