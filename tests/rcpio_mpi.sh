@@ -30,7 +30,7 @@
 #     the next job recovers nothing and reads the right data anyway;
 #  8. rcpio-cachectl show counts the committed blocks, drop removes pools;
 #  9. RCP on udp under the faults wrapper (drops, duplicates, reordering,
-#     corruption): the same program, the same bytes;
+#     corruption): the same program, the same bytes; and with a full pool;
 # 10. 8 ranks (more than the cores: --oversubscribe): run 2 and restart.
 # TAP.  Skips (77) without mpirun or librcpio.
 set -u
@@ -212,6 +212,17 @@ check $? "udp under faults: file on disk equals the reference"
 hr=$(sum "$tmp/o9" hits_remote)
 [ "$hr" -gt 0 ]
 check $? "udp under faults: remote hits by bulk ($hr)"
+# A full pool under the same faults: evictions, write-backs and stale
+# hints while frames are dropped, duplicated, reordered and corrupted.
+extra="-x RCPIO_TRANSPORT=udp -x RCP_FAULTS=drop=0.02,dup=0.01,reorder=0.02,corrupt=0.01,seed=11"
+run "$tmp/o9b" 256k "$tmp/c9.dat" both 3000 200
+st=$?
+extra=
+[ $st = 0 ] || tail -5 "$tmp/o9b"
+ev=$(sum "$tmp/o9b" evictions) hs=$(sum "$tmp/o9b" hints_stale)
+echo "# pool full under faults: evictions $ev, stale hints $hs"
+[ $st = 0 ] && [ "$ev" -gt 0 ]
+check $? "pool full on udp under faults (seed 11): data right, blocks evicted ($ev)"
 
 # More ranks than cores: 8 (--oversubscribe), every check of the first run
 # and the restart again.
