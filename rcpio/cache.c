@@ -24,6 +24,7 @@
 #include <rcp/error.h>
 
 #include "rcpio/cache.h"
+#include "rcpio/hints.h"
 #include "rcpio/meta.h"
 #include "rcpio/pool.h"
 #include "rcpio/xfer.h"
@@ -45,18 +46,6 @@ struct counters {
 	uint64_t hints_ahead;         /* locations learned ahead from query replies */
 };
 
-/* Where a block was last found (rcpio_cache's "location hints"): a
- * direct-mapped table the application thread alone uses.  A hint is a
- * guess, never trusted — every use is checked the way a query's answer
- * is: our own slot under the lock (local_io), another rank's by the tag
- * pulled after the data (rcpio_net_pull) or by the owner before a put
- * (rcpio.put) — so a stale hint costs a failed try and a query, never
- * wrong bytes, and nothing has to keep hints exact. */
-#define NHINTS 4096u
-struct hint {
-	uint64_t fid, block, gen; /* fid 0: empty */
-	uint32_t owner, slot;
-};
 
 static struct {
 	int started, failed, wrank, stats;
@@ -69,7 +58,7 @@ static struct {
 	uint32_t hand; /* eviction clock */
 	size_t block;
 	struct counters c;
-	struct hint hints[NHINTS];
+	struct rcpio_hint hints[RCPIO_NHINTS];
 	int fail_commit; /* RCPIO_FAIL_COMMIT: this rank's commits fail (tests) */
 	/* Background write-back (RCPIO_WRITEBACK_MS > 0): a thread writes
 	 * dirty blocks back while the application computes.  wb_busy: a
@@ -349,7 +338,10 @@ static int evict_one(void)
 	return 0;
 }
 
-static void hint_set(uint64_t fid, uint64_t b, uint32_t owner, uint32_t slot, uint64_t gen);
+static void hint_set(uint64_t fid, uint64_t b, uint32_t owner, uint32_t slot, uint64_t gen)
+{
+	*rcpio_hint_of(g.hints, fid, b) = (struct rcpio_hint){fid, b, gen, owner, slot};
+}
 
 /* Asks B's manager.  A remote manager also says where the next blocks it
  * manages are cached (RCPIO_AHEAD_MAX of them): they become hints, so a
@@ -412,30 +404,11 @@ static int local_io(uint32_t s, uint64_t fid, uint64_t b, uint64_t gen, uint32_t
 	return 0;
 }
 
-static struct hint *hint_of(uint64_t fid, uint64_t b)
-{
-	uint64_t h = (fid ^ (b * 0x9e3779b97f4a7c15ull)) * 0xff51afd7ed558ccdull;
-	return &g.hints[(h >> 40) % NHINTS];
-}
-
-static void hint_set(uint64_t fid, uint64_t b, uint32_t owner, uint32_t slot, uint64_t gen)
-{
-	*hint_of(fid, b) = (struct hint){fid, b, gen, owner, slot};
-}
-
-/* Forgets FID's hints (close, set_size: rank numbers and slots change). */
-static void hints_drop(uint64_t fid)
-{
-	for (uint32_t i = 0; i < NHINTS; i++)
-		if (g.hints[i].fid == fid)
-			g.hints[i].fid = 0;
-}
-
 /* A block access where the hint says, without asking the manager: 0 done,
  * RCP_ENOENT (no hint, or a stale one: ask), or an error of the owner. */
 static int hinted_io(rcpio_file *f, uint64_t b, uint32_t off, size_t len, void *buf, int write)
 {
-	struct hint *h = hint_of(f->fid, b);
+	struct rcpio_hint *h = rcpio_hint_of(g.hints, f->fid, b);
 	int rc;
 	if (h->fid != f->fid || h->block != b || h->owner >= (uint32_t)f->size)
 		return RCP_ENOENT;
@@ -922,7 +895,7 @@ int rcpio_cache_drop(rcpio_file *f)
 	}
 	rcpio_meta_drop_file(g.meta, f->fid);
 	pthread_mutex_unlock(&g.lock);
-	hints_drop(f->fid);
+	rcpio_hints_drop(g.hints, f->fid);
 	PMPI_Barrier(f->comm);
 	f->maxend = 0;
 	return rc;
@@ -945,7 +918,7 @@ int rcpio_cache_close(rcpio_file *f)
 		}
 	pthread_mutex_unlock(&g.lock);
 	rcpio_net_members_drop(g.net, f->fid);
-	hints_drop(f->fid);
+	rcpio_hints_drop(g.hints, f->fid);
 	for (int i = 0; i < f->size; i++)
 		rcpio_net_peer_free(f->peers[i]);
 	free(f->peers);
