@@ -46,7 +46,6 @@ struct counters {
 	uint64_t hints_ahead;         /* locations learned ahead from query replies */
 };
 
-
 static struct {
 	int started, failed, wrank, stats;
 	pthread_mutex_t lock;
@@ -954,8 +953,8 @@ void rcpio_cache_finalize(void)
 		        g.c.evictions, g.c.writebacks, g.c.writeback_bytes, g.c.recovered,
 		        g.c.dropped_stale, g.c.commits, g.c.rollbacks, g.c.bg_writebacks,
 		        ns.queries_served, ns.puts_served, ns.puts_failed, ns.held_bytes, ns.probes,
-		        ns.fillers_lost, g.c.hinted, g.c.hints_stale, g.c.hints_ahead, ns.queries_sent,
-		        g.pinfo.committed, g.pinfo.refused, g.pinfo.rolled_back);
+		        ns.fillers_lost, g.c.hinted, g.c.hints_stale, g.c.hints_ahead,
+		        ns.queries_sent, g.pinfo.committed, g.pinfo.refused, g.pinfo.rolled_back);
 	}
 	if (g.wb_on) {
 		pthread_mutex_lock(&g.lock);

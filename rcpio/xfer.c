@@ -37,8 +37,7 @@ RCP_PROC_DEFINE(proc_q_in, struct q_in, rcp_proc_u64(p, &v->fid); rcp_proc_u64(p
                 rcp_proc_u64(p, &v->gen); rcp_proc_u32(p, &v->me); rcp_proc_i64(p, &v->offer);
                 rcp_proc_u32(p, &v->stride); rcp_proc_u32(p, &v->ahead))
 RCP_PROC_DEFINE(proc_q_out, struct q_out, rcp_proc_u32(p, &v->kind); rcp_proc_u32(p, &v->owner);
-                rcp_proc_u32(p, &v->slot); rcp_proc_u64(p, &v->gen);
-                rcp_proc_bytes(p, &v->next))
+                rcp_proc_u32(p, &v->slot); rcp_proc_u64(p, &v->gen); rcp_proc_bytes(p, &v->next))
 RCP_PROC_DEFINE(proc_r_in, struct r_in, rcp_proc_u64(p, &v->fid); rcp_proc_u64(p, &v->block);
                 rcp_proc_u32(p, &v->owner); rcp_proc_u32(p, &v->slot))
 RCP_PROC_DEFINE(proc_p_in, struct p_in, rcp_proc_u64(p, &v->fid); rcp_proc_u64(p, &v->block);
@@ -196,8 +195,8 @@ static void h_query(rcp_rpc_handle *h, void *arg)
 		memset(next, 0, sizeof next);
 		for (uint32_t i = 0; !rc && in.stride && i < ahead; i++) {
 			struct rcpio_meta_reply a;
-			if (rcpio_meta_peek(n->meta, in.fid, in.block + (uint64_t)(i + 1) * in.stride,
-			                    &a))
+			if (rcpio_meta_peek(n->meta, in.fid,
+			                    in.block + (uint64_t)(i + 1) * in.stride, &a))
 				next[i] = (struct rcpio_loc){a.gen, a.owner, a.slot};
 		}
 		if (in.stride) {
@@ -579,9 +578,9 @@ static int call(rcpio_net *n, rcpio_peer *p, int c, const void *in, void *out)
 	return rc;
 }
 
-int rcpio_net_query_ahead(rcpio_net *n, rcpio_peer *mgr, uint64_t fid, uint64_t block,
-                          uint32_t me, int64_t offer, uint64_t gen, struct rcpio_meta_reply *r,
-                          uint32_t stride, uint32_t ahead, struct rcpio_loc *next)
+int rcpio_net_query_ahead(rcpio_net *n, rcpio_peer *mgr, uint64_t fid, uint64_t block, uint32_t me,
+                          int64_t offer, uint64_t gen, struct rcpio_meta_reply *r, uint32_t stride,
+                          uint32_t ahead, struct rcpio_loc *next)
 {
 	struct q_in in = {fid, block, gen, me, offer, stride, ahead};
 	struct q_out out;

@@ -79,9 +79,9 @@ struct rcpio_loc {
 /* rcpio_net_query that also asks where blocks BLOCK + i*STRIDE, i = 1 ..
  * AHEAD (<= RCPIO_AHEAD_MAX), are cached: NEXT[i-1] gets each VALID one's
  * location, as the manager knows it now (hints: checked at use). */
-int rcpio_net_query_ahead(rcpio_net *n, rcpio_peer *mgr, uint64_t fid, uint64_t block,
-                          uint32_t me, int64_t offer, uint64_t gen, struct rcpio_meta_reply *r,
-                          uint32_t stride, uint32_t ahead, struct rcpio_loc *next);
+int rcpio_net_query_ahead(rcpio_net *n, rcpio_peer *mgr, uint64_t fid, uint64_t block, uint32_t me,
+                          int64_t offer, uint64_t gen, struct rcpio_meta_reply *r, uint32_t stride,
+                          uint32_t ahead, struct rcpio_loc *next);
 int rcpio_net_evict(rcpio_net *n, rcpio_peer *mgr, uint64_t fid, uint64_t block, uint32_t owner,
                     uint32_t slot);
 /* Sends READY without waiting; rcpio_net_drain waits for all of them
