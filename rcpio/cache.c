@@ -24,6 +24,7 @@
 #include <rcp/error.h>
 
 #include "rcpio/cache.h"
+#include "rcpio/hints.h"
 #include "rcpio/meta.h"
 #include "rcpio/pool.h"
 #include "rcpio/xfer.h"
@@ -41,6 +42,8 @@ struct counters {
 	uint64_t hits_local, hits_remote, puts_remote, misses, bypass, busy, stale;
 	uint64_t evictions, writebacks, writeback_bytes, recovered, dropped_stale, commits,
 	    rollbacks, fs_reads, bg_writebacks;
+	uint64_t hinted, hints_stale; /* accesses without a query; hints found stale */
+	uint64_t hints_ahead;         /* locations learned ahead from query replies */
 };
 
 static struct {
@@ -54,6 +57,7 @@ static struct {
 	uint32_t hand; /* eviction clock */
 	size_t block;
 	struct counters c;
+	struct rcpio_hint hints[RCPIO_NHINTS];
 	int fail_commit; /* RCPIO_FAIL_COMMIT: this rank's commits fail (tests) */
 	/* Background write-back (RCPIO_WRITEBACK_MS > 0): a thread writes
 	 * dirty blocks back while the application computes.  wb_busy: a
@@ -333,12 +337,31 @@ static int evict_one(void)
 	return 0;
 }
 
+static void hint_set(uint64_t fid, uint64_t b, uint32_t owner, uint32_t slot, uint64_t gen)
+{
+	*rcpio_hint_of(g.hints, fid, b) = (struct rcpio_hint){fid, b, gen, owner, slot};
+}
+
+/* Asks B's manager.  A remote manager also says where the next blocks it
+ * manages are cached (RCPIO_AHEAD_MAX of them): they become hints, so a
+ * reader going through a cached file makes one query per manager and
+ * RCPIO_AHEAD_MAX blocks. */
 static int query(rcpio_file *f, uint64_t b, int64_t offer, uint64_t gen, struct rcpio_meta_reply *r)
 {
 	int mgr = (int)(b % (uint64_t)f->size), rc;
-	if (mgr != f->rank)
-		return rcpio_net_query(g.net, f->peers[mgr], f->fid, b, (uint32_t)f->rank, offer,
-		                       gen, r);
+	if (mgr != f->rank) {
+		struct rcpio_loc next[RCPIO_AHEAD_MAX];
+		rc = rcpio_net_query_ahead(g.net, f->peers[mgr], f->fid, b, (uint32_t)f->rank,
+		                           offer, gen, r, (uint32_t)f->size, RCPIO_AHEAD_MAX, next);
+		for (uint32_t i = 0; !rc && i < RCPIO_AHEAD_MAX; i++)
+			if (next[i].gen && next[i].owner < (uint32_t)f->size &&
+			    next[i].slot < rcpio_pool_nslots(g.pool)) {
+				hint_set(f->fid, b + (uint64_t)(i + 1) * (uint64_t)f->size,
+				         next[i].owner, next[i].slot, next[i].gen);
+				g.c.hints_ahead++;
+			}
+		return rc;
+	}
 	pthread_mutex_lock(&g.lock);
 	rc = rcpio_meta_query(g.meta, f->fid, b, (uint32_t)f->rank, offer, gen, r);
 	pthread_mutex_unlock(&g.lock);
@@ -380,10 +403,54 @@ static int local_io(uint32_t s, uint64_t fid, uint64_t b, uint64_t gen, uint32_t
 	return 0;
 }
 
+/* A block access where the hint says, without asking the manager: 0 done,
+ * RCP_ENOENT (no hint, or a stale one: ask), or an error of the owner. */
+static int hinted_io(rcpio_file *f, uint64_t b, uint32_t off, size_t len, void *buf, int write)
+{
+	struct rcpio_hint *h = rcpio_hint_of(g.hints, f->fid, b);
+	int rc;
+	if (h->fid != f->fid || h->block != b || h->owner >= (uint32_t)f->size)
+		return RCP_ENOENT;
+	if ((int)h->owner == f->rank)
+		rc = local_io(h->slot, f->fid, b, h->gen, off, len, buf, write);
+	else if (write)
+		rc = rcpio_net_put(g.net, f->peers[h->owner], f->fid, b, h->slot, h->gen, off, buf,
+		                   len);
+	else
+		rc = rcpio_net_pull(g.net, f->peers[h->owner], f->fid, b, h->slot, h->gen, off, buf,
+		                    len);
+	if (rc && (int)h->owner != f->rank) {
+		/* Stale (RCP_ENOENT), or the guessed owner failed us: the
+		 * manager decides (a dead owner's error comes back from the
+		 * query's path, not from a guess). */
+		h->fid = 0;
+		g.c.hints_stale++;
+		return RCP_ENOENT;
+	}
+	if (rc == RCP_ENOENT) {
+		h->fid = 0;
+		g.c.hints_stale++;
+		return rc;
+	}
+	if (!rc) {
+		g.c.hinted++;
+		if ((int)h->owner == f->rank)
+			g.c.hits_local++;
+		else if (write)
+			g.c.puts_remote++;
+		else
+			g.c.hits_remote++;
+	}
+	return rc;
+}
+
 /* One block-sized piece of a read or write: the protocol of
  * docs/rcpio.md, "a block access". */
 static int block_io(rcpio_file *f, uint64_t b, uint32_t off, size_t len, void *buf, int write)
 {
+	int hrc = hinted_io(f, b, off, len, buf, write);
+	if (hrc != RCP_ENOENT)
+		return hrc;
 	for (;;) {
 		struct rcpio_meta_reply r;
 		int64_t offer;
@@ -434,6 +501,8 @@ static int block_io(rcpio_file *f, uint64_t b, uint32_t off, size_t len, void *b
 				g.c.stale++;
 				continue;
 			}
+			if (!rc)
+				hint_set(f->fid, b, r.owner, r.slot, r.gen);
 			return rc;
 		case RCPIO_BUSY:
 			g.c.busy++;
@@ -488,6 +557,7 @@ static int block_io(rcpio_file *f, uint64_t b, uint32_t off, size_t len, void *b
 				pthread_mutex_unlock(&g.lock);
 				return rc;
 			}
+			hint_set(f->fid, b, (uint32_t)f->rank, s, gen);
 			return ready(f, b, s);
 		}
 		}
@@ -713,8 +783,11 @@ static int claim(rcpio_file *f)
 	for (int m = 0; m < f->size; m++)
 		for (int k = sdisp[m]; k + 2 < sdisp[m] + scount[m]; k += 3) {
 			uint32_t s = (uint32_t)sbuf[k + 1];
-			if (sbuf[k])
+			if (sbuf[k]) {
+				struct rcpio_slot *sl = rcpio_pool_slot(g.pool, s);
+				hint_set(f->fid, sl->block, (uint32_t)f->rank, s, sl->gen);
 				continue;
+			}
 			g.c.dropped_stale++;
 			total--;
 			rcpio_pool_tag_clear(g.pool, s);
@@ -772,8 +845,11 @@ int rcpio_cache_open(MPI_Comm comm, const char *path, int amode, rcpio_file **ou
 		if (i != f->rank &&
 		    rcpio_net_peer(g.net, blobs + (size_t)i * RCPIO_BLOB, &f->peers[i]))
 			bad = 1;
+	if (!bad && rcpio_net_members(g.net, f->fid, (uint32_t)f->rank, (uint32_t)f->size, blobs))
+		bad = 1;
 	PMPI_Allreduce(&bad, &anybad, 1, MPI_INT, MPI_MAX, f->comm);
 	if (anybad) {
+		rcpio_net_members_drop(g.net, f->fid);
 		rc = RCP_EPEER;
 		goto fail;
 	}
@@ -785,6 +861,7 @@ int rcpio_cache_open(MPI_Comm comm, const char *path, int amode, rcpio_file **ou
 		pthread_mutex_lock(&g.lock);
 		g.files = f->next;
 		pthread_mutex_unlock(&g.lock);
+		rcpio_net_members_drop(g.net, f->fid);
 		goto fail;
 	}
 	free(blobs);
@@ -817,6 +894,7 @@ int rcpio_cache_drop(rcpio_file *f)
 	}
 	rcpio_meta_drop_file(g.meta, f->fid);
 	pthread_mutex_unlock(&g.lock);
+	rcpio_hints_drop(g.hints, f->fid);
 	PMPI_Barrier(f->comm);
 	f->maxend = 0;
 	return rc;
@@ -838,6 +916,8 @@ int rcpio_cache_close(rcpio_file *f)
 			break;
 		}
 	pthread_mutex_unlock(&g.lock);
+	rcpio_net_members_drop(g.net, f->fid);
+	rcpio_hints_drop(g.hints, f->fid);
 	for (int i = 0; i < f->size; i++)
 		rcpio_net_peer_free(f->peers[i]);
 	free(f->peers);
@@ -864,14 +944,17 @@ void rcpio_cache_finalize(void)
 		        " writeback_bytes=%" PRIu64 " recovered=%" PRIu64 " dropped_stale=%" PRIu64
 		        " commits=%" PRIu64 " rollbacks=%" PRIu64 " bg_writebacks=%" PRIu64
 		        " queries_served=%" PRIu64 " puts_served=%" PRIu64 " puts_failed=%" PRIu64
-		        " held_bytes=%" PRIu64
+		        " held_bytes=%" PRIu64 " probes=%" PRIu64 " fillers_lost=%" PRIu64
+		        " hinted=%" PRIu64 " hints_stale=%" PRIu64 " hints_ahead=%" PRIu64
+		        " queries=%" PRIu64
 		        " pool_committed=%u pool_refused=%d pool_rolled_back=%d\n",
 		        g.wrank, g.c.hits_local, g.c.hits_remote, ns.pull_bytes, g.c.puts_remote,
 		        ns.put_bytes, g.c.misses, g.c.fs_reads, g.c.bypass, g.c.busy, g.c.stale,
 		        g.c.evictions, g.c.writebacks, g.c.writeback_bytes, g.c.recovered,
 		        g.c.dropped_stale, g.c.commits, g.c.rollbacks, g.c.bg_writebacks,
-		        ns.queries_served, ns.puts_served, ns.puts_failed, ns.held_bytes,
-		        g.pinfo.committed, g.pinfo.refused, g.pinfo.rolled_back);
+		        ns.queries_served, ns.puts_served, ns.puts_failed, ns.held_bytes, ns.probes,
+		        ns.fillers_lost, g.c.hinted, g.c.hints_stale, g.c.hints_ahead,
+		        ns.queries_sent, g.pinfo.committed, g.pinfo.refused, g.pinfo.rolled_back);
 	}
 	if (g.wb_on) {
 		pthread_mutex_lock(&g.lock);

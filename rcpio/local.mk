@@ -1,6 +1,6 @@
 # rcpio/: the MPI-IO block cache (docs/rcpio.md), built when libpmem2 and
 # Open MPI are present (configure's summary says why not otherwise).
-EXTRA_DIST += rcpio/pool.h rcpio/meta.h rcpio/xfer.h rcpio/cache.h
+EXTRA_DIST += rcpio/pool.h rcpio/meta.h rcpio/xfer.h rcpio/cache.h rcpio/hints.h
 if HAVE_RCPIO
 lib_LTLIBRARIES += librcpio.la
 librcpio_la_SOURCES = rcpio/pool.c rcpio/meta.c rcpio/xfer.c rcpio/cache.c rcpio/mpiio.c

@@ -19,7 +19,7 @@ struct ent {
 	struct ent *next;
 	uint64_t fid, block, gen;
 	uint32_t owner, slot;
-	int state;
+	int state, probing;
 };
 
 struct rcpio_meta {
@@ -75,6 +75,7 @@ static int add(rcpio_meta *m, uint64_t fid, uint64_t block, uint32_t owner, uint
 	e->slot = slot;
 	e->gen = gen;
 	e->state = state;
+	e->probing = 0;
 	e->next = m->b[k];
 	m->b[k] = e;
 	m->st.entries++;
@@ -94,6 +95,9 @@ int rcpio_meta_query(rcpio_meta *m, uint64_t fid, uint64_t block, uint32_t reque
 	if (e && e->state == RCPIO_FILLING) {
 		m->st.busy++;
 		r->kind = RCPIO_BUSY;
+		r->owner = e->owner; /* the filler: the manager may probe it */
+		r->slot = e->slot;
+		r->gen = e->gen;
 		return 0;
 	}
 	if (e) {
@@ -118,6 +122,46 @@ int rcpio_meta_query(rcpio_meta *m, uint64_t fid, uint64_t block, uint32_t reque
 	r->slot = (uint32_t)offer_slot;
 	r->gen = offer_gen;
 	return 0;
+}
+
+int rcpio_meta_peek(rcpio_meta *m, uint64_t fid, uint64_t block, struct rcpio_meta_reply *r)
+{
+	struct ent *e = *find(m, fid, block);
+	if (!e || e->state != RCPIO_VALID)
+		return 0;
+	r->kind = RCPIO_HIT;
+	r->owner = e->owner;
+	r->slot = e->slot;
+	r->gen = e->gen;
+	m->st.peeks++;
+	return 1;
+}
+
+int rcpio_meta_probe(rcpio_meta *m, uint64_t fid, uint64_t block, uint32_t owner, uint32_t slot)
+{
+	struct ent *e = *find(m, fid, block);
+	if (!e || e->state != RCPIO_FILLING || e->owner != owner || e->slot != slot || e->probing)
+		return 0;
+	e->probing = 1;
+	m->st.probes++;
+	return 1;
+}
+
+int rcpio_meta_probed(rcpio_meta *m, uint64_t fid, uint64_t block, uint32_t owner, uint32_t slot,
+                      int alive)
+{
+	struct ent **pe = find(m, fid, block), *e = *pe;
+	if (!e || e->owner != owner || e->slot != slot)
+		return 0;
+	e->probing = 0;
+	if (alive || e->state != RCPIO_FILLING)
+		return 0;
+	/* The filler is gone before READY: nobody holds the block. */
+	*pe = e->next;
+	free(e);
+	m->st.lost++;
+	m->st.entries--;
+	return 1;
 }
 
 int rcpio_meta_ready(rcpio_meta *m, uint64_t fid, uint64_t block, uint32_t owner, uint32_t slot)

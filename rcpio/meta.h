@@ -24,7 +24,7 @@ typedef struct rcpio_meta rcpio_meta;
 enum {
 	RCPIO_HIT = 0,  /* owner/slot/gen name the cached copy */
 	RCPIO_MISS = 1, /* the requester owns the block now, in its offered slot */
-	RCPIO_BUSY = 2, /* being filled: ask again */
+	RCPIO_BUSY = 2, /* being filled (owner/slot/gen: by whom): ask again */
 	RCPIO_NONE = 3, /* not cached and no slot offered: use the file system */
 };
 
@@ -37,6 +37,8 @@ struct rcpio_meta_reply {
 
 struct rcpio_meta_stats {
 	uint64_t queries, hits, misses, busy, none, ready, evicted, inserted, stale;
+	uint64_t probes, lost; /* fillers probed; FILLING entries of dead fillers dropped */
+	uint64_t peeks;        /* locations sent ahead (VALID blocks peeked at) */
 	uint64_t entries;
 };
 
@@ -48,6 +50,22 @@ void rcpio_meta_destroy(rcpio_meta *m);
  * in *R), RCP_EINVAL, RCP_ENOMEM. */
 int rcpio_meta_query(rcpio_meta *m, uint64_t fid, uint64_t block, uint32_t requester,
                      int64_t offer_slot, uint64_t offer_gen, struct rcpio_meta_reply *r);
+/* A requester that dies after its MISS never reports READY: its block
+ * would stay FILLING and every other requester BUSY.  The manager probes
+ * the filler (rcpio/xfer.c) when it answers BUSY; these two functions
+ * keep one probe at a time per entry.  rcpio_meta_probe: 1 if (FID,
+ * BLOCK) is FILLING by OWNER in SLOT and not being probed (it is marked
+ * probed now: start one), else 0.  rcpio_meta_probed: the probe's end;
+ * ALIVE 0 (the filler is gone) drops the entry if it is still that
+ * filler's FILLING one, so the next query is a MISS and another
+ * requester fills the block: returns 1 then, else 0. */
+int rcpio_meta_probe(rcpio_meta *m, uint64_t fid, uint64_t block, uint32_t owner, uint32_t slot);
+int rcpio_meta_probed(rcpio_meta *m, uint64_t fid, uint64_t block, uint32_t owner, uint32_t slot,
+                      int alive);
+/* Where (FID, BLOCK) is cached, without changing anything: 1 and *R
+ * (HIT) if it is VALID, else 0 (not cached, or FILLING).  For the
+ * locations a query's reply carries ahead (rcpio/xfer.c). */
+int rcpio_meta_peek(rcpio_meta *m, uint64_t fid, uint64_t block, struct rcpio_meta_reply *r);
 /* The owner filled its slot: FILLING -> VALID.  Returns 0 or RCP_ENOENT
  * (no such entry with that owner and slot: dropped in between). */
 int rcpio_meta_ready(rcpio_meta *m, uint64_t fid, uint64_t block, uint32_t owner, uint32_t slot);

@@ -16,10 +16,12 @@ struct q_in {
 	uint64_t fid, block, gen;
 	uint32_t me;
 	int64_t offer;
+	uint32_t stride, ahead;
 };
 struct q_out {
 	uint32_t kind, owner, slot;
 	uint64_t gen;
+	struct rcp_bytes next; /* AHEAD struct rcpio_loc, host order */
 };
 struct r_in {
 	uint64_t fid, block;
@@ -32,9 +34,10 @@ struct p_in {
 };
 
 RCP_PROC_DEFINE(proc_q_in, struct q_in, rcp_proc_u64(p, &v->fid); rcp_proc_u64(p, &v->block);
-                rcp_proc_u64(p, &v->gen); rcp_proc_u32(p, &v->me); rcp_proc_i64(p, &v->offer))
+                rcp_proc_u64(p, &v->gen); rcp_proc_u32(p, &v->me); rcp_proc_i64(p, &v->offer);
+                rcp_proc_u32(p, &v->stride); rcp_proc_u32(p, &v->ahead))
 RCP_PROC_DEFINE(proc_q_out, struct q_out, rcp_proc_u32(p, &v->kind); rcp_proc_u32(p, &v->owner);
-                rcp_proc_u32(p, &v->slot); rcp_proc_u64(p, &v->gen))
+                rcp_proc_u32(p, &v->slot); rcp_proc_u64(p, &v->gen); rcp_proc_bytes(p, &v->next))
 RCP_PROC_DEFINE(proc_r_in, struct r_in, rcp_proc_u64(p, &v->fid); rcp_proc_u64(p, &v->block);
                 rcp_proc_u32(p, &v->owner); rcp_proc_u32(p, &v->slot))
 RCP_PROC_DEFINE(proc_p_in, struct p_in, rcp_proc_u64(p, &v->fid); rcp_proc_u64(p, &v->block);
@@ -48,8 +51,17 @@ struct blob {
 };
 _Static_assert(sizeof(struct blob) == RCPIO_BLOB, "blob size");
 
-enum { C_QUERY, C_READY, C_EVICT, C_PUT, NCALLS };
-static const char *const names[NCALLS] = {"rcpio.query", "rcpio.ready", "rcpio.evict", "rcpio.put"};
+enum { C_QUERY, C_READY, C_EVICT, C_PUT, C_ALIVE, NCALLS };
+static const char *const names[NCALLS] = {"rcpio.query", "rcpio.ready", "rcpio.evict", "rcpio.put",
+                                          "rcpio.alive"};
+
+/* The server addresses of one open file's ranks (rcpio_net_members). */
+struct members {
+	struct members *next;
+	uint64_t fid;
+	uint32_t me, size;
+	char (*addr)[128];
+};
 
 struct rcpio_net {
 	pthread_mutex_t *lock;
@@ -60,13 +72,14 @@ struct rcpio_net {
 	rcp_bulk_ctx *sbulk;
 	rcp_rpc *srpc;
 	rcp_bulk *spool; /* the block area, READWRITE */
+	struct members *mem;
 	pthread_t thr;
 	volatile int stop;
 	/* client side: the application thread's */
 	rcp_ep *cep;
 	rcp_bulk_ctx *cbulk;
 	rcp_rpc *crpc;
-	unsigned char *stage; /* block + tag: bounce buffer of pulls and puts */
+	unsigned char *stage; /* block + tag: bounce buffer of puts, pulled tags */
 	rcp_bulk *cstage;
 	uint64_t id[NCALLS];
 	int outstanding, ready_err;
@@ -80,19 +93,119 @@ struct rcpio_peer {
 
 /* ---- server ---------------------------------------------------------- */
 
+/* ---- probes of fillers ----------------------------------------------
+ *
+ * A requester told MISS owns the block at its manager until it reports
+ * READY; if it dies in between, the entry stays FILLING and every other
+ * requester of the block is told BUSY for ever.  The manager learns of
+ * the death the way an owner learns of a requester dying mid-put: from
+ * the channel's failure.  When it answers BUSY it sends the filler an
+ * empty rcpio.alive — to the filler's server endpoint, whose progress
+ * thread answers while its application computes, so a live filler is
+ * never taken for dead however long it takes to fill — one probe per
+ * entry at a time (rcpio_meta_probe).  RCP_EPEER (the filler silent past
+ * RCP_PEER_TIMEOUT, or restarted) drops the FILLING entry, so the next
+ * query is a MISS and another requester fills the block.  Any other
+ * status keeps the entry; the next BUSY probes again. */
+struct probe {
+	rcpio_net *n;
+	uint64_t fid, block;
+	uint32_t owner, slot;
+};
+
+static void probed(rcpio_net *n, const struct probe *pr, int status)
+{
+	int dead = status == RCP_EPEER;
+	pthread_mutex_lock(n->lock);
+	if (rcpio_meta_probed(n->meta, pr->fid, pr->block, pr->owner, pr->slot, !dead))
+		n->st.fillers_lost++;
+	pthread_mutex_unlock(n->lock);
+}
+
+static void probe_cb(rcp_rpc_req *req, int status, void *out, void *arg)
+{
+	struct probe *pr = arg;
+	(void)req;
+	(void)out;
+	probed(pr->n, pr, status);
+	free(pr);
+}
+
+static void probe(rcpio_net *n, uint64_t fid, uint64_t block, const struct rcpio_meta_reply *r)
+{
+	struct probe *pr;
+	char addr[128] = "";
+	rcp_chan *ch;
+	int rc;
+
+	pthread_mutex_lock(n->lock);
+	if (!rcpio_meta_probe(n->meta, fid, block, r->owner, r->slot)) {
+		pthread_mutex_unlock(n->lock);
+		return;
+	}
+	for (struct members *m = n->mem; m; m = m->next)
+		if (m->fid == fid) {
+			if (r->owner < m->size && r->owner != m->me)
+				memcpy(addr, m->addr[r->owner], sizeof addr);
+			break;
+		}
+	n->st.probes++;
+	pthread_mutex_unlock(n->lock);
+	if (!(pr = malloc(sizeof *pr))) {
+		struct probe tmp = {n, fid, block, r->owner, r->slot};
+		probed(n, &tmp, RCP_ENOMEM);
+		return;
+	}
+	*pr = (struct probe){n, fid, block, r->owner, r->slot};
+	if (!addr[0])
+		rc = RCP_ENOENT; /* not a member we know: nothing to ask */
+	else if (!(rc = rcp_connect(n->sep, addr, &ch)))
+		rc = rcp_rpc_forward(n->srpc, ch, n->id[C_ALIVE], NULL, NULL, -1, probe_cb, pr,
+		                     NULL);
+	if (rc) {
+		probed(n, pr, rc == RCP_ECLOSED ? RCP_EPEER : rc);
+		free(pr);
+	}
+}
+
+static void h_alive(rcp_rpc_handle *h, void *arg)
+{
+	(void)arg;
+	rcp_rpc_respond(h, NULL, 0);
+}
+
 static void h_query(rcp_rpc_handle *h, void *arg)
 {
 	rcpio_net *n = arg;
 	struct q_in in;
 	struct rcpio_meta_reply r;
+	struct rcpio_loc next[RCPIO_AHEAD_MAX];
 	struct q_out out;
 	int rc = rcp_rpc_get_input(h, &in);
 	memset(&r, 0, sizeof r);
+	memset(&out, 0, sizeof out);
 	if (!rc) {
+		/* The locations of the next blocks this manager manages, on
+		 * the way back: a reader going through the file then finds
+		 * them by hint, one query for AHEAD blocks. */
+		uint32_t ahead = in.ahead < RCPIO_AHEAD_MAX ? in.ahead : RCPIO_AHEAD_MAX;
 		pthread_mutex_lock(n->lock);
 		rc = rcpio_meta_query(n->meta, in.fid, in.block, in.me, in.offer, in.gen, &r);
 		n->st.queries_served++;
+		memset(next, 0, sizeof next);
+		for (uint32_t i = 0; !rc && in.stride && i < ahead; i++) {
+			struct rcpio_meta_reply a;
+			if (rcpio_meta_peek(n->meta, in.fid,
+			                    in.block + (uint64_t)(i + 1) * in.stride, &a))
+				next[i] = (struct rcpio_loc){a.gen, a.owner, a.slot};
+		}
+		if (in.stride) {
+			out.next.data = next;
+			out.next.len = ahead * sizeof next[0];
+		}
 		pthread_mutex_unlock(n->lock);
+		if (!rc && r.kind == RCPIO_BUSY)
+			probe(n, in.fid, in.block, &r);
 	}
 	out.kind = r.kind;
 	out.owner = r.owner;
@@ -292,6 +405,8 @@ static int open_side(rcpio_net *n, const char *transport, int server, rcp_ep **e
 		rc = rcp_rpc_register(*rpc, names[C_EVICT], proc_r_in, NULL, &n->id[C_EVICT]);
 	if (!rc)
 		rc = rcp_rpc_register(*rpc, names[C_PUT], proc_p_in, NULL, &n->id[C_PUT]);
+	if (!rc)
+		rc = rcp_rpc_register(*rpc, names[C_ALIVE], NULL, NULL, &n->id[C_ALIVE]);
 	return rc;
 }
 
@@ -299,7 +414,7 @@ int rcpio_net_start(const char *transport, pthread_mutex_t *lock, rcpio_meta *me
                     rcpio_pool *pool, rcpio_net **out)
 {
 	rcpio_net *n = calloc(1, sizeof *n);
-	rcp_rpc_handler hs[NCALLS] = {h_query, h_ready, h_evict, h_put};
+	rcp_rpc_handler hs[NCALLS] = {h_query, h_ready, h_evict, h_put, h_alive};
 	size_t area_len, stage_len = rcpio_pool_stride(pool);
 	void *area;
 	int rc;
@@ -356,8 +471,53 @@ void rcpio_net_stop(rcpio_net *n)
 	rcp_bulk_ctx_close(n->sbulk);
 	rcp_ep_close(n->cep);
 	rcp_ep_close(n->sep);
+	while (n->mem) {
+		struct members *m = n->mem;
+		n->mem = m->next;
+		free(m->addr);
+		free(m);
+	}
 	free(n->stage);
 	free(n);
+}
+
+int rcpio_net_members(rcpio_net *n, uint64_t fid, uint32_t me, uint32_t size, const void *blobs)
+{
+	struct members *m = calloc(1, sizeof *m);
+	if (!m || !(m->addr = calloc(size ? size : 1, sizeof *m->addr))) {
+		free(m);
+		return RCP_ENOMEM;
+	}
+	m->fid = fid;
+	m->me = me;
+	m->size = size;
+	for (uint32_t i = 0; i < size; i++) {
+		/* a blob begins with its server address */
+		memcpy(m->addr[i], (const unsigned char *)blobs + (size_t)i * RCPIO_BLOB,
+		       sizeof m->addr[i]);
+		m->addr[i][sizeof m->addr[i] - 1] = 0;
+	}
+	pthread_mutex_lock(n->lock);
+	m->next = n->mem;
+	n->mem = m;
+	pthread_mutex_unlock(n->lock);
+	return 0;
+}
+
+void rcpio_net_members_drop(rcpio_net *n, uint64_t fid)
+{
+	struct members *m = NULL;
+	pthread_mutex_lock(n->lock);
+	for (struct members **pm = &n->mem; *pm; pm = &(*pm)->next)
+		if ((*pm)->fid == fid) {
+			m = *pm;
+			*pm = m->next;
+			break;
+		}
+	pthread_mutex_unlock(n->lock);
+	if (m)
+		free(m->addr);
+	free(m);
 }
 
 int rcpio_net_blob(rcpio_net *n, void *out)
@@ -418,22 +578,45 @@ static int call(rcpio_net *n, rcpio_peer *p, int c, const void *in, void *out)
 	return rc;
 }
 
+int rcpio_net_query_ahead(rcpio_net *n, rcpio_peer *mgr, uint64_t fid, uint64_t block, uint32_t me,
+                          int64_t offer, uint64_t gen, struct rcpio_meta_reply *r, uint32_t stride,
+                          uint32_t ahead, struct rcpio_loc *next)
+{
+	struct q_in in = {fid, block, gen, me, offer, stride, ahead};
+	struct q_out out;
+	rcp_rpc_req *req;
+	int rc;
+	if (ahead > RCPIO_AHEAD_MAX)
+		return RCP_EINVAL;
+	memset(&out, 0, sizeof out);
+	if ((rc = rcp_rpc_forward(n->crpc, mgr->ch, n->id[C_QUERY], &in, &out, -1, NULL, NULL,
+	                          &req)))
+		return rc;
+	rc = rcp_rpc_wait(req, -1);
+	n->st.queries_sent++;
+	if (!rc && out.kind > RCPIO_NONE)
+		rc = RCP_EPROTO;
+	if (!rc) {
+		r->kind = out.kind;
+		r->owner = out.owner;
+		r->slot = out.slot;
+		r->gen = out.gen;
+		/* (the bytes point into the reply: copied before it is freed;
+		 * a short or missing array reads as no locations) */
+		if (next) {
+			memset(next, 0, ahead * sizeof *next);
+			if (out.next.len <= ahead * sizeof *next && out.next.data)
+				memcpy(next, out.next.data, out.next.len);
+		}
+	}
+	rcp_rpc_req_free(req);
+	return rc;
+}
+
 int rcpio_net_query(rcpio_net *n, rcpio_peer *mgr, uint64_t fid, uint64_t block, uint32_t me,
                     int64_t offer, uint64_t gen, struct rcpio_meta_reply *r)
 {
-	struct q_in in = {fid, block, gen, me, offer};
-	struct q_out out;
-	int rc = call(n, mgr, C_QUERY, &in, &out);
-	n->st.queries_sent++;
-	if (rc)
-		return rc;
-	if (out.kind > RCPIO_NONE)
-		return RCP_EPROTO;
-	r->kind = out.kind;
-	r->owner = out.owner;
-	r->slot = out.slot;
-	r->gen = out.gen;
-	return 0;
+	return rcpio_net_query_ahead(n, mgr, fid, block, me, offer, gen, r, 0, 0, NULL);
 }
 
 int rcpio_net_evict(rcpio_net *n, rcpio_peer *mgr, uint64_t fid, uint64_t block, uint32_t owner,
@@ -503,12 +686,13 @@ int rcpio_net_put(rcpio_net *n, rcpio_peer *owner, uint64_t fid, uint64_t block,
 	return rc;
 }
 
-static int move(rcpio_net *n, rcpio_peer *p, uint64_t roff, uint64_t loff, uint64_t len)
+static int move(rcpio_net *n, rcpio_peer *p, uint64_t roff, rcp_bulk *local, uint64_t loff,
+                uint64_t len)
 {
 	rcp_bulk_op *op;
 	int st = 0;
-	int rc = rcp_bulk_transfer(n->cbulk, p->ch, RCP_BULK_PULL, p->pool, roff, n->cstage, loff,
-	                           len, NULL, NULL, &op);
+	int rc = rcp_bulk_transfer(n->cbulk, p->ch, RCP_BULK_PULL, p->pool, roff, local, loff, len,
+	                           NULL, NULL, &op);
 	if (rc)
 		return rc;
 	rc = rcp_bulk_wait(op, -1, &st);
@@ -518,19 +702,27 @@ static int move(rcpio_net *n, rcpio_peer *p, uint64_t roff, uint64_t loff, uint6
 /* Data first, tag second: the owner clears a slot's tag before it reuses
  * the slot and sets it only after the data is in place, so a tag that
  * still names our block after the data was read proves the data was the
- * block's (docs/rcpio.md, "reads without the owner"). */
+ * block's (docs/rcpio.md, "reads without the owner").  The data goes
+ * straight into DST (a handle over it: no copy through the stage, ~10%
+ * more re-read bandwidth from another rank's pool, docs/results.md);
+ * bytes that fail the tag check are the caller's to discard: it asks
+ * again and overwrites them. */
 int rcpio_net_pull(rcpio_net *n, rcpio_peer *owner, uint64_t fid, uint64_t block, uint32_t slot,
                    uint64_t gen, uint32_t off, void *dst, size_t len)
 {
 	size_t bs = rcpio_pool_block(n->pool);
 	uint64_t base = (uint64_t)slot * rcpio_pool_stride(n->pool);
+	rcp_bulk *h;
 	int rc;
-	if ((rc = move(n, owner, base + off, 0, len)) || (rc = move(n, owner, base + bs, bs, 40)))
+	if ((rc = rcp_bulk_create(n->cbulk, 1, &dst, &len, RCP_BULK_READWRITE, &h)))
+		return rc;
+	rc = move(n, owner, base + off, h, 0, len);
+	rcp_bulk_free(h);
+	if (rc || (rc = move(n, owner, base + bs, n->cstage, bs, 40)))
 		return rc;
 	n->st.pulls++;
 	if (!rcpio_tag_ok(n->stage + bs, fid, block, gen))
 		return RCP_ENOENT;
-	memcpy(dst, n->stage, len);
 	n->st.pull_bytes += len;
 	return 0;
 }

@@ -16,6 +16,8 @@
  *   rcpio.evict (fid, block, owner, slot)         the owner gives it up
  *   rcpio.put   (fid, block, slot, gen, off, bulk) the owner pulls the
  *               requester's bytes into its slot and marks them dirty
+ *   rcpio.alive ()  a manager's probe of a filler that has not reported
+ *               READY (RCP_EPEER: it is gone, the block is freed)
  * Reads need no call to the owner: the requester pulls the data, then the
  * slot's tag, and trusts the data only if the tag names the block.
  */
@@ -41,6 +43,9 @@ struct rcpio_net_stats {
 	 * or went silent mid-transfer), and the pool bytes pinned right now
 	 * by puts in flight (0 once every transfer has ended, either way). */
 	uint64_t puts_failed, held_bytes;
+	/* Manager side: fillers probed while their block was FILLING, and
+	 * FILLING entries dropped because the filler was gone (RCP_EPEER). */
+	uint64_t probes, fillers_lost;
 };
 
 /* Starts the endpoints and the progress thread.  TRANSPORT: "shm" or
@@ -56,10 +61,27 @@ int rcpio_net_blob(rcpio_net *n, void *blob);
  * RCP code (RCP_EPROTO: malformed blob). */
 int rcpio_net_peer(rcpio_net *n, const void *blob, rcpio_peer **out);
 void rcpio_net_peer_free(rcpio_peer *p);
+/* The ranks of file FID (SIZE blobs in rank order, this rank ME): the
+ * manager probes a filler at its address (xfer.c, "probes of fillers").
+ * rcpio_net_members_drop forgets them (close).  0 or RCP_ENOMEM. */
+int rcpio_net_members(rcpio_net *n, uint64_t fid, uint32_t me, uint32_t size, const void *blobs);
+void rcpio_net_members_drop(rcpio_net *n, uint64_t fid);
 
 /* Blocking client calls (application thread).  Return 0 or an RCP code. */
 int rcpio_net_query(rcpio_net *n, rcpio_peer *mgr, uint64_t fid, uint64_t block, uint32_t me,
                     int64_t offer, uint64_t gen, struct rcpio_meta_reply *r);
+/* A block's location (gen 0: not known to be cached). */
+struct rcpio_loc {
+	uint64_t gen;
+	uint32_t owner, slot;
+};
+#define RCPIO_AHEAD_MAX 32u
+/* rcpio_net_query that also asks where blocks BLOCK + i*STRIDE, i = 1 ..
+ * AHEAD (<= RCPIO_AHEAD_MAX), are cached: NEXT[i-1] gets each VALID one's
+ * location, as the manager knows it now (hints: checked at use). */
+int rcpio_net_query_ahead(rcpio_net *n, rcpio_peer *mgr, uint64_t fid, uint64_t block, uint32_t me,
+                          int64_t offer, uint64_t gen, struct rcpio_meta_reply *r, uint32_t stride,
+                          uint32_t ahead, struct rcpio_loc *next);
 int rcpio_net_evict(rcpio_net *n, rcpio_peer *mgr, uint64_t fid, uint64_t block, uint32_t owner,
                     uint32_t slot);
 /* Sends READY without waiting; rcpio_net_drain waits for all of them

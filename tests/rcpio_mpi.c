@@ -18,7 +18,18 @@
  * on fresh pools, it caches and owns every block).  "crash-all": every
  * rank writes its records (the reference bytes) with the collective
  * MPI_File_write_at_all, never syncs, and is killed: each collective call
- * is a commit point, so the next job recovers all of it.
+ * is a commit point, so the next job recovers all of it.  "views": every
+ * rank writes its records through a strided view (vector filetype) with
+ * the individual MPI_File_write, other bytes, then the right ones after a
+ * seek to the view's start with the collective MPI_File_write_all (in this
+ * order: Open MPI 4.1's own independent strided write, run last, was
+ * seen leaving another rank's record with its older bytes — presumably a
+ * read-modify-write of the extent between our records without a lock —
+ * so the final bytes come from the collective call);
+ * sync-barrier-sync, the whole file read back with read_at;
+ * MPI_File_set_size cuts it to an odd size (get_size must say so, reads
+ * stop there), then grows it back to the full size with zeros past the
+ * cut (get_size again, bytes read back).
  * Exit 0 when everything matches; rank 0 prints "rcpio_mpi: ok".
  */
 #include <mpi.h>
@@ -94,6 +105,75 @@ int main(int argc, char **argv)
 		}
 		MPI_Barrier(MPI_COMM_WORLD);
 		raise(SIGKILL);
+	}
+	if (argc > 2 && !strcmp(argv[2], "views")) {
+		long long cut = total / 2 + 123;
+		int cnt;
+		MPI_Type_vector(nrec, rec, rec * size, MPI_BYTE, &vec);
+		MPI_Type_commit(&vec);
+		MPI_File_set_view(fh, (MPI_Offset)rank * rec, MPI_BYTE, vec, "native",
+		                  MPI_INFO_NULL);
+		/* First pass: other bytes, through write; the second pass
+		 * (write_all after a seek to the view's start) overwrites them. */
+		for (int i = 0; i < nrec; i++)
+			for (int k = 0; k < rec; k++)
+				buf[(long long)i * rec + k] =
+				    (unsigned char)~pat(((long long)i * size + rank) * rec + k);
+		if (MPI_File_write(fh, buf, rec * nrec, MPI_BYTE, &st) != MPI_SUCCESS)
+			return fail(rank, "write through a view", 0);
+		for (int i = 0; i < nrec; i++)
+			for (int k = 0; k < rec; k++)
+				buf[(long long)i * rec + k] =
+				    pat(((long long)i * size + rank) * rec + k);
+		MPI_File_seek(fh, 0, MPI_SEEK_SET);
+		if (MPI_File_write_all(fh, buf, rec * nrec, MPI_BYTE, &st) != MPI_SUCCESS)
+			return fail(rank, "write_all through a view", 0);
+		MPI_Type_free(&vec);
+		MPI_File_sync(fh);
+		MPI_Barrier(MPI_COMM_WORLD);
+		MPI_File_sync(fh);
+		MPI_File_set_view(fh, 0, MPI_BYTE, MPI_BYTE, "native", MPI_INFO_NULL);
+		memset(buf, 0, (size_t)total);
+		MPI_File_read_at(fh, 0, buf, (int)total, MPI_BYTE, &st);
+		for (long long o = 0; o < total; o++)
+			if (buf[o] != pat(o))
+				return fail(rank, "data written through views differs", o);
+		/* Cut to an odd size (once every rank has read: a collective
+		 * call need not wait for the others): the size and the reads
+		 * say so. */
+		MPI_Barrier(MPI_COMM_WORLD);
+		if (MPI_File_set_size(fh, cut) != MPI_SUCCESS)
+			return fail(rank, "set_size (cut)", cut);
+		MPI_File_get_size(fh, &fsize);
+		if (fsize != cut)
+			return fail(rank, "get_size after the cut", fsize);
+		memset(buf, 0, (size_t)total);
+		MPI_File_read_at(fh, 0, buf, (int)total, MPI_BYTE, &st);
+		MPI_Get_count(&st, MPI_BYTE, &cnt);
+		if (cnt != cut)
+			return fail(rank, "read past the cut", cnt);
+		for (long long o = 0; o < cut; o++)
+			if (buf[o] != pat(o))
+				return fail(rank, "data before the cut differs", o);
+		/* Grow it back: zeros past the cut. */
+		MPI_Barrier(MPI_COMM_WORLD);
+		if (MPI_File_set_size(fh, total) != MPI_SUCCESS)
+			return fail(rank, "set_size (grow)", total);
+		MPI_File_get_size(fh, &fsize);
+		if (fsize != total)
+			return fail(rank, "get_size after growing", fsize);
+		memset(buf, 0xaa, (size_t)total);
+		MPI_File_read_at(fh, 0, buf, (int)total, MPI_BYTE, &st);
+		for (long long o = 0; o < total; o++)
+			if (buf[o] != (o < cut ? pat(o) : 0))
+				return fail(rank, "data after growing differs", o);
+		MPI_File_close(&fh);
+		if (rank == 0)
+			printf("rcpio_mpi: views ok (%d ranks, %lld bytes, cut at %lld)\n", size,
+			       total, cut);
+		free(buf);
+		MPI_Finalize();
+		return 0;
 	}
 	if (dowrite) {
 		for (int i = 0; i < nrec; i++) {

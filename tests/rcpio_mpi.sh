@@ -8,23 +8,29 @@
 #     moved between ranks by bulk (remote hits, pulled bytes) and that the
 #     file system was read at most once per block;
 #  3. restart (a new job, read only): every block is recovered from the
-#     pools, the file system is not read at all;
+#     pools, the file system is not read at all; query replies carry the
+#     locations of the next blocks (fewer queries than hinted accesses);
 #  4. crash: a job overwrites the records of the file's first half
 #     without committing and is killed; the next job reads the last committed data (the reference),
 #     with the overwritten blocks refused from the pools, the rest recovered;
 #     the same with only the owner or only the others writing;
 #  4b. collective calls commit: a job writes with MPI_File_write_at_all
 #     only, never syncs, and is killed; the next job recovers every block;
+#     re-reads go where location hints say, without a query;
 #  5. pool full: 4 slots per rank for 37 blocks: clean blocks evicted,
-#     dirty ones written back, the file still equals the reference;
+#     dirty ones written back, the file still equals the reference, hints
+#     made stale by the evictions caught (counted);
 #     the same with background write-back (RCPIO_WRITEBACK_MS=1);
+#  5b. writes through strided views (write, then write_all after a seek),
+#     set_size cutting and growing the file, get_size: the same file as
+#     plain MPI-IO;
 #  6. a corrupted pool header: refused (counted), data still right;
 #  7. one rank's commits fail (RCPIO_FAIL_COMMIT): every rank rolls back
 #     at each of the 4 commit points (2 syncs, read_all, close),
 #     the next job recovers nothing and reads the right data anyway;
 #  8. rcpio-cachectl show counts the committed blocks, drop removes pools;
 #  9. RCP on udp under the faults wrapper (drops, duplicates, reordering,
-#     corruption): the same program, the same bytes;
+#     corruption): the same program, the same bytes; and with a full pool;
 # 10. 8 ranks (more than the cores: --oversubscribe): run 2 and restart.
 # TAP.  Skips (77) without mpirun or librcpio.
 set -u
@@ -83,6 +89,9 @@ hb=$(sum "$tmp/o1" held_bytes) pf=$(sum "$tmp/o1" puts_failed)
 check $? "writes into blocks other ranks own went by rcpio.put ($pr, all served, $hb bytes still held)"
 [ "$fr" -le "$blocks" ]
 check $? "the file system was read at most once per block ($fr <= $blocks)"
+hi=$(sum "$tmp/o1" hinted)
+[ "$hi" -gt 0 ]
+check $? "re-reads went where the location hints said, without a query ($hi accesses)"
 
 run "$tmp/o2" 16m "$tmp/c.dat" read
 st=$?
@@ -91,6 +100,10 @@ rec=$(sum "$tmp/o2" recovered) fr=$(sum "$tmp/o2" fs_reads) mi=$(sum "$tmp/o2" m
 echo "# restart: recovered $rec blocks, fs reads $fr, misses $mi"
 [ "$rec" = "$blocks" ] && [ "$fr" = 0 ] && [ "$mi" = 0 ]
 check $? "restart: all $blocks blocks recovered from the pools, no file system read"
+ha=$(sum "$tmp/o2" hints_ahead) q=$(sum "$tmp/o2" queries) hi=$(sum "$tmp/o2" hinted)
+echo "# restart: queries $q, locations learned ahead $ha, accesses by hint $hi"
+[ "$ha" -gt 0 ] && [ "$q" -lt "$hi" ]
+check $? "restart: query replies carried the next blocks' locations ($ha), fewer queries ($q) than accesses by hint ($hi)"
 
 ctl="$b/rcpio/rcpio-cachectl"
 cb=$("$ctl" show "$tmp"/pool/*.pool | sed -n 's/^  .*c\.dat: \([0-9]*\) blocks.*/\1/p' | awk '{s += $1} END {print s + 0}')
@@ -143,6 +156,9 @@ ev=$(sum "$tmp/o5" evictions) wb=$(sum "$tmp/o5" writebacks)
 echo "# pool full: evictions $ev, write-backs $wb"
 [ "$ev" -gt 0 ] && [ "$wb" -gt 0 ]
 check $? "pool full: blocks evicted ($ev), dirty ones written back"
+hs=$(sum "$tmp/o5" hints_stale)
+[ "$hs" -gt 0 ]
+check $? "pool full: location hints made stale by evictions were caught ($hs) and the data is still right"
 
 extra="-x RCPIO_WRITEBACK_MS=1"
 run "$tmp/o5b" 256k "$tmp/c3.dat" both 3000 400
@@ -151,6 +167,16 @@ check $st "background write-back (every 1 ms) with a full pool: data and file on
 [ $st = 0 ] || tail -5 "$tmp/o5b"
 echo "# background write-back: $(sum "$tmp/o5b" bg_writebacks) blocks written in the background (timing-dependent, not checked)"
 extra=
+
+# Writes through strided views (write_all, then write after a seek), a cut
+# by set_size and a growth back: plain MPI-IO and rcpio leave the same file.
+timeout 300 mpirun --allow-run-as-root --oversubscribe -np $NP "$prog" "$tmp/pv.dat" views >"$tmp/ov0" 2>&1
+st0=$?
+run "$tmp/ov1" 16m "$tmp/cv.dat" views
+st=$?
+[ $st = 0 ] || tail -5 "$tmp/ov1"
+[ $st0 = 0 ] && [ $st = 0 ] && cmp -s "$tmp/pv.dat" "$tmp/cv.dat"
+check $? "strided views: write and write_all, set_size cut and growth, get_size: same bytes as plain MPI-IO"
 
 printf 'garbage!' | dd of="$tmp/pool/rcpio-1.pool" bs=1 seek=16 conv=notrunc 2>/dev/null
 run "$tmp/o6" 16m "$tmp/c.dat" read
@@ -186,6 +212,17 @@ check $? "udp under faults: file on disk equals the reference"
 hr=$(sum "$tmp/o9" hits_remote)
 [ "$hr" -gt 0 ]
 check $? "udp under faults: remote hits by bulk ($hr)"
+# A full pool under the same faults: evictions, write-backs and stale
+# hints while frames are dropped, duplicated, reordered and corrupted.
+extra="-x RCPIO_TRANSPORT=udp -x RCP_FAULTS=drop=0.02,dup=0.01,reorder=0.02,corrupt=0.01,seed=11"
+run "$tmp/o9b" 256k "$tmp/c9.dat" both 3000 200
+st=$?
+extra=
+[ $st = 0 ] || tail -5 "$tmp/o9b"
+ev=$(sum "$tmp/o9b" evictions) hs=$(sum "$tmp/o9b" hints_stale)
+echo "# pool full under faults: evictions $ev, stale hints $hs"
+[ $st = 0 ] && [ "$ev" -gt 0 ]
+check $? "pool full on udp under faults (seed 11): data right, blocks evicted ($ev)"
 
 # More ranks than cores: 8 (--oversubscribe), every check of the first run
 # and the restart again.

@@ -256,11 +256,194 @@ static void t_requester_killed(void **state)
 	rmdir(dir);
 }
 
+/* ---- a filler killed after its MISS ---------------------------------- */
+
+#define FBLOCK 11u
+
+/* Filler A (a child): its own pool and rcpio runtime (rank 1), sends the
+ * parent its blob, reads the manager's, asks for block FBLOCK offering a
+ * slot — a MISS: A owns the block, FILLING — tells the parent the reply
+ * kind and then never fills nor reports READY: it is killed there. */
+static void filler(int from, int tell)
+{
+	pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	struct rcpio_pool_cfg cfg = {BLOCK, 4};
+	struct rcpio_meta_reply r;
+	unsigned char mine[RCPIO_BLOB], mgr[RCPIO_BLOB];
+	char fpath[128];
+	rcpio_pool *pool;
+	rcpio_meta *meta;
+	rcpio_net *net;
+	rcpio_peer *m;
+	uint32_t kind;
+	uint64_t gen;
+	int s;
+
+	snprintf(fpath, sizeof fpath, "%s/a.pool", dir);
+	if (rcpio_pool_open(fpath, &cfg, &pool, NULL) || rcpio_meta_create(&meta) ||
+	    rcpio_net_start("udp", &lock, meta, pool, &net) || rcpio_net_blob(net, mine))
+		_exit(20);
+	if (write(tell, mine, sizeof mine) != (ssize_t)sizeof mine ||
+	    read(from, mgr, sizeof mgr) != (ssize_t)sizeof mgr || rcpio_net_peer(net, mgr, &m))
+		_exit(21);
+	pthread_mutex_lock(&lock);
+	s = rcpio_pool_alloc(pool);
+	gen = rcpio_pool_next_gen(pool);
+	pthread_mutex_unlock(&lock);
+	if (s < 0 || rcpio_net_query(net, m, FID, FBLOCK, 1, s, gen, &r))
+		_exit(22);
+	kind = r.kind;
+	if (write(tell, &kind, sizeof kind) != (ssize_t)sizeof kind)
+		_exit(23);
+	for (;;)
+		pause();
+}
+
+/* The manager (this process, rank 0) learns that the filler died after
+ * its MISS — the probe it sends when it answers BUSY fails with
+ * RCP_EPEER — and drops the FILLING entry: requester B (rank 2, a second
+ * runtime in this process) is told MISS, fills the block and reports
+ * READY, and a third reader pulls the right bytes from B's pool.
+ * Counted, not timed: B's first query after the kill is BUSY (the probe
+ * starts there), one probe is sent and fails, and once the manager
+ * counts the filler lost, B's very next query is a MISS. */
+static void t_filler_killed(void **state)
+{
+	pthread_mutex_t lm = PTHREAD_MUTEX_INITIALIZER, lb = PTHREAD_MUTEX_INITIALIZER;
+	struct rcpio_pool_cfg cfg = {BLOCK, 4};
+	struct rcpio_meta_reply r;
+	struct rcpio_meta_stats ms;
+	struct rcpio_net_stats st;
+	struct rcpio_slot *sl;
+	rcpio_pool *pm, *pb;
+	rcpio_meta *mm, *mb;
+	rcpio_net *nm, *nb;
+	rcpio_peer *b_to_m, *m_to_m, *m_to_b;
+	unsigned char blobs[3 * RCPIO_BLOB], *want = malloc(BLOCK), *got = malloc(BLOCK);
+	char pm_path[128], pb_path[128];
+	int down[2], up[2], wst, s;
+	uint64_t gen, busy = 0, lost_before;
+	uint32_t kind;
+	pid_t a;
+	(void)state;
+
+	snprintf(dir, sizeof dir, "/tmp/rcpio-xfer-XXXXXX");
+	assert_non_null(mkdtemp(dir));
+	assert_int_equal(pipe(down), 0);
+	assert_int_equal(pipe(up), 0);
+	a = fork();
+	assert_true(a >= 0);
+	if (a == 0) {
+		close(down[1]);
+		close(up[0]);
+		filler(down[0], up[1]);
+	}
+	close(down[0]);
+	close(up[1]);
+	snprintf(pm_path, sizeof pm_path, "%s/m.pool", dir);
+	snprintf(pb_path, sizeof pb_path, "%s/b.pool", dir);
+	assert_int_equal(rcpio_pool_open(pm_path, &cfg, &pm, NULL), 0);
+	assert_int_equal(rcpio_pool_open(pb_path, &cfg, &pb, NULL), 0);
+	assert_int_equal(rcpio_meta_create(&mm), 0);
+	assert_int_equal(rcpio_meta_create(&mb), 0);
+	assert_int_equal(rcpio_net_start("udp", &lm, mm, pm, &nm), 0);
+	assert_int_equal(rcpio_net_start("udp", &lb, mb, pb, &nb), 0);
+	assert_int_equal(rcpio_net_blob(nm, blobs), 0);
+	assert_int_equal(rcpio_net_blob(nb, blobs + 2 * RCPIO_BLOB), 0);
+	assert_int_equal(read(up[0], blobs + RCPIO_BLOB, RCPIO_BLOB), RCPIO_BLOB);
+	/* As cache.c does at open: the manager knows the file's ranks. */
+	assert_int_equal(rcpio_net_members(nm, FID, 0, 3, blobs), 0);
+	assert_int_equal(write(down[1], blobs, RCPIO_BLOB), RCPIO_BLOB);
+	assert_int_equal(read(up[0], &kind, sizeof kind), (ssize_t)sizeof kind);
+	assert_int_equal(kind, RCPIO_MISS);
+	kill(a, SIGKILL);
+	assert_int_equal(waitpid(a, &wst, 0), a);
+
+	/* B asks, offering its slot, until the manager gives it the block. */
+	assert_int_equal(rcpio_net_peer(nb, blobs, &b_to_m), 0);
+	pthread_mutex_lock(&lb);
+	s = rcpio_pool_alloc(pb);
+	assert_true(s >= 0);
+	gen = rcpio_pool_next_gen(pb);
+	sl = rcpio_pool_slot(pb, (uint32_t)s);
+	sl->fid = FID;
+	sl->block = FBLOCK;
+	pthread_mutex_unlock(&lb);
+	for (;;) {
+		lost_before = stats(nm).fillers_lost;
+		assert_int_equal(rcpio_net_query(nb, b_to_m, FID, FBLOCK, 2, s, gen, &r), 0);
+		if (r.kind == RCPIO_MISS)
+			break;
+		assert_int_equal(r.kind, RCPIO_BUSY);
+		/* Told who fills, and never after the manager gave up on it. */
+		assert_true(r.owner == 1);
+		assert_int_equal(lost_before, 0);
+		/* One probe, however many BUSYs: a failed probe that kept the
+		 * entry would be followed by another at once. */
+		assert_true(stats(nm).probes <= 1);
+		busy++;
+	}
+	assert_true(busy >= 1);
+	assert_true(r.owner == 2 && r.slot == (uint32_t)s && r.gen == gen);
+	st = stats(nm);
+	assert_int_equal(st.probes, 1);
+	assert_int_equal(st.fillers_lost, 1);
+	rcpio_meta_get_stats(mm, &ms);
+	assert_int_equal(ms.lost, 1);
+
+	/* B fills the block (the file's bytes) and reports READY. */
+	test_fill(want, BLOCK, 77);
+	pthread_mutex_lock(&lb);
+	memcpy(rcpio_pool_data(pb, (uint32_t)s), want, BLOCK);
+	sl->gen = gen;
+	rcpio_pool_tag_set(pb, (uint32_t)s, FID, FBLOCK, gen);
+	pthread_mutex_unlock(&lb);
+	assert_int_equal(rcpio_net_ready(nb, b_to_m, FID, FBLOCK, 2, (uint32_t)s), 0);
+	assert_int_equal(rcpio_net_drain(nb), 0);
+
+	/* Another reader (the manager's own client side) is told HIT at B
+	 * and pulls the block's bytes from B's pool. */
+	assert_int_equal(rcpio_net_peer(nm, blobs, &m_to_m), 0);
+	assert_int_equal(rcpio_net_peer(nm, blobs + 2 * RCPIO_BLOB, &m_to_b), 0);
+	assert_int_equal(rcpio_net_query(nm, m_to_m, FID, FBLOCK, 0, -1, 0, &r), 0);
+	assert_int_equal(r.kind, RCPIO_HIT);
+	assert_true(r.owner == 2 && r.slot == (uint32_t)s && r.gen == gen);
+	memset(got, 0, BLOCK);
+	assert_int_equal(rcpio_net_pull(nm, m_to_b, FID, FBLOCK, r.slot, r.gen, 0, got, BLOCK), 0);
+	assert_memory_equal(got, want, BLOCK);
+	assert_int_equal(stats(nm).probes, 1);
+
+	rcpio_net_peer_free(m_to_b);
+	rcpio_net_peer_free(m_to_m);
+	rcpio_net_peer_free(b_to_m);
+	rcpio_net_members_drop(nm, FID);
+	rcpio_net_stop(nb);
+	rcpio_net_stop(nm);
+	rcpio_meta_destroy(mb);
+	rcpio_meta_destroy(mm);
+	rcpio_pool_close(pb);
+	rcpio_pool_close(pm);
+	close(down[1]);
+	close(up[0]);
+	free(want);
+	free(got);
+	unlink(pm_path);
+	unlink(pb_path);
+	snprintf(pm_path, sizeof pm_path, "%s/a.pool", dir);
+	unlink(pm_path);
+	rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(t_requester_killed),
+	    cmocka_unit_test(t_filler_killed),
 	};
+	/* A manager that never learns of a dead filler would answer BUSY for
+	 * ever: the watchdog ends the run (a failure) after 60 s instead of
+	 * counting looks. */
+	alarm(60);
 	/* Quick death notices: the owner's pull fails 300 ms after the
 	 * requester's last frame (read once, before any endpoint opens). */
 	setenv("RCP_PEER_TIMEOUT", "300", 1);
