@@ -116,6 +116,10 @@ struct rcp_ep_stats {
 	/* RMA transfer results given back for no transfer outstanding (a
 	 * token twice, or after the core shut down): ignored (rcp/rmaq.c). */
 	uint64_t rma_stale;
+	/* Loss recovery (rcp/send.c): tail-loss probes sent, and frames
+	 * resent because a frame sent after them arrived (RACK); timeouts
+	 * above counts the retransmission timeouts. */
+	uint64_t tlp_probes, rack_resends;
 };
 
 /* ---- endpoints ---- */
