@@ -18,6 +18,12 @@
  *   per message.  This is what the loss floor of the congestion window
  *   (rcp/send.c, LOSS_CWND_MIN) buys: halving down to 2 frames on every
  *   window of random loss gave 0.65x at 5%.
+ * - t_timeouts: the same at 1 Gbit/s MTU 1500 and 5% loss, where the
+ *   32-frame window keeps ~0.4 ms of frames queued and srtt grows to
+ *   that: the retransmission timeout must not come before a resent
+ *   hole's reordering window (srtt x 5/4) can act (rcp/send.c,
+ *   rcpi_update_rto: at least 2 srtt).  At most 0.8 timeouts per
+ *   message; without the bound 1.0-1.1.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,7 +43,16 @@ static int never(void *arg)
 	return 0;
 }
 
-static struct sim *fast_pair(uint64_t seed, double drop)
+/* The two links of perf/cluster_bench.sh. */
+struct link {
+	uint64_t bandwidth; /* bytes per second */
+	uint32_t mtu;
+	const char *name;
+};
+static const struct link G10 = {1250000000, 9000, "10 Gbit/s MTU 9000"};
+static const struct link G1 = {125000000, 1500, "1 Gbit/s MTU 1500"};
+
+static struct sim *fast_pair(uint64_t seed, double drop, const struct link *l)
 {
 	struct sim_opts o = {0};
 	struct sim *s;
@@ -46,9 +61,9 @@ static struct sim *fast_pair(uint64_t seed, double drop)
 	o.seed = seed;
 	o.link.drop = drop;
 	o.link.latency = 10000;  /* 10 us one way */
-	o.bandwidth = 1250000000; /* 10 Gbit/s */
+	o.bandwidth = l->bandwidth;
 	rcpc_params_default(&o.params);
-	o.params.mtu = 9000;
+	o.params.mtu = l->mtu;
 	o.params.rx_frames = 256;
 	s = sim_new(&o);
 	sim_chan(s, 0, 1);
@@ -121,7 +136,7 @@ static void t_tail_lost(void **state)
 
 	test_fill(sb, SIZE, 3);
 	for (uint32_t k = 1; k <= 6; k++) {
-		struct sim *s = fast_pair(seed, 0);
+		struct sim *s = fast_pair(seed, 0, &G10);
 		struct rcp_ep_stats a, b;
 		struct tail t = {0};
 		uint32_t first, frames;
@@ -167,9 +182,10 @@ struct run {
 };
 
 /* ROUNDS 1 MiB round trips 0 -> 1 -> 0 after two to warm up. */
-static void pingpong(uint64_t seed, double drop, int rounds, struct run *out)
+static void pingpong(uint64_t seed, double drop, const struct link *l, int rounds,
+                     struct run *out)
 {
-	struct sim *s = fast_pair(seed, drop);
+	struct sim *s = fast_pair(seed, drop, l);
 	static unsigned char b0[SIZE], b1[SIZE];
 	struct rcp_ep_stats a[2] = {{0}}, b[2];
 	struct sim_stats x = {0}, y;
@@ -199,31 +215,43 @@ static void pingpong(uint64_t seed, double drop, int rounds, struct run *out)
 	sim_free(s);
 }
 
-static void t_random_loss(void **state)
+/* Bandwidth at DROP against the loss-free run, over virtual time: at least
+ * MIN; frames resent at most those lost plus two per round trip; and
+ * retransmission timeouts per message at most MAX_RTO. */
+static void lossy(const struct link *l, double drop, double min, double max_rto)
 {
 	uint64_t seed = test_seed(42);
 	const int rounds = 40;
-	const struct {
-		double drop, min;
-	} c[] = {{0.05, 0.80}, {0.01, 0.90}};
 	struct run base, r;
-	(void)state;
+	double ratio, rto;
 
-	pingpong(seed, 0, rounds, &base);
-	for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
-		double ratio;
-		pingpong(seed, c[i].drop, rounds, &r);
-		ratio = (double)base.ns / (double)r.ns;
-		printf("# %.0f%% loss: %.3fx of loss-free; per message %.2f lost, %.2f resent, "
-		       "%.2f probes, %.2f timeouts\n",
-		       c[i].drop * 100, ratio, r.lost / (2.0 * rounds), r.resent / (2.0 * rounds),
-		       r.probes / (2.0 * rounds), r.rto / (2.0 * rounds));
-		if (ratio < c[i].min || r.resent > r.lost + 2 * (uint64_t)rounds)
-			fail_msg("%.0f%% loss: %.3fx of the loss-free bandwidth (want >= %.2f), "
-			         "%llu frames resent for %llu lost (seed %#llx)",
-			         c[i].drop * 100, ratio, c[i].min, (unsigned long long)r.resent,
-			         (unsigned long long)r.lost, (unsigned long long)seed);
-	}
+	pingpong(seed, 0, l, rounds, &base);
+	pingpong(seed, drop, l, rounds, &r);
+	ratio = (double)base.ns / (double)r.ns;
+	rto = r.rto / (2.0 * rounds);
+	printf("# %s, %.0f%% loss: %.3fx of loss-free; per message %.2f lost, %.2f resent, "
+	       "%.2f probes, %.2f timeouts\n",
+	       l->name, drop * 100, ratio, r.lost / (2.0 * rounds), r.resent / (2.0 * rounds),
+	       r.probes / (2.0 * rounds), rto);
+	if (ratio < min || r.resent > r.lost + 2 * (uint64_t)rounds || rto > max_rto)
+		fail_msg("%s, %.0f%% loss: %.3fx of the loss-free bandwidth (want >= %.2f), "
+		         "%llu frames resent for %llu lost, %.2f timeouts per message (want <= %.2f; "
+		         "seed %#llx)",
+		         l->name, drop * 100, ratio, min, (unsigned long long)r.resent,
+		         (unsigned long long)r.lost, rto, max_rto, (unsigned long long)seed);
+}
+
+static void t_random_loss(void **state)
+{
+	(void)state;
+	lossy(&G10, 0.05, 0.80, 0.5);
+	lossy(&G10, 0.01, 0.90, 0.5);
+}
+
+static void t_timeouts(void **state)
+{
+	(void)state;
+	lossy(&G1, 0.05, 0.90, 0.8);
 }
 
 int main(void)
@@ -231,6 +259,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(t_tail_lost),
 	    cmocka_unit_test(t_random_loss),
+	    cmocka_unit_test(t_timeouts),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
