@@ -216,8 +216,8 @@ uint64_t rpp_ep_retransmits(const rcp_ep *ep)
  * by RACK (a later frame arrived), tail-loss probes, retransmission
  * timeouts, and frames the endpoint took twice or out of order
  * (perf/cluster_bench.sh adds both ends' lines to its CSV). */
-void rpp_loss_stats(const rcp_ep *ep, const struct rcp_ep_stats *s0, const char *who,
-                    size_t size, uint64_t msgs)
+void rpp_loss_stats(const rcp_ep *ep, const struct rcp_ep_stats *s0, const char *who, size_t size,
+                    uint64_t msgs)
 {
 	struct rcp_ep_stats s;
 	memset(&s, 0, sizeof s);

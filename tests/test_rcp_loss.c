@@ -60,7 +60,7 @@ static struct sim *fast_pair(uint64_t seed, double drop, const struct link *l)
 	o.n = 2;
 	o.seed = seed;
 	o.link.drop = drop;
-	o.link.latency = 10000;  /* 10 us one way */
+	o.link.latency = 10000; /* 10 us one way */
 	o.bandwidth = l->bandwidth;
 	rcpc_params_default(&o.params);
 	o.params.mtu = l->mtu;
@@ -79,7 +79,8 @@ static int one_way(struct sim *s, int from, int to, unsigned char *sb, unsigned 
 	struct sim_one x[2] = {{0}};
 
 	assert_int_equal(
-	    rcpc_irecv(sim_core(s, to), sim_chan(s, to, from), 1, rb, SIZE, sim_now(s), &x[1].r), 0);
+	    rcpc_irecv(sim_core(s, to), sim_chan(s, to, from), 1, rb, SIZE, sim_now(s), &x[1].r),
+	    0);
 	assert_int_equal(rcpc_isend(sim_chan(s, from, to), 1, sb, SIZE, sim_now(s), &x[0].r), 0);
 	if (sim_run(s, sim_two_done, x, 10 * SEC))
 		return -1;
@@ -175,15 +176,14 @@ static void t_tail_lost(void **state)
 }
 
 struct run {
-	uint64_t ns;         /* virtual time of the measured round trips */
-	uint64_t resent;     /* frames resent, both ends */
-	uint64_t lost;       /* frames the link dropped */
+	uint64_t ns;          /* virtual time of the measured round trips */
+	uint64_t resent;      /* frames resent, both ends */
+	uint64_t lost;        /* frames the link dropped */
 	uint64_t probes, rto; /* tail-loss probes, timeouts, both ends */
 };
 
 /* ROUNDS 1 MiB round trips 0 -> 1 -> 0 after two to warm up. */
-static void pingpong(uint64_t seed, double drop, const struct link *l, int rounds,
-                     struct run *out)
+static void pingpong(uint64_t seed, double drop, const struct link *l, int rounds, struct run *out)
 {
 	struct sim *s = fast_pair(seed, drop, l);
 	static unsigned char b0[SIZE], b1[SIZE];
@@ -234,11 +234,12 @@ static void lossy(const struct link *l, double drop, double min, double max_rto)
 	       l->name, drop * 100, ratio, r.lost / (2.0 * rounds), r.resent / (2.0 * rounds),
 	       r.probes / (2.0 * rounds), rto);
 	if (ratio < min || r.resent > r.lost + 2 * (uint64_t)rounds || rto > max_rto)
-		fail_msg("%s, %.0f%% loss: %.3fx of the loss-free bandwidth (want >= %.2f), "
-		         "%llu frames resent for %llu lost, %.2f timeouts per message (want <= %.2f; "
-		         "seed %#llx)",
-		         l->name, drop * 100, ratio, min, (unsigned long long)r.resent,
-		         (unsigned long long)r.lost, rto, max_rto, (unsigned long long)seed);
+		fail_msg(
+		    "%s, %.0f%% loss: %.3fx of the loss-free bandwidth (want >= %.2f), "
+		    "%llu frames resent for %llu lost, %.2f timeouts per message (want <= %.2f; "
+		    "seed %#llx)",
+		    l->name, drop * 100, ratio, min, (unsigned long long)r.resent,
+		    (unsigned long long)r.lost, rto, max_rto, (unsigned long long)seed);
 }
 
 static void t_random_loss(void **state)
