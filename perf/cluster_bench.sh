@@ -34,11 +34,14 @@
 # Output in DIR (default perf/results/cluster-DATE): cluster.csv, the
 # raw outputs, and (perf/cluster_plot.py) cluster.png and summary.md.
 # CSV columns: rate,mtu,loss,part,impl,size,round,rtt_us,MBps,pct_link,
-#   retx,cpu_client_s,cpu_server_s,wall_s,cs_rt,hogs
+#   retx,cpu_client_s,cpu_server_s,wall_s,cs_rt,hogs,rack,tlp,rto,rts
 # (pp: rtt_us the median round trip, MBps = size / (rtt / 2), cs_rt the
 # client's voluntary context switches per round trip (about 1 when its
 # waits sleep, 0 when they spin), cpu the user+system seconds of each
-# process over all its sizes; mcast: rtt_us the median round of 4
+# process over all its sizes; rcp pp rows: of retx, rack those resent
+# because a frame sent later arrived, tlp the tail-loss probes, rto the
+# retransmission timeouts, both ends, over rts round trips (raw lines in
+# raw/loss-*.txt); mcast: rtt_us the median round of 4
 # deliveries and their answers, MBps the aggregate 4 * size / round.)
 # Counts: pp --target-ms 150 per size and round (at least 20 round trips:
 # about 1.5 s for 4 MiB at 1 Gbit/s); pvm 100
@@ -87,7 +90,7 @@ trap 'exit 130' HUP INT TERM
 has() { case ",$parts," in *",$1,"*) return 0 ;; esac; return 1; }
 log() { echo "== $*" >&2; }
 
-echo "rate,mtu,loss,part,impl,size,round,rtt_us,MBps,pct_link,retx,cpu_client_s,cpu_server_s,wall_s,cs_rt,hogs" >"$csv"
+echo "rate,mtu,loss,part,impl,size,round,rtt_us,MBps,pct_link,retx,cpu_client_s,cpu_server_s,wall_s,cs_rt,hogs,rack,tlp,rto,rts" >"$csv"
 # mbit RATE: the link rate in Mbit/s (0 for none)
 mbit() {
 	case $1 in
@@ -124,12 +127,23 @@ pp_run() {
 	set -- $(tail -n 1 "$tmp/t.srv" 2>/dev/null) 0 0 0
 	wall=$1 su=$2 ss=$3
 	# transport size iters rtt_med rtt_p99 bw retx cs/rt (the text table)
+	# loss recovery per size, both ends (rcp-pingpong's "loss-stats" lines
+	# on stderr): RACK resends, tail-loss probes, timeouts, round trips
+	grep -h '^loss-stats' "$tmp/cli.err" "$tmp/srv.err" 2>/dev/null |
+		sed "s/^/$tag $impl round $r: /" >>"$out/raw/loss-$tag.txt"
 	awk -v pre="$rate,$mtu,$loss,$part,$impl" -v r="$r" -v mb="$mb" -v h="$nhogs" \
 		-v cc="$(echo "$cu $cs" | awk '{ print $1 + $2 }')" \
 		-v sc="$(echo "$su $ss" | awk '{ print $1 + $2 }')" -v w="$wall" '
+		$1 == "loss-stats" { k = $4; rk[k] += $10; tl[k] += $12; to[k] += $14
+			if ($2 == "client") n[k] = $6
+			next }
+		FILENAME ~ /err$/ { next }
 		$1 == "udp" || $1 == "tcp" { pct = mb > 0 ? $6 * 8 / mb * 100 : 0
-			printf "%s,%s,%s,%s,%s,%.1f,%s,%.2f,%.2f,%s,%s,%s\n", pre, $2, r, $4, $6, pct,
-				$1 == "tcp" ? "" : $7, cc, sc, w, $8, h }' "$tmp/pp.out" >>"$csv"
+			u = $1 == "udp" && ($2 in n)
+			printf "%s,%s,%s,%s,%s,%.1f,%s,%.2f,%.2f,%s,%s,%s,%s,%s,%s,%s\n", pre, $2, r, $4,
+				$6, pct, $1 == "tcp" ? "" : $7, cc, sc, w, $8, h, u ? rk[$2] : "",
+				u ? tl[$2] : "", u ? to[$2] : "", u ? n[$2] : "" }' \
+		"$tmp/cli.err" "$tmp/srv.err" "$tmp/pp.out" >>"$csv"
 }
 
 part_pp() {

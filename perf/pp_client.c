@@ -203,6 +203,7 @@ static int client_size(struct client *c, size_t size, struct row *row)
 {
 	const struct opts *o = c->o;
 	uint64_t retx0 = rpp_ep_retransmits(c->ep);
+	struct rcp_ep_stats st0;
 	long csw0;
 	struct ctrl m;
 	int rc;
@@ -226,6 +227,8 @@ static int client_size(struct client *c, size_t size, struct row *row)
 	if (ctrl_expect(c, C_SIZE_ACK, &m))
 		return 1;
 	csw0 = voluntary_csw();
+	memset(&st0, 0, sizeof st0); /* a library before tlp_probes fills less */
+	rcp_ep_get_stats(c->ep, &st0);
 	rc = pp_run(rcp_bounce, c, size, o->iters, o->warmup, o->target_ns, &row->rcp);
 	/* Tells whether waits really slept (about 1 per round trip) or spun
 	 * (about 0): the mode's label alone does not prove it. */
@@ -248,6 +251,7 @@ static int client_size(struct client *c, size_t size, struct row *row)
 		return 1;
 	}
 	row->retx = rpp_ep_retransmits(c->ep) - retx0 + m.b;
+	rpp_loss_stats(c->ep, &st0, "client", size, c->sent);
 	return 0;
 }
 

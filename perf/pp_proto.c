@@ -210,3 +210,27 @@ uint64_t rpp_ep_retransmits(const rcp_ep *ep)
 	struct rcp_ep_stats s;
 	return rcp_ep_get_stats(ep, &s) ? 0 : s.retransmits;
 }
+
+/* Prints on stderr what loss recovery cost WHO's endpoint EP since
+ * snapshot *S0 over MSGS messages of SIZE bytes: frames resent, of those
+ * by RACK (a later frame arrived), tail-loss probes, retransmission
+ * timeouts, and frames the endpoint took twice or out of order
+ * (perf/cluster_bench.sh adds both ends' lines to its CSV). */
+void rpp_loss_stats(const rcp_ep *ep, const struct rcp_ep_stats *s0, const char *who, size_t size,
+                    uint64_t msgs)
+{
+	struct rcp_ep_stats s;
+	memset(&s, 0, sizeof s);
+	if (rcp_ep_get_stats(ep, &s))
+		return;
+	fprintf(stderr,
+	        "loss-stats %s size %zu msgs %llu retx %llu rack %llu tlp %llu rto %llu dup %llu "
+	        "ooo %llu\n",
+	        who, size, (unsigned long long)msgs,
+	        (unsigned long long)(s.retransmits - s0->retransmits),
+	        (unsigned long long)(s.rack_resends - s0->rack_resends),
+	        (unsigned long long)(s.tlp_probes - s0->tlp_probes),
+	        (unsigned long long)(s.timeouts - s0->timeouts),
+	        (unsigned long long)(s.dup_frames - s0->dup_frames),
+	        (unsigned long long)(s.ooo_frames - s0->ooo_frames));
+}

@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <rcp/rcp.h>
 
@@ -60,6 +61,7 @@ static int serve_size(struct server *s, size_t size)
 	size_t cap = rpp_cap_for(size);
 	unsigned char **buf = s->buf;
 	uint64_t retx0 = rpp_ep_retransmits(s->ep);
+	struct rcp_ep_stats st0;
 	struct rcp_status st;
 	struct ctrl c;
 	rcp_req *r;
@@ -70,6 +72,8 @@ static int serve_size(struct server *s, size_t size)
 	buf[1] = rpp_buf_alloc(cap);
 	if (!buf[0] || !buf[1])
 		return server_fail(s, "no memory for two %zu-byte buffers", cap);
+	memset(&st0, 0, sizeof st0); /* a library before tlp_probes fills less */
+	rcp_ep_get_stats(s->ep, &st0);
 	rc = rcp_irecv(s->ep, s->ch, RCP_ANY_TAG, buf[0], cap, &r);
 	if (rc)
 		return server_fail(s, "%zu B: irecv: %s", size, rcp_strerror(rc));
@@ -124,6 +128,7 @@ static int serve_size(struct server *s, size_t size)
 	free(buf[0]);
 	free(buf[1]);
 	buf[0] = buf[1] = NULL;
+	rpp_loss_stats(s->ep, &st0, "server", size, k);
 	rc = rpp_ctrl_send(s->ch, C_END_ACK, 0, k, rpp_ep_retransmits(s->ep) - retx0, NULL,
 	                   ms_ns(o->timeout_ms));
 	if (rc)

@@ -46,7 +46,8 @@
  * are RCP / TCP: rtt_ratio < 1 and bw_ratio > 1 mean RCP is faster.  The
  * table adds retx (frames retransmitted by both ends at that size) and
  * cs/rt (the client's voluntary context switches per round trip: about 1
- * when its waits really sleep, 0 when they spin).  The wait mode is not a
+ * when its waits really sleep, 0 when they spin).  On stderr each end
+ * prints a "loss-stats" line per size (pp_proto.c rpp_loss_stats).  The wait mode is not a
  * column: a run has one; perf/sweep.sh prepends it when it merges runs.
  *
  * Files.  This one: options and main.  pp_run.c: the ways to run (server,
@@ -182,7 +183,10 @@ static const char usage_text[] =
     "context switches per round trip (about 1 when its waits sleep, 0 when they spin).\n"
     "retx: frames retransmitted by both ends at that size, by loss recovery or by\n"
     "timer (tail-loss probe, retransmission timeout): a process stalled longer than\n"
-    "those timers (descheduled) draws resends on a link that lost nothing.\n"
+    "those timers (descheduled) draws resends on a link that lost nothing.  Each\n"
+    "end also prints per size on stderr \"loss-stats WHO size N msgs M retx R rack K\n"
+    "tlp T rto O dup D ooo O\": its own resends, of those by RACK, tail-loss probes,\n"
+    "timeouts, frames taken twice or out of order.\n"
     "--verify ends with a line \"verified: N messages, N bytes\" (both directions).\n"
     "Exit status: 0 ok, 1 failure (no row for the failed size), 2 usage.\n";
 

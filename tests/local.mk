@@ -159,6 +159,13 @@ tests_test_rcp_timers_CFLAGS = $(TEST_CFLAGS)
 tests_test_rcp_timers_LDFLAGS = -static
 tests_test_rcp_timers_LDADD = $(TEST_LDADD)
 
+check_PROGRAMS += tests/test_rcp_loss
+TESTS += tests/test_rcp_loss
+tests_test_rcp_loss_SOURCES = tests/test_rcp_loss.c tests/sim.c tests/sim.h tests/testutil.h
+tests_test_rcp_loss_CFLAGS = $(TEST_CFLAGS)
+tests_test_rcp_loss_LDFLAGS = -static
+tests_test_rcp_loss_LDADD = $(TEST_LDADD)
+
 # Bounds on unexpected messages, linger on close (issue 18: 4, 11).
 check_PROGRAMS += tests/test_rcp_limits
 TESTS += tests/test_rcp_limits

@@ -124,6 +124,10 @@ struct rcp_ep_stats {
 	 * a nic that never loses frames (RCP_NIC_CAP_RELIABLE, shm): there
 	 * the RTO stays at its floor and nothing else needs the estimate. */
 	uint64_t rtt_samples;
+	/* Loss recovery (rcp/send.c): tail-loss probes sent, and frames
+	 * resent because a frame sent after them arrived (RACK); timeouts
+	 * above counts the retransmission timeouts. */
+	uint64_t tlp_probes, rack_resends;
 };
 
 /* ---- endpoints ---- */
