@@ -147,7 +147,9 @@ void rcpi_chan_fail(rcp_chan *ch, int error)
  * a nic without cookie challenges (shm: an unknown sender gets a channel
  * at once, so crossing first sends see one epoch anyway), the endpoint
  * falls back to the rule before: every channel the user opens from then
- * on takes a conversation epoch (conv_ended).  Never the other way. */
+ * on takes a conversation epoch (conv_ended).  Never the other way.
+ * RCP_TEST_EPOCH_PER_ENDPOINT=1 keeps that rule from the start (tests
+ * that need a crossing to restart a channel: pvmt restart-reported). */
 #define ENDED_MAX 256
 
 int rcpi_peer_ended(const rcpc_core *c, int peer)
@@ -159,7 +161,7 @@ void rcpi_conv_end(rcpc_core *c, int peer)
 {
 	if (rcpi_peer_ended(c, peer))
 		return;
-	if (!c->io.send_to || peer < 0 || c->nretained >= ENDED_MAX ||
+	if (c->p.epoch_per_endpoint || !c->io.send_to || peer < 0 || c->nretained >= ENDED_MAX ||
 	    rcpi_grow_zeroed((void **)&c->ended, &c->nended, 1, peer)) {
 		c->conv_ended = 1;
 		return;
