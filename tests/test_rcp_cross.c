@@ -8,8 +8,13 @@
  * restart claim, and the handshake that followed reset a channel and
  * failed what was pending on it; A's message, sent by copy and already
  * complete for its sender, was lost without a word (found by the
- * relinked PVM glue's cluster test).  Counted: messages delivered with the
- * right bytes, requests failed, channel restarts.
+ * relinked PVM glue's cluster test).  The same orders again after both
+ * ended a conversation with a third endpoint (the epoch is chosen per
+ * peer: rcp/chan.c, PER PEER), a reopen to the same peer (a new epoch,
+ * also when another peer took the freed nic index), and a peer kept for
+ * its record challenged when it speaks again.  Counted: messages
+ * delivered with the right bytes, requests failed, channel restarts,
+ * restart claims and challenges.
  */
 #include <setjmp.h>
 #include <stdarg.h>
