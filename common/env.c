@@ -73,6 +73,9 @@ static const struct rcpi_env_var vars[] = {
     {"RCP_TIME_WAIT_MS", "50",
      "closing answers a peer heard less than this ago, which may lack our last ack (0: off; "
      "always 0 on nics that lose nothing, shm)"},
+    {"RCP_TEST_EPOCH_PER_ENDPOINT", "0",
+     "tests only: 1 keeps the epoch rule before per-peer epochs (a crossing first contact "
+     "restarts a channel once any conversation of the endpoint ended)"},
     {"RCP_BULK_RMA", "1", "bulk: use one-sided nic RMA where offered (0: emulate over messages)"},
     {"RCP_BULK_REGCACHE", "1", "bulk: handles over the same memory share one registration"},
     {"RCP_RPC_MSG_MAX", "16k", "rpc: largest eager call message (capped at one nic frame)"},

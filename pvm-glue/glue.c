@@ -644,7 +644,6 @@ static int do_init(void)
 	 * sets it chooses RCP's liveness for tasks on other hosts (wait.c,
 	 * WATCHES). */
 	S.rcp_liveness = getenv("RCP_PEER_TIMEOUT") != NULL;
-	S.hello_async = env_int("PVMRCP_HELLO_ASYNC", 0) != 0;
 	setenv("RCP_PEER_TIMEOUT", "86400000", 0);
 	if (pick_transports(want))
 		return PvmBadParam;

@@ -191,7 +191,6 @@ struct pr_state {
 	uint64_t stash_ns; /* sends wait this long before taking others' messages */
 	uint64_t live_ns;  /* liveness check period while blocked */
 	int rcp_liveness;  /* RCP_PEER_TIMEOUT set: RCP, not pvmd, says a remote task is gone */
-	int hello_async;   /* PVMRCP_HELLO_ASYNC (tests): HELLO never waited for (send.c) */
 	uint64_t order_ns; /* longest wait for stock messages an RCP one follows */
 	size_t copy_max;   /* psend copies messages up to this size and returns */
 	size_t copy_bytes; /* PVMRCP_COPY_BYTES: copied sends in flight before a send waits */

@@ -167,8 +167,8 @@ static void inflight_done(size_t len)
  * receiver takes a repeated HELLO as fresh totals).  pvmt
  * restart-reported (the next psend reports) and restart-reported-recv (a
  * blocked precv does) force a first-contact restart under a copied
- * psend: the parent has ended a conversation, and the child's HELLO goes
- * unwaited (PVMRCP_HELLO_ASYNC=1). */
+ * psend: the parent has ended a conversation and keeps the epoch rule
+ * before per-peer epochs (RCP_TEST_EPOCH_PER_ENDPOINT=1). */
 static void note_failed(const struct rcp_status *st)
 {
 	struct pr_peer *p;
@@ -271,50 +271,23 @@ int pvmrcpi_ctrl_send(struct pr_peer *p, uint64_t tag, const void *buf, size_t l
 
 /* FIRST CONTACT OVER UDP (and xdp).  An accepting endpoint answers a
  * frame from an unknown sender with a cookie challenge named after the
- * endpoint's epoch, while a channel its task opens with rcp_connect has
- * an epoch of its own (docs/protocol.md, "Channels and epochs").  So when
- * two tasks' first sends to each other cross (the first frame of one
- * reaches the other before that one connects), the conversation settles
- * only after one side proves the other's channel epoch, and that side's
- * channel restarts: everything it had sent so far fails with RCP_EPEER.
- * A copied psend does not look at how it ended, so those messages were
- * lost without a word and the receiver waited for good (tests/
- * cluster_down.sh: "never streamed"; pvmt first-contact).  Hence the HELLO
- * that opens a channel goes alone and is waited for (rcp_issend: it
- * completes when the peer's RCP holds it); a restart under it (the
- * channel's restart count moved, the task still runs) sends it again, on
- * the settled conversation.  Nothing else is sent before: once a HELLO is
- * acknowledged, both channels name each other's epochs and no straggler
- * of the first contact can restart them.  Costs one round trip per pair
- * and direction, once; shm accepts without challenges and sends the
- * HELLO ahead of the data, as before.  Since rcp 2baa966 a channel the
- * user opens sends the endpoint epoch, so the crossing restarts nothing
- * -- but only until a conversation of the endpoint ends; after that the
- * crossing restarts as before (session 18: without the wait, pvmt
- * first-contact run after the other cases lost message 11).  The wait
- * stays. */
-#define HELLO_TRIES 8
-
-static int hello_sync(struct pr_peer *p, const int32_t *h, size_t len)
-{
-	for (int k = 0; k < HELLO_TRIES; k++) {
-		unsigned before = rcp_chan_restarts(p->ch);
-		struct rcp_status st;
-		rcp_req *r;
-		int rc = rcp_issend(p->ch, PR_HELLO, h, len, &r);
-		if (rc)
-			return rc;
-		rc = pvmrcpi_wait_req(r, &st, &p->tid, 1, 1);
-		if (!rc) {
-			p->restarts = rcp_chan_restarts(p->ch);
-			return 0;
-		}
-		if (rc != PvmNoTask || p->dead || !p->ch || rcp_chan_restarts(p->ch) == before)
-			return RCP_EPEER; /* the task is gone, or the channel failed */
-	}
-	return RCP_EPEER;
-}
-
+ * endpoint's epoch (docs/protocol.md, "Channels and epochs").  When two
+ * tasks' first sends to each other cross (the first frame of one reaches
+ * the other before that one connects), the channel the second opens must
+ * send that same epoch, or the first takes it for a restart claim, its
+ * channel restarts and everything it had sent so far fails with RCP_EPEER
+ * (a copied psend was lost without a word: tests/cluster_down.sh "never
+ * streamed", pvmt first-contact).  Until session 18 the HELLO that opens
+ * a channel went alone and was waited for here, because rcp chose a
+ * channel's epoch per endpoint: once any conversation of the endpoint had
+ * ended (a long-running master whose earlier workers exited), a channel
+ * it opened took an epoch of its own and the crossing restarted as
+ * before.  rcp now chooses it per peer (rcp/chan.c, PER PEER): a peer with
+ * which no conversation of ours ended hears one epoch of ours.  So the
+ * HELLO goes ahead of the data, unwaited, on every transport; a restart
+ * that still happens (a task restarted on a reused udp port) is reported
+ * (LOST SENDS above), and pvmt restart-reported provokes one with the
+ * old rule (RCP_TEST_EPOCH_PER_ENDPOINT=1 in the parent). */
 int pvmrcpi_hello(struct pr_peer *p)
 {
 	int32_t h[3] = {S.mytid, (int32_t)p->stock_total, (int32_t)p->fences};
@@ -322,8 +295,7 @@ int pvmrcpi_hello(struct pr_peer *p)
 
 	if (p->hello_sent)
 		return 0;
-	rc = p->ep != S.eps[PR_SHM] && !S.hello_async ? hello_sync(p, h, sizeof h)
-	                                              : pvmrcpi_ctrl_send(p, PR_HELLO, h, sizeof h);
+	rc = pvmrcpi_ctrl_send(p, PR_HELLO, h, sizeof h);
 	if (rc)
 		return rc;
 	p->hello_sent = 1;

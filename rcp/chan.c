@@ -123,6 +123,52 @@ void rcpi_chan_fail(rcp_chan *ch, int error)
 	/* The peer may still hold this conversation (or frames of it be on
 	 * their way): whatever this channel sends later is a new one. */
 	ch->my_epoch = rcpi_conv_epoch(ch->core);
+	rcpi_conv_end(ch->core, ch->peer);
+}
+
+/* PER PEER.  Which epoch a channel the user opens sends is decided per
+ * peer, not per endpoint: a peer with which no conversation of ours ended
+ * cannot have frames of an earlier one of ours in flight, so the endpoint
+ * epoch (the one our cookie challenges name) is as new as a
+ * conversation's; with a peer whose conversation ended (closed, failed,
+ * restarted) only a new conversation epoch tells the next one apart.  A
+ * PVM master whose earlier workers exited then still meets a new worker
+ * under one epoch, and their first sends may cross (test_rcp_cross).
+ *
+ * The record is keyed by the nic peer index, and an index names one
+ * address only while the nic keeps the peer: so a peer whose conversation
+ * ended is kept (rcpc_chan_close does not peer_remove it), and the same
+ * address added again gets the same index.  It is never cleared, so
+ * nothing a sender does makes us reuse an epoch with a peer we talked to
+ * before; a forged sender cannot set it either (it takes a channel that
+ * held a conversation: the user's, or an accepted one claimed after a
+ * cookie echo, which proves the sender receives at its address).  Memory
+ * and nic table entries are bounded: at most ENDED_MAX peers are kept
+ * (udp's table holds 4096); past that, or if the array cannot grow, or on
+ * a nic without cookie challenges (shm: an unknown sender gets a channel
+ * at once, so crossing first sends see one epoch anyway), the endpoint
+ * falls back to the rule before: every channel the user opens from then
+ * on takes a conversation epoch (conv_ended).  Never the other way.
+ * RCP_TEST_EPOCH_PER_ENDPOINT=1 keeps that rule from the start (tests
+ * that need a crossing to restart a channel: pvmt restart-reported). */
+#define ENDED_MAX 256
+
+int rcpi_peer_ended(const rcpc_core *c, int peer)
+{
+	return c->conv_ended || (peer >= 0 && peer < c->nended && c->ended[peer]);
+}
+
+void rcpi_conv_end(rcpc_core *c, int peer)
+{
+	if (rcpi_peer_ended(c, peer))
+		return;
+	if (c->p.epoch_per_endpoint || !c->io.send_to || peer < 0 || c->nretained >= ENDED_MAX ||
+	    rcpi_grow_zeroed((void **)&c->ended, &c->nended, 1, peer)) {
+		c->conv_ended = 1;
+		return;
+	}
+	c->ended[peer] = 1;
+	c->nretained++;
 }
 
 /* The user has CH now, or a reliable frame came on it: never reclaimed,
@@ -146,7 +192,7 @@ void rcpi_chan_free(rcp_chan *ch)
 		ch->accepted = 0;
 		c->naccepted--;
 	} else {
-		c->conv_ended = 1; /* its frames may still be on their way */
+		rcpi_conv_end(c, ch->peer); /* its frames may still be on their way */
 	}
 	list_del(&ch->link);
 	list_del(&ch->dlink);
@@ -239,14 +285,14 @@ int rcpi_chan_open(rcpc_core *c, int peer, uint64_t now, int lazy, rcp_chan **ou
 	rcpi_chan_reset(ch, RCP_EPEER); /* sets sequence numbers, credits */
 	/* An accepted channel answers with the epoch its cookie named.  One
 	 * the user opens may follow an earlier conversation with this peer
-	 * (closed, reopened): a new epoch (CHANNELS), once any conversation
-	 * of this endpoint ended.  Until then the endpoint epoch is as new
+	 * (closed, reopened): a new epoch (CHANNELS), once a conversation
+	 * with this peer ended (PER PEER).  Until then the endpoint epoch is as new
 	 * as a conversation's, and it is the one an accepting endpoint's
 	 * cookie challenges name: a peer whose first frame we challenged
 	 * while we opened our own channel to it (first sends crossing) then
 	 * sees one epoch of ours, not two, and nothing it sent is failed as
 	 * if we had restarted (tests/test_rcp_cross.c). */
-	ch->my_epoch = lazy || !c->conv_ended ? c->p.epoch : rcpi_conv_epoch(c);
+	ch->my_epoch = lazy || !rcpi_peer_ended(c, peer) ? c->p.epoch : rcpi_conv_epoch(c);
 	list_add_tail(&c->chans, &ch->link);
 	c->nchans++;
 	c->by_peer[peer] = ch;
@@ -273,6 +319,7 @@ void rcpc_chan_close(rcp_chan *ch, uint64_t now)
 		}
 	}
 	rcpi_chan_free(ch);
-	if (c->io.peer_remove)
+	/* A peer whose conversation ended keeps its index (PER PEER). */
+	if (c->io.peer_remove && !(peer >= 0 && peer < c->nended && c->ended[peer]))
 		c->io.peer_remove(c->io.ctx, peer);
 }

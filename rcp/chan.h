@@ -347,10 +347,18 @@ struct rcpc_core {
 	int naccepted;     /* channels with ch->accepted set */
 	uint64_t sweep_at; /* next look for half-open channels to reclaim */
 	uint32_t convs;    /* conversations begun: conv_epoch's counter */
-	/* A conversation of this endpoint ended (a channel that was not
-	 * merely accepted was closed, or one failed or restarted): from then
-	 * on a channel the user opens takes a conversation epoch (CHANNELS). */
+	/* A conversation of this endpoint ended with a peer no longer told
+	 * apart (a nic without cookie challenges, or more than ENDED_MAX
+	 * peers kept): from then on every channel the user opens takes a
+	 * conversation epoch (CHANNELS, chan.c rcpi_conv_end). */
 	uint8_t conv_ended;
+	/* By nic peer index: a conversation with that peer ended (closed,
+	 * failed, restarted), so a channel the user opens to it takes a
+	 * conversation epoch; such a peer is kept in the nic's table (not
+	 * peer_remove'd), so its index keeps naming its address. */
+	uint8_t *ended;
+	int nended;   /* entries of ended[] */
+	int nretained; /* peers with ended[] set, <= ENDED_MAX */
 	struct rcp_ep_stats st;
 	int demand_warned; /* credit_demand's warning was given */
 	struct rmaq rmaq;  /* RMA transfers asked for and taken (rmaq.c) */
@@ -386,6 +394,9 @@ void rcpi_rma_free(rcpc_core *c);
 
 /* ---- epoch.c: conversation epochs, challenges, cookies ---- */
 uint32_t rcpi_conv_epoch(rcpc_core *c);
+/* A conversation with PEER ended (chan.c, CHANNELS). */
+void rcpi_conv_end(rcpc_core *c, int peer);
+int rcpi_peer_ended(const rcpc_core *c, int peer);
 uint64_t rcpi_chal_nonce(rcpc_core *c, rcp_chan *ch, uint32_t epoch);
 uint64_t rcpi_cookie_of(const rcpc_core *c, const void *src, size_t srclen, uint32_t epoch,
                         uint64_t slot);

@@ -343,6 +343,7 @@ void rcpc_core_free(rcpc_core *c)
 		free(c->req_slabs[i]);
 	free(c->req_slabs);
 	free(c->by_peer);
+	free(c->ended);
 	rcpi_heap_free(&c->theap);
 	free(c->tdue);
 	rcpi_rma_free(c);

@@ -74,6 +74,7 @@ struct rcpc_params {
 	int reliable;                        /* the nic never loses frames: no loss probing */
 	uint64_t time_wait;                  /* ns closing answers a peer heard that recently */
 	uint64_t cookie_key[2];              /* secret of the accept cookies, random per open */
+	uint8_t epoch_per_endpoint;          /* tests: the epoch rule before PER PEER (chan.c) */
 };
 
 /* Fills P with the defaults (RCP_* environment is applied by the glue). */

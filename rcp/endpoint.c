@@ -359,6 +359,7 @@ int rcp_ep_open(const char *nic_addr, const struct rcp_ep_config *cfg, rcp_ep **
 	}
 	p.time_wait = (uint64_t)rcpi_env_int("RCP_TIME_WAIT_MS", (int64_t)(p.time_wait / 1000000)) *
 	              1000000ull;
+	p.epoch_per_endpoint = rcpi_env_int("RCP_TEST_EPOCH_PER_ENDPOINT", 0) != 0;
 
 	io.ctx = ep;
 	io.send = io_send;

@@ -62,7 +62,6 @@ uint32_t rcpi_conv_epoch(rcpc_core *c)
 {
 	unsigned char m[8];
 	uint32_t n = ++c->convs, v;
-	c->conv_ended = 1; /* asked for because one conversation ends */
 	memcpy(m, &c->p.epoch, 4);
 	memcpy(m + 4, &n, 4);
 	v = (uint32_t)siphash24(c->p.cookie_key, m, 8);

@@ -149,7 +149,7 @@ inline rcp_chan *rcpi_admit(rcpc_core *c, int peer, const void *src, size_t srcl
 			c->st.stale_frames++;
 			return NULL;
 		}
-		if (np < 0 && c->io.send_to &&
+		if ((np < 0 || (np < c->nended && c->ended[np])) && c->io.send_to &&
 		    !(src && srclen <= COOKIE_SRC_MAX &&
 		      rcpi_cookie_echoed(c, src, srclen, h, now))) {
 			/* No state until the sender proves it receives at its
@@ -230,6 +230,7 @@ inline rcp_chan *rcpi_admit(rcpc_core *c, int peer, const void *src, size_t srcl
 			rcpi_chan_reset(ch, RCP_EPEER);
 			if (announce)
 				ch->my_epoch = rcpi_conv_epoch(c);
+			rcpi_conv_end(c, ch->peer);
 			ch->chal = 0;
 			ch->restarts++;
 			ch->gone_epoch = ch->peer_epoch;

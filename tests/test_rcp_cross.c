@@ -8,8 +8,13 @@
  * restart claim, and the handshake that followed reset a channel and
  * failed what was pending on it; A's message, sent by copy and already
  * complete for its sender, was lost without a word (found by the
- * relinked PVM glue's cluster test).  Counted: messages delivered with the
- * right bytes, requests failed, channel restarts.
+ * relinked PVM glue's cluster test).  The same orders again after both
+ * ended a conversation with a third endpoint (the epoch is chosen per
+ * peer: rcp/chan.c, PER PEER), a reopen to the same peer (a new epoch,
+ * also when another peer took the freed nic index), and a peer kept for
+ * its record challenged when it speaks again.  Counted: messages
+ * delivered with the right bytes, requests failed, channel restarts,
+ * restart claims and challenges.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -68,29 +73,59 @@ static void poll_side(struct side *x)
 	}
 }
 
+/* X holds a conversation with C (a synchronous send C's RCP holds) and
+ * closes it: a conversation of X's endpoint, with another peer, ended.
+ * Before the epoch choice was per peer (rcp/chan.c, PER PEER), every
+ * channel X opened after that sent a conversation epoch, and first sends
+ * crossing with a new peer restarted a channel as before (a PVM master
+ * whose earlier workers exited, meeting a new one). */
+static void talk_and_close(struct side *x, struct side *c)
+{
+	rcp_req *s;
+	struct rcp_status st;
+	int rc, tries = 0;
+	connect_to(x, c);
+	assert_int_equal(rcp_issend(x->ch, 9, "before", 7, &s), 0);
+	while ((rc = rcp_test(s, &st)) == RCP_EAGAIN) {
+		rcp_progress(x->ep);
+		rcp_progress(c->ep);
+		assert_true(++tries < 10000000);
+	}
+	assert_int_equal(rc, 0);
+	rcp_chan_close(x->ch);
+	x->ch = NULL;
+}
+
 /* MODE 0: both open, then both send.  MODE 1: A sends first and B's
  * endpoint answers that frame (a cookie challenge) before B opens its
  * channel and sends.  MODE 2: as 1, and A hears the challenge too before
  * B opens. */
-static void cross(int mode)
+static void cross(int mode, int prior)
 {
-	struct side a, b;
-	uint64_t t0;
+	struct side a, b, c;
+	uint64_t t0, chal0 = 0;
 
 	open_side(&a);
 	open_side(&b);
+	if (prior) { /* both ended a conversation with a third endpoint */
+		open_side(&c);
+		talk_and_close(&a, &c);
+		talk_and_close(&b, &c);
+	}
 	connect_to(&a, &b);
 	if (mode >= 1) {
 		assert_int_equal(rcp_isend(a.ch, 1, "from-a", 7, &a.s), 0);
 		/* B answers A's first frame; A hears the answer (mode 2).
 		 * Loopback delivers at once, but a frame may still be on its
 		 * way: progress until the challenge was sent (counted). */
+		struct rcp_ep_stats st;
+		rcp_ep_get_stats(b.ep, &st);
+		chal0 = st.challenges_sent;
 		t0 = now_ns();
 		for (;;) {
-			struct rcp_ep_stats st;
 			rcp_progress(b.ep);
 			rcp_ep_get_stats(b.ep, &st);
-			if (st.challenges_sent > 0)
+			if (st.challenges_sent > chal0)
 				break;
 			assert_true(now_ns() - t0 < 5000000000ull);
 		}
@@ -111,9 +146,9 @@ static void cross(int mode)
 		poll_side(&b);
 	}
 	if (!(a.got && b.got) || a.rerr || b.rerr || a.serr || b.serr)
-		fail_msg("mode %d: A got %d (%d), B got %d (%d), sends %d/%d (%d/%d); restarts "
+		fail_msg("mode %d prior %d: A got %d (%d), B got %d (%d), sends %d/%d (%d/%d); restarts "
 		         "A %u B %u",
-		         mode, a.got, a.rerr, b.got, b.rerr, a.sent, b.sent, a.serr, b.serr,
+		         mode, prior, a.got, a.rerr, b.got, b.rerr, a.sent, b.sent, a.serr, b.serr,
 		         rcp_chan_restarts(a.ch), rcp_chan_restarts(b.ch));
 	assert_string_equal(a.buf, "from-b");
 	assert_string_equal(b.buf, "from-a");
@@ -121,24 +156,134 @@ static void cross(int mode)
 	assert_int_equal(rcp_chan_restarts(b.ch), 0);
 	rcp_ep_close(a.ep);
 	rcp_ep_close(b.ep);
+	if (prior)
+		rcp_ep_close(c.ep);
 }
 
 static void t_cross_at_once(void **state)
 {
 	(void)state;
-	cross(0);
+	cross(0, 0);
 }
 
 static void t_cross_after_challenge(void **state)
 {
 	(void)state;
-	cross(1);
+	cross(1, 0);
 }
 
 static void t_cross_challenge_heard(void **state)
 {
 	(void)state;
-	cross(2);
+	cross(2, 0);
+}
+
+/* The same three orders after A and B each ended a conversation with a
+ * third endpoint C: the epoch choice is per peer (rcp/chan.c, PER PEER). */
+static void t_cross_at_once_after_other(void **state)
+{
+	(void)state;
+	cross(0, 1);
+}
+
+static void t_cross_after_challenge_after_other(void **state)
+{
+	(void)state;
+	cross(1, 1);
+}
+
+static void t_cross_challenge_heard_after_other(void **state)
+{
+	(void)state;
+	cross(2, 1);
+}
+
+/* A genuine reopen to the SAME peer after close still takes a new
+ * conversation epoch: B's first channel to A, closed, then opened again,
+ * names an epoch A has not heard from B (A counts a restart claim: its
+ * channel still holds B's first conversation) and the message on the new
+ * conversation arrives intact. */
+static void t_reopen_same_peer(void **state)
+{
+	struct side a, b, c;
+	struct rcp_ep_stats s0, s1;
+	uint64_t t0;
+	rcp_chan *bc;
+	(void)state;
+	open_side(&a);
+	open_side(&b);
+	open_side(&c);
+	talk_and_close(&b, &a);
+	rcp_ep_get_stats(a.ep, &s0);
+	/* Another peer in between: had B's nic forgotten A, C would take
+	 * A's peer index (udp reuses the last freed), and A's record with it. */
+	connect_to(&b, &c);
+	bc = b.ch;
+	connect_to(&b, &a);
+	assert_ptr_not_equal(bc, b.ch);
+	assert_int_equal(rcp_isend(b.ch, 1, "again", 6, &b.s), 0);
+	assert_int_equal(rcp_irecv(a.ep, NULL, 1, a.buf, sizeof a.buf, &a.r), 0);
+	t0 = now_ns();
+	while (!a.got && now_ns() - t0 < 5000000000ull) {
+		rcp_progress(a.ep);
+		rcp_progress(b.ep);
+		poll_side(&a);
+	}
+	assert_true(a.got);
+	assert_int_equal(a.rerr, 0);
+	assert_string_equal(a.buf, "again");
+	rcp_ep_get_stats(a.ep, &s1);
+	if (s1.restart_claims <= s0.restart_claims)
+		fail_msg("B's second conversation named the first one's epoch: A saw %llu "
+		         "restart claims before, %llu after",
+		         (unsigned long long)s0.restart_claims,
+		         (unsigned long long)s1.restart_claims);
+	rcp_ep_close(a.ep);
+	rcp_ep_close(b.ep);
+	rcp_ep_close(c.ep);
+}
+
+/* A peer kept for its record (its conversation with us ended, so our nic
+ * still knows its address) is still an unknown sender when it speaks
+ * again: a cookie challenge first, as for any address without a channel,
+ * or a sender forging that address would get a channel at once. */
+static void t_kept_peer_challenged(void **state)
+{
+	struct side a, b;
+	struct rcp_ep_stats s0, s1;
+	struct rcp_status st;
+	rcp_req *r;
+	char buf[16];
+	int rc, tries = 0;
+	(void)state;
+	open_side(&a);
+	open_side(&b);
+	assert_int_equal(rcp_irecv(a.ep, NULL, 9, buf, sizeof buf, &r), 0);
+	talk_and_close(&b, &a);
+	while ((rc = rcp_test(r, &st)) == RCP_EAGAIN) {
+		rcp_progress(a.ep);
+		assert_true(++tries < 10000000);
+	}
+	assert_int_equal(rc, 0);
+	assert_non_null(st.chan);
+	rcp_chan_close(st.chan); /* A's conversation with B ended too */
+	rcp_ep_get_stats(a.ep, &s0);
+	connect_to(&b, &a);
+	assert_int_equal(rcp_isend(b.ch, 1, "again", 6, &b.s), 0);
+	assert_int_equal(rcp_irecv(a.ep, NULL, 1, a.buf, sizeof a.buf, &a.r), 0);
+	for (tries = 0; !a.got && tries < 10000000; tries++) {
+		rcp_progress(a.ep);
+		rcp_progress(b.ep);
+		poll_side(&a);
+	}
+	assert_true(a.got);
+	assert_int_equal(a.rerr, 0);
+	assert_string_equal(a.buf, "again");
+	rcp_ep_get_stats(a.ep, &s1);
+	if (s1.challenges_sent <= s0.challenges_sent)
+		fail_msg("A took B's new first frame without a cookie challenge");
+	rcp_ep_close(a.ep);
+	rcp_ep_close(b.ep);
 }
 
 int main(void)
@@ -147,6 +292,11 @@ int main(void)
 	    cmocka_unit_test(t_cross_at_once),
 	    cmocka_unit_test(t_cross_after_challenge),
 	    cmocka_unit_test(t_cross_challenge_heard),
+	    cmocka_unit_test(t_cross_at_once_after_other),
+	    cmocka_unit_test(t_cross_after_challenge_after_other),
+	    cmocka_unit_test(t_cross_challenge_heard_after_other),
+	    cmocka_unit_test(t_reopen_same_peer),
+	    cmocka_unit_test(t_kept_peer_challenged),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -26,29 +26,21 @@
  *
  * Since rcp 2baa966 (session 17) step 3 no longer gives our channel an
  * epoch of its own: a channel the user opens sends the endpoint epoch
- * (the one the challenge named) until a conversation of the endpoint
- * ends, so the crossing restarts nothing (tests/test_rcp_cross checks it
- * in the core) -- but only on an endpoint none of whose conversations
- * has ended yet: after one ended (a channel closed, failed or restarted)
- * a channel the user opens takes a conversation epoch of its own again,
- * and the crossing restarts the other side's channel as before.  A long
- * running task whose earlier peers exited meets that: pvmt run whole
- * (the parent ended conversations in earlier cases) showed it in session
- * 18, and the waited HELLO (send.c, FIRST CONTACT) is what keeps
- * first-contact's message 11.
- *
- * Every case therefore ends one conversation of ours first
- * (end_conversation: a child we spoke to over RCP is killed, and a psend
- * that finds it gone closes its channel).  first-contact then checks the
- * waited HELLO (with PVMRCP_HELLO_ASYNC=1 exported to it, it fails
- * in 3 of 3 runs: the child's channel restarts, the child is told and
- * gives up, and our precv fails).  restart-reported and
- * restart-reported-recv cross with the child's HELLO unwaited: the
- * child's channel restarts under its copied psend of 11 every time, and
- * the loss must be reported (message 13 carrying PvmSysErr).  Session 17
- * ran them on a fresh endpoint, where 2baa966 made the crossing restart
- * nothing and the report was never reached (pr_lost() always 0 passed);
- * now that mutant fails ("message 11 was lost without a word").
+ * (the one the challenge named), and since session 18 that holds per
+ * peer: until a conversation with THAT peer ended (rcp/chan.c, PER
+ * PEER), so the crossing restarts nothing even for a parent whose
+ * earlier peers are gone, and the glue no longer waits for its HELLO
+ * (pvm-glue/send.c, FIRST CONTACT).  Every case ends one conversation of
+ * ours first (end_conversation: a child we spoke to over RCP is killed,
+ * and a psend that finds it gone closes its channel): first-contact
+ * checks that this does not bring the restart back (with the old
+ * per-endpoint rule, RCP_TEST_EPOCH_PER_ENDPOINT=1, it fails: message 11
+ * lost).  restart-reported and restart-reported-recv need that old rule
+ * in this process (tests/pvm/run.sh runs them so, and they SKIP
+ * without): the child's channel restarts under its copied psend of 11
+ * every time, and the loss must be reported (message 13 carrying
+ * PvmSysErr); without the report that fails ("message 11 was lost
+ * without a word").
  */
 #ifndef PVMT_STOCK
 #include <signal.h>
@@ -226,10 +218,10 @@ static int child_cross(void)
 	return 0;
 }
 
-/* restart-reported: as child_cross, with its HELLO not waited for
- * (PVMRCP_HELLO_ASYNC=1), so the crossing (against a parent that ended a
- * conversation) restarts its channel under message 11 (send.c, LOST
- * SENDS).  A loss is reported by the next call touching us: its PvmSysErr
+/* restart-reported: as child_cross, against a parent that ended a
+ * conversation and keeps the per-endpoint epoch rule
+ * (RCP_TEST_EPOCH_PER_ENDPOINT=1), so the crossing restarts the child's
+ * channel under message 11 (send.c, LOST SENDS).  A loss is reported by the next call touching us: its PvmSysErr
  * goes to us as message 13 (then nothing more); without one, 12 follows. */
 static int child_rcross(void)
 {
@@ -294,7 +286,9 @@ static int recv_int(int tid, int32_t *got, int *tag)
 {
 	struct timeval tmo = {60, 0};
 	int b = pvm_trecv(tid, -1, &tmo), len, src;
-	if (b <= 0 || pvm_bufinfo(b, &len, tag, &src) < 0 || len != 4 || pvm_upkint(got, 1, 1) < 0)
+	if (b < 0)
+		return b; /* PvmSysErr: a loss of ours reported */
+	if (b == 0 || pvm_bufinfo(b, &len, tag, &src) < 0 || len != 4 || pvm_upkint(got, 1, 1) < 0)
 		return -1;
 	return 0;
 }
@@ -305,14 +299,24 @@ static int recv_int(int tid, int32_t *got, int *tag)
 static int restart_recv(int tid)
 {
 	int32_t got = -1, two = 2;
-	int tag = -1, reported;
-	CHECK(recv_int(tid, &got, &tag) == 0,
-	      "nothing from the child in 60 s: its receive never heard of the loss");
+	int tag = -1, reported, rc, ours = 0;
+	/* The child's channel, reset under data it sent blind, starts a new
+	 * conversation (docs/protocol.md): ours may restart too, and with our
+	 * HELLO no longer waited for (pvm-glue/send.c, FIRST CONTACT) what we
+	 * sent may be lost: that must be reported to us, once. */
+	while ((rc = recv_int(tid, &got, &tag)) == PvmSysErr && !ours++)
+		;
+	CHECK(rc == 0, "nothing from the child in 60 s (%d): its receive never heard of the loss",
+	      rc);
 	CHECK((tag == 11 && got == 11) || (tag == 13 && got == PvmSysErr), "got tag %d (%d)", tag,
 	      got);
 	reported = tag == 13;
-	CHECK(pvm_psend(tid, 2, &two, 1, PVM_INT) == 0, "psend 2");
-	CHECK(recv_int(tid, &got, &tag) == 0, "no answer to 2");
+	while ((rc = pvm_psend(tid, 2, &two, 1, PVM_INT)) == PvmSysErr && !ours++)
+		;
+	CHECK(rc == 0, "psend 2: %d", rc);
+	while ((rc = recv_int(tid, &got, &tag)) == PvmSysErr && !ours++)
+		CHECK(pvm_psend(tid, 2, &two, 1, PVM_INT) == 0, "psend 2 again");
+	CHECK(rc == 0, "no answer to 2 (%d)", rc);
 	CHECK((tag == 12 && got == 12) || (tag == 13 && got == PvmSysErr), "got tag %d (%d)", tag,
 	      got);
 	reported += tag == 13;
@@ -325,10 +329,16 @@ static int restart_recv(int tid)
  * word, 11 then 12 a restart that did not happen or went unreported. */
 static int restart_reported(int tid)
 {
-	int atid, atag, alen, seen11 = 0;
+	int atid, atag, alen, seen11 = 0, rc, ours = 0;
 	for (;;) {
-		int32_t got = -1;
-		CHECK(pvm_precv(tid, -1, &got, 1, PVM_INT, &atid, &atag, &alen) == 0, "precv");
+		int32_t got = -1, one = 1;
+		/* Our own channel may restart too (restart_recv): our message
+		 * 1 lost is reported once, and then sent again. */
+		while ((rc = pvm_precv(tid, -1, &got, 1, PVM_INT, &atid, &atag, &alen)) ==
+		           PvmSysErr &&
+		       !ours++)
+			CHECK(pvm_psend(tid, 1, &one, 1, PVM_INT) == 0, "psend 1 again");
+		CHECK(rc == 0, "precv: %d", rc);
 		if (atag == 11 && !seen11 && got == 11) {
 			seen11 = 1;
 			continue;
@@ -358,22 +368,7 @@ static int first_contact(int *tidp, int *pidp, int restart)
 	for (int k = 0; k < 1000 && udp_rxq(port) > 0; k++)
 		pvm_probe(-1, 12345);
 	our_base = udp_rxq(port);
-	if (restart) { /* the child's HELLO goes ahead, unwaited */
-		const char *ex = getenv("PVM_EXPORT");
-		char *saved = ex ? strdup(ex) : NULL, nex[512];
-		snprintf(nex, sizeof nex, "%s%sPVMRCP_HELLO_ASYNC", ex ? ex : "", ex ? ":" : "");
-		setenv("PVMRCP_HELLO_ASYNC", "1", 1);
-		setenv("PVM_EXPORT", nex, 1);
-		rc = spawn(restart == 2 ? "rwait" : "rcross", 1, &tid, NULL);
-		unsetenv("PVMRCP_HELLO_ASYNC");
-		if (saved)
-			setenv("PVM_EXPORT", saved, 1);
-		else
-			unsetenv("PVM_EXPORT");
-		free(saved);
-	} else {
-		rc = spawn("cross", 1, &tid, NULL);
-	}
+	rc = spawn(restart == 2 ? "rwait" : restart ? "rcross" : "cross", 1, &tid, NULL);
 	if (rc)
 		return fail("spawn");
 	*tidp = tid;
@@ -420,8 +415,17 @@ static int contact_test(int restart)
 	return 1;
 #else
 	int tid = 0, pid = 0, rc;
+	const char *ev;
 	if (!udp_pairs()) {
 		snprintf(why, sizeof why, "pairs are not on udp here");
+		return 2;
+	}
+	/* Our endpoints were opened with the epoch rule restart-reported
+	 * needs (read once, at open), or first-contact's must hold. */
+	ev = getenv("RCP_TEST_EPOCH_PER_ENDPOINT");
+	if (!restart != !(ev && atoi(ev))) {
+		snprintf(why, sizeof why, "%s RCP_TEST_EPOCH_PER_ENDPOINT=1 in this process",
+		         restart ? "needs" : "not with");
 		return 2;
 	}
 	rc = first_contact(&tid, &pid, restart);

@@ -81,12 +81,22 @@ echo "== relinked, RCP_TRANSPORT=udp =="
 # multi-host VM (shm and udp endpoints, both published); "remote" also
 # treats every peer as on another host, so all pairs use udp while the shm
 # endpoint is open and progressed too.
+# restart-reported(-recv) provoke a first-contact restart under a copied
+# psend with the epoch rule before per-peer epochs, in this process only
+# (pvm-glue/send.c, FIRST CONTACT); elsewhere they SKIP.
+echo "== relinked, RCP_TRANSPORT=udp, RCP_TEST_EPOCH_PER_ENDPOINT=1 in the parent =="
+(cd "$tmp" && RCP_TRANSPORT=udp RCP_TEST_EPOCH_PER_ENDPOINT=1 PVM_EXPORT=RCP_TRANSPORT timeout 120 \
+	"$bin/pvmt" restart-reported restart-reported-recv) || fail "relinked, udp, restarts"
 echo "== relinked, PVMRCP_MULTIHOST=1 (pretend several hosts: same-host pairs on shm) =="
 (cd "$tmp" && PVMRCP_MULTIHOST=1 PVM_EXPORT=PVMRCP_MULTIHOST timeout 120 "$bin/pvmt" \
 	transport-per-pair mixed-order order-runs wildcards pmcast-1-3-16) || fail "relinked, MULTIHOST=1"
 echo "== relinked, PVMRCP_MULTIHOST=remote (every pair on udp, shm endpoint open too) =="
 (cd "$tmp" && PVMRCP_MULTIHOST=remote PVM_EXPORT=PVMRCP_MULTIHOST timeout 120 "$bin/pvmt") ||
 	fail "relinked, MULTIHOST=remote"
+echo "== relinked, PVMRCP_MULTIHOST=remote, RCP_TEST_EPOCH_PER_ENDPOINT=1 in the parent =="
+(cd "$tmp" && PVMRCP_MULTIHOST=remote RCP_TEST_EPOCH_PER_ENDPOINT=1 PVM_EXPORT=PVMRCP_MULTIHOST \
+	timeout 120 "$bin/pvmt" restart-reported restart-reported-recv) ||
+	fail "relinked, MULTIHOST=remote, restarts"
 # RCP_TRANSPORT=verbs: no HCA here, and the verbs model (tests/verbs_mock.c)
 # lives in one process, so PVM tasks cannot share it: what runs is the
 # choice, verbs for other hosts where it opens and udp where it does not
