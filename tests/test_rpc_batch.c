@@ -19,7 +19,10 @@
  *                      progressed by rcp_progress on its endpoint (a wait's
  *                      look, outside any round of the rpc context): its 8
  *                      answers still go back as one message (2 response
- *                      messages in all, not 9), every output checked.
+ *                      messages in all, not 9), every output checked;
+ *                      the client takes that batch by rcp_progress too: its
+ *                      7 surplus receives are not canceled before the
+ *                      callbacks' round (TRIMMING), and are after it.
  *   test_batch_bad_req batches a server must drop whole (bad_msgs +1, no
  *                      handler run): a payload running past the message,
  *                      trailing bytes shorter than a header, an overflow
@@ -190,6 +193,52 @@ static void test_batch_calls(void **state)
 
 /* ---- test_batch_answer_look ---- */
 
+static struct peer *peer_on(const rcp_rpc *rpc, const rcp_chan *ch)
+{
+	for (uint32_t i = 0; i < rpc->peercap; i++)
+		if (rpc->peers[i] && rpc->peers[i]->ch == ch)
+			return rpc->peers[i];
+	return NULL;
+}
+
+/* One more fan of 8 whose answers the client takes by rcp_progress on its
+ * endpoint (no round of its context): nothing is canceled until the
+ * round that runs the callbacks, which trims at its end. */
+static void look_trims(rcp_chan *ch)
+{
+	static uint32_t in = 41, out;
+	struct rcp_rpc_stats cs0, cs;
+	struct peer *p = peer_on(C.rpc, ch);
+	int n, want = 1;
+	memset(fan_done, 0, sizeof fan_done);
+	fanned = 0;
+	assert_non_null(p);
+	rcp_rpc_get_stats(C.rpc, &cs0);
+	assert_int_equal(rcp_rpc_forward(C.rpc, ch, id_inc, &in, &out, -1, first_cb, ch, NULL), 0);
+	for (n = 0; n < ROUNDS; n++) {
+		rcp_progress(S.ep);
+		rcp_progress(C.ep); /* responses complete here, depth 0 */
+		rcp_rpc_get_stats(C.rpc, &cs);
+		if (cs.completed_ok - cs0.completed_ok < (uint64_t)want)
+			continue;
+		if (want == 1 + FAN)
+			break;
+		rcp_rpc_progress(C.rpc); /* first_cb: 8 forwards, one message */
+		assert_true(fanned);
+		want = 1 + FAN;
+	}
+	assert_int_equal(cs.completed_ok - cs0.completed_ok, 1 + FAN);
+	/* the 8 answers came in one receive; the callbacks have not run */
+	assert_int_equal(p->posted.n, FAN - 1);
+	assert_int_equal(p->trimming, 0);
+	rcp_rpc_progress(C.rpc); /* they run; nothing forwarded: trimmed */
+	for (int i = 0; i < FAN; i++)
+		assert_int_equal(fan_done[i], 1);
+	for (n = 0; n < 100; n++)
+		round_all();
+	assert_int_equal(posted_on(C.rpc, ch), 0);
+}
+
 static void test_batch_answer_look(void **state)
 {
 	static uint32_t in = 41, out;
@@ -225,6 +274,7 @@ static void test_batch_answer_look(void **state)
 	/* the lone first answer and the batch of 8: 2 messages, not 1 + 8 */
 	assert_int_equal(es.msgs_sent - es0.msgs_sent, 2);
 	assert_int_equal(ss.bad_msgs, 0);
+	look_trims(ch);
 }
 
 /* ---- raw messages ---- */
