@@ -14,7 +14,9 @@
  * the receive again) is then paid once per batch, which is what lifts the
  * rate at 16 calls in flight.  A receiver checks every header of a
  * message (hdr.c) before it uses any; one bad header drops the whole
- * message (bad_msgs +1).  Calls forwarded outside progress go at once, as
+ * message (bad_msgs +1).  A request message taken outside a round (the
+ * endpoint's own look) is answered in a round of its callback's length
+ * (server.c, ONE ANSWER A MESSAGE).  Calls forwarded outside progress go at once, as
  * before (a lone call's latency is unchanged); RCP_RPC_BATCH=0 turns
  * batching off.  One response receive may now carry several calls'
  * responses: the client's surplus receives stay posted while calls are

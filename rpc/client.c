@@ -110,7 +110,12 @@ void rpci_peer_repost(rcp_rpc *rpc, struct peer *p)
 	}
 	if (want || p->posted.n <= p->trimming)
 		return;
-	if (!rpc->depth) {
+	/* Outside a round with callbacks queued (a batch of responses taken
+	 * by the endpoint's own look in a wait) the callbacks, which run in
+	 * the next round, are likely to forward again: that round's end
+	 * trims.  Trimmed at once, a client at 16 in flight canceled 15
+	 * receives and posted them again per batch natively. */
+	if (!rpc->depth && !rpc->doneq) {
 		trim(p);
 	} else if (!p->trimq) {
 		p->trimq = 1;

@@ -15,6 +15,14 @@
  *                      message of 8 at the server, one response message of
  *                      8 back; every output checked, each callback once;
  *                      then no response receive is left posted.
+ *   test_batch_answer_look the same fan of 8, but the server is only ever
+ *                      progressed by rcp_progress on its endpoint (a wait's
+ *                      look, outside any round of the rpc context): its 8
+ *                      answers still go back as one message (2 response
+ *                      messages in all, not 9), every output checked;
+ *                      the client takes that batch by rcp_progress too: its
+ *                      7 surplus receives are not canceled before the
+ *                      callbacks' round (TRIMMING), and are after it.
  *   test_batch_bad_req batches a server must drop whole (bad_msgs +1, no
  *                      handler run): a payload running past the message,
  *                      trailing bytes shorter than a header, an overflow
@@ -27,6 +35,8 @@
  *                      message: dropped whole (bad_msgs +1, the call still
  *                      pending), then the good response completes it.
  */
+#include <string.h>
+
 #include <rcp/rpc.h>
 
 #include "rpc/rpc_int.h"
@@ -179,6 +189,92 @@ static void test_batch_calls(void **state)
 	for (n = 0; n < 100; n++)
 		round_all();
 	assert_int_equal(posted_on(C.rpc, ch), 0);
+}
+
+/* ---- test_batch_answer_look ---- */
+
+static struct peer *peer_on(const rcp_rpc *rpc, const rcp_chan *ch)
+{
+	for (uint32_t i = 0; i < rpc->peercap; i++)
+		if (rpc->peers[i] && rpc->peers[i]->ch == ch)
+			return rpc->peers[i];
+	return NULL;
+}
+
+/* One more fan of 8 whose answers the client takes by rcp_progress on its
+ * endpoint (no round of its context): nothing is canceled until the
+ * round that runs the callbacks, which trims at its end. */
+static void look_trims(rcp_chan *ch)
+{
+	static uint32_t in = 41, out;
+	struct rcp_rpc_stats cs0, cs;
+	struct peer *p = peer_on(C.rpc, ch);
+	int n, want = 1;
+	memset(fan_done, 0, sizeof fan_done);
+	fanned = 0;
+	assert_non_null(p);
+	rcp_rpc_get_stats(C.rpc, &cs0);
+	assert_int_equal(rcp_rpc_forward(C.rpc, ch, id_inc, &in, &out, -1, first_cb, ch, NULL), 0);
+	for (n = 0; n < ROUNDS; n++) {
+		rcp_progress(S.ep);
+		rcp_progress(C.ep); /* responses complete here, depth 0 */
+		rcp_rpc_get_stats(C.rpc, &cs);
+		if (cs.completed_ok - cs0.completed_ok < (uint64_t)want)
+			continue;
+		if (want == 1 + FAN)
+			break;
+		rcp_rpc_progress(C.rpc); /* first_cb: 8 forwards, one message */
+		assert_true(fanned);
+		want = 1 + FAN;
+	}
+	assert_int_equal(cs.completed_ok - cs0.completed_ok, 1 + FAN);
+	/* the 8 answers came in one receive; the callbacks have not run */
+	assert_int_equal(p->posted.n, FAN - 1);
+	assert_int_equal(p->trimming, 0);
+	rcp_rpc_progress(C.rpc); /* they run; nothing forwarded: trimmed */
+	for (int i = 0; i < FAN; i++)
+		assert_int_equal(fan_done[i], 1);
+	for (n = 0; n < 100; n++)
+		round_all();
+	assert_int_equal(posted_on(C.rpc, ch), 0);
+}
+
+static void test_batch_answer_look(void **state)
+{
+	static uint32_t in = 41, out;
+	struct rcp_rpc_stats ss0, ss;
+	struct rcp_ep_stats es0, es;
+	rcp_chan *ch;
+	int n, all;
+	(void)state;
+	memset(outs, 0, sizeof outs);
+	memset(fan_done, 0, sizeof fan_done);
+	fanned = 0;
+	assert_int_equal(rcp_connect(C.ep, saddr, &ch), 0);
+	for (n = 0; n < 100; n++)
+		round_all(); /* the channel of the test before settles */
+	rcp_rpc_get_stats(S.rpc, &ss0);
+	rcp_ep_get_stats(S.ep, &es0);
+	assert_int_equal(rcp_rpc_forward(C.rpc, ch, id_inc, &in, &out, -1, first_cb, ch, NULL), 0);
+	for (n = 0, all = 0; n < ROUNDS && !all; n++) {
+		rcp_progress(S.ep); /* handlers run from rcp's callbacks, depth 0 */
+		rcp_rpc_progress(C.rpc);
+		rcp_progress(raw);
+		all = fanned;
+		for (int i = 0; i < FAN; i++)
+			all &= fan_done[i] == 1;
+	}
+	assert_true(all);
+	for (int i = 0; i < FAN; i++)
+		assert_int_equal(outs[i], 1000 * i + 1);
+	rcp_rpc_get_stats(S.rpc, &ss);
+	rcp_ep_get_stats(S.ep, &es);
+	assert_int_equal(ss.batched_in - ss0.batched_in, FAN);
+	assert_int_equal(ss.batched_out - ss0.batched_out, FAN);
+	/* the lone first answer and the batch of 8: 2 messages, not 1 + 8 */
+	assert_int_equal(es.msgs_sent - es0.msgs_sent, 2);
+	assert_int_equal(ss.bad_msgs, 0);
+	look_trims(ch);
 }
 
 /* ---- raw messages ---- */
@@ -375,6 +471,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_batch_calls),
+	    cmocka_unit_test(test_batch_answer_look),
 	    cmocka_unit_test(test_batch_bad_req),
 	    cmocka_unit_test(test_batch_bad_resp),
 	};
