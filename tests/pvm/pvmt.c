@@ -10,6 +10,7 @@
  * Nothing waits on time except the trecv timeout test and pvmd's own
  * liveness answers.
  */
+#include <dlfcn.h> /* dlopen: libpvm3's own pvm_pkdouble (packed-inplace-gather) */
 #include <sched.h> /* sched_setaffinity, sched_getcpu (_GNU_SOURCE: configure) */
 #include <signal.h>
 #include <stdarg.h>
@@ -1294,6 +1295,7 @@ static const struct {
     {"packed-killed", t_packed_killed},
     {"packed-bounded", t_packed_bounded},
     {"packed-buffers", t_packed_buffers},
+    {"packed-inplace-gather", t_packed_inplace_gather},
     {"first-contact", t_first_contact},
     {"restart-reported", t_restart_reported},
     {"restart-reported-recv", t_restart_reported_recv},
@@ -1345,6 +1347,7 @@ int main(int argc, char **argv)
 		             {"pstream", child_pstream},
 		             {"pflood", child_pflood},
 		             {"pfwd", child_pfwd},
+		             {"pichk", child_pichk},
 		             {"pord", child_pord},
 		             {"cross", child_cross},
 		             {"rcross", child_rcross},
