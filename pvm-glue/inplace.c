@@ -33,6 +33,7 @@
  * sender makes; stock's direct route makes one too (writev to a socket).
  */
 #include <dlfcn.h>
+#include <malloc.h>
 #include <pvm3.h>
 #include <stdlib.h>
 #include <string.h>
@@ -155,6 +156,33 @@ int pvmrcpi_ip_gather(int bufid, long len, int enc, char **out, size_t *outlen)
 	*out = b;
 	*outlen = n;
 	return 0;
+}
+
+/* MEMORY.  A packed message of a MiB or more is a fresh malloc on each
+ * side per message (the sender's gathered copy, the receiver's landing
+ * buffer), freed when it is sent or unpacked.  glibc serves such sizes
+ * by mmap, or, once it has raised its threshold, from the heap top, which
+ * it trims again as soon as 2x the last freed size lies free there: in
+ * both cases every message faults its pages in afresh (1 MiB in place:
+ * 2.5 ms a round trip with glibc's defaults, 0.33 ms with trimming and
+ * mmap off; docs/results.md, session 18).  So once, when this task first
+ * sends or receives a packed message, the heap keeps freed memory up to
+ * KEEP_MB and serves blocks up to it: the task then holds up to that much
+ * more memory than it uses, the one thing a relinked program may show
+ * differently (PVMRCP_MALLOC_KEEP=0 leaves glibc's defaults alone). */
+#define KEEP_MB 32
+
+void pvmrcpi_ip_malloc_setup(void)
+{
+	static int done;
+	const char *e = getenv("PVMRCP_MALLOC_KEEP");
+	if (done)
+		return;
+	done = 1;
+	if (e && !strcmp(e, "0"))
+		return;
+	mallopt(M_MMAP_THRESHOLD, KEEP_MB << 20);
+	mallopt(M_TRIM_THRESHOLD, KEEP_MB << 20);
 }
 
 /* ---- the wrappers ---- */

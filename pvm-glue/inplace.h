@@ -23,6 +23,11 @@ PRI_IP int pvmrcpi_ip_ok(int bufid, long len);
  * malloc'd into *OUT, *OUTLEN bytes.  0 or PvmNoMem. */
 PRI_IP int pvmrcpi_ip_gather(int bufid, long len, int enc, char **out, size_t *outlen);
 
+/* Once: glibc's heap keeps freed memory and serves large blocks, so a
+ * packed message's buffers do not fault their pages in per message
+ * (inplace.c, MEMORY); PVMRCP_MALLOC_KEEP=0 skips it. */
+PRI_IP void pvmrcpi_ip_malloc_setup(void);
+
 /* This host's raw encoding (pvm_getminfo's enc of a PvmDataRaw buffer,
  * learnt once in send.c), or -1 if libpvm3's encodings could not be
  * told apart. */

@@ -586,6 +586,7 @@ static int enc_ok(int enc)
 	if (!enc_known) {
 		static const int kinds[3] = {PvmDataRaw, PvmDataDefault, PvmDataInPlace};
 		enc_known = 1;
+		pvmrcpi_ip_malloc_setup(); /* the first packed message of this task */
 		for (int i = 0; i < 3; i++) {
 			struct pvmminfo mi;
 			int b = pvm_mkbuf(kinds[i]);
