@@ -47,8 +47,8 @@ struct piece {
 };
 
 struct rec {
-	int live;   /* an in-place buffer made through our wrappers */
-	int bad;    /* a pack we could not note: never trusted */
+	int live; /* an in-place buffer made through our wrappers */
+	int bad;  /* a pack we could not note: never trusted */
 	size_t n, cap;
 	long total; /* bytes noted */
 	struct piece *v;
@@ -192,8 +192,10 @@ void pvmrcpi_ip_malloc_setup(void)
 	static __typeof__(fn) *real_;                                                              \
 	if (!real_)                                                                                \
 		*(void **)&real_ = dlsym(RTLD_NEXT, #fn);                                          \
-	if (!real_)                                                                                \
-		return PvmSysErr
+	if (!real_) {                                                                              \
+		return PvmSysErr;                                                                  \
+	}                                                                                          \
+	(void)0
 
 int pvm_initsend(int enc)
 {
@@ -217,7 +219,7 @@ int pvm_mkbuf(int enc)
 	int fn(T *p, int cnt, int std)                                                             \
 	{                                                                                          \
 		int rc;                                                                            \
-		REAL(fn);                                                 \
+		REAL(fn);                                                                          \
 		rc = real_(p, cnt, std);                                                           \
 		note(p, cnt, std, size, rc);                                                       \
 		return rc;                                                                         \
