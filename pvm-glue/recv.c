@@ -11,6 +11,7 @@
 #include <rcp/pvmrcp.h>
 
 #include "pvm-glue/glue.h"
+#include "pvm-glue/inplace.h"
 #include "pvm-glue/packed.h"
 
 #define S             pvmrcpi_st
@@ -68,6 +69,41 @@ static int syn_add(int bufid, const struct pr_msg *m)
 	return 0;
 }
 
+/* A packed message in this host's raw encoding (packed Raw, or in-place,
+ * which is sent raw): its fragments' bytes, which take_msg checked add up,
+ * packed into a PvmDataRaw buffer (one copy, into libpvm3's small
+ * fragments; pvm_upkmesg would copy them twice and allocate a fragment of
+ * the message's size), its source, tag and length told by syn[] as for a
+ * psend.  Raw data is a byte stream to pvm_upk*, fragments or not
+ * (inplace.c), so they decode as stock. */
+static int unpack_raw(struct pr_msg *m)
+{
+	const char *p = (const char *)m->data + 8 * sizeof(int);
+	int b = pvm_mkbuf(PvmDataRaw), old, rc = 0;
+	long left = ((int *)m->data)[0];
+	if (b < 0)
+		return b;
+	old = pvm_setsbuf(b);
+	while (left > 0 && rc >= 0) {
+		int frl;
+		memcpy(&frl, p, sizeof frl);
+		if (frl)
+			rc = pvm_pkbyte((char *)p + sizeof frl, frl, 1);
+		p += sizeof frl + (size_t)frl;
+		left -= frl;
+	}
+	pvm_setsbuf(old);
+	m->len = (size_t)((int *)m->data)[0];
+	if (rc < 0 || syn_add(b, m)) {
+		pvmrcpi_real.freebuf(b);
+		return rc < 0 ? rc : PvmNoMem;
+	}
+	m->bufid = b;
+	free(m->data);
+	m->data = NULL;
+	return 0;
+}
+
 /* A packed message (PR_PACKED): its bytes are what pvm_pkmesg wrote in
  * the sender's PvmDataRaw buffer (send.c, packed_bytes), checked and in
  * this host's byte order again (take_msg, packed.c); pvm_upkmesg
@@ -80,6 +116,8 @@ static int unpack_msg(struct pr_msg *m)
 	int b, old, save, nb, rc, *hdr = m->data;
 	if (m->len < 8 * sizeof(int) || hdr[0] < 0)
 		return PvmBadMsg;
+	if (hdr[4] == pvmrcpi_enc_raw())
+		return unpack_raw(m);
 	hdr[1] = m->ctx;
 	hdr[2] = m->tag;
 	hdr[6] = m->src;

@@ -12,6 +12,7 @@
 #include <rcp/pvmrcp.h>
 
 #include "pvm-glue/glue.h"
+#include "pvm-glue/inplace.h"
 #include "pvm-glue/packed.h"
 
 #define S pvmrcpi_st
@@ -604,6 +605,7 @@ static int enc_ok(int enc)
 	if (!enc_known) {
 		static const int kinds[3] = {PvmDataRaw, PvmDataDefault, PvmDataInPlace};
 		enc_known = 1;
+		pvmrcpi_ip_malloc_setup(); /* the first packed message of this task */
 		for (int i = 0; i < 3; i++) {
 			struct pvmminfo mi;
 			int b = pvm_mkbuf(kinds[i]);
@@ -622,26 +624,55 @@ static int enc_ok(int enc)
 	return enc_known > 0 && (enc == enc_sig[0] || enc == enc_sig[1] || enc == enc_sig[2]);
 }
 
-/* In-place messages above this size go by pvmd: stock's direct route
- * sends them from the user's memory, while ours are copied twice
- * (pvm_pkmesg into a temporary buffer, then into the message) and
- * libpvm3 allocates a fresh fragment of their size for each: at 4 MiB
- * stock took 2.2 ms a round trip, RCP 14.5 ms (docs/results.md, issue 22).
- * Smaller ones are far faster over RCP (3.0 against 62.6 us at 8 B). */
+/* In-place messages whose packs inplace.c did not record all of go by
+ * pvmd above this size: they are copied twice (pvm_pkmesg into a
+ * temporary buffer, then into the message) and libpvm3 allocates a fresh
+ * fragment of their size for each, while stock's direct route sends them
+ * from the user's memory: at 4 MiB stock took 2.2 ms a round trip, RCP
+ * 14.5 ms (docs/results.md, issue 22).  Smaller ones are far faster over
+ * RCP (3.0 against 62.6 us at 8 B). */
 #define INPLACE_RCP_MAX 16384
 
-/* Does buffer SBUF (*MI filled) go over RCP: an encoding we carry, and
- * an in-place message not above INPLACE_RCP_MAX (its length counted
- * first, as pvm_send would). */
+/* Gathered in-place messages above this go by pvmd too
+ * (PVMRCP_INPLACE_MAX, read once; -1: no limit): session 18 measured the
+ * gather 2.3x faster than stock's direct route at 64 KiB but 0.7x at
+ * 1 MiB and 0.6x at 4 MiB (one copy more than stock's writev; and the
+ * receiver's pvm_pkbyte), docs/results.md. */
+static long gather_max(void)
+{
+	static long max = -2;
+	if (max == -2) {
+		const char *e = getenv("PVMRCP_INPLACE_MAX");
+		max = e && *e ? strtol(e, NULL, 10) : 131072;
+		if (max < 0)
+			max = 0x7fffffff;
+	}
+	return max;
+}
+
+/* This host's raw encoding (pvm_getminfo's enc of a PvmDataRaw buffer),
+ * or -1 if the encodings could not be told apart. */
+int pvmrcpi_enc_raw(void)
+{
+	(void)enc_ok(0); /* learns the encodings once */
+	return enc_known > 0 ? enc_sig[0] : -1;
+}
+
+/* Does buffer SBUF (*MI filled) go over RCP: 0 no; 1 by pvm_pkmesg's
+ * bytes (an encoding we carry; an in-place message not above
+ * INPLACE_RCP_MAX, its length counted first, as pvm_send would); 2 an
+ * in-place message gathered from the user's memory (inplace.c). */
 static int for_rcp(int sbuf, struct pvmminfo *mi)
 {
 	if (pvmrcpi_real.getminfo(sbuf, mi) < 0 || !enc_ok(mi->enc))
 		return 0;
 	if (mi->enc == enc_sig[2] && enc_sig[2] != enc_sig[0]) {
 		void *mp = pvmrcpi_real.midtobuf(sbuf);
-		if (!mp || pvmrcpi_real.pmsg_setlen(mp) < 0 ||
-		    pvmrcpi_real.getminfo(sbuf, mi) < 0 || mi->len > INPLACE_RCP_MAX)
+		if (!mp || pvmrcpi_real.pmsg_setlen(mp) < 0 || pvmrcpi_real.getminfo(sbuf, mi) < 0)
 			return 0;
+		if (pvmrcpi_ip_ok(sbuf, mi->len) && mi->len <= gather_max())
+			return 2;
+		return mi->len <= INPLACE_RCP_MAX;
 	}
 	return 1;
 }
@@ -651,15 +682,26 @@ static int for_rcp(int sbuf, struct pvmminfo *mi)
  * fragment as {int length, bytes}; the receiver's pvm_upkmesg rebuilds
  * the buffer from them, encoding included, so pvm_upk* there decode them
  * as stock; an in-place message is labelled raw (enc_ok).  SBUF passed
- * for_rcp, which counted an in-place message's length.  malloc'd
- * into *OUT (*LEN bytes); 0 or a PVM code. */
-static int packed_bytes(int sbuf, char **out, size_t *len)
+ * for_rcp, which counted an in-place message's length and said HOW
+ * (2: gathered by inplace.c instead).  malloc'd into *OUT (*LEN bytes);
+ * 0 or a PVM code. */
+static int packed_bytes(int sbuf, int how, const struct pvmminfo *mi, char **out, size_t *len)
 {
-	int tmp = pvm_mkbuf(PvmDataRaw), old, save, hdr[8], rc;
+	int tmp, old, save, hdr[8], rc;
 	size_t cap, n;
 	char *b = NULL;
 
-	if (tmp < 0)
+	if (how == 2) {
+		rc = pvmrcpi_ip_gather(sbuf, mi->len, enc_sig[0], &b, &n);
+		if (!rc && (rc = pvmrcpi_pk_to_wire((unsigned char *)b, n)) < 0)
+			free(b);
+		if (!rc) {
+			*out = b;
+			*len = n;
+		}
+		return rc;
+	}
+	if ((tmp = pvm_mkbuf(PvmDataRaw)) < 0)
 		return tmp;
 	old = pvm_setsbuf(tmp);
 	rc = pvm_pkmesg(sbuf);
@@ -722,13 +764,13 @@ static int packed_send(int tid, int tag)
 {
 	struct pvmminfo mi;
 	struct pr_peer *p;
-	int sbuf = pvm_getsbuf(), ctx = pvm_getcontext(), rc;
+	int sbuf = pvm_getsbuf(), ctx = pvm_getcontext(), rc, how;
 	char *bytes;
 	size_t len;
 
 	if (sbuf <= 0 || !pr_encodable(ctx, tag) || !pr_tid_is_task(tid) || tid == S.mytid)
 		return 0;
-	if (!for_rcp(sbuf, &mi))
+	if (!(how = for_rcp(sbuf, &mi)))
 		return 0;
 	p = pvmrcpi_peer(tid, 1);
 	if (!p)
@@ -739,7 +781,7 @@ static int packed_send(int tid, int tag)
 		return pvmrcpi_lost(p);
 	if (pvmrcpi_route(p) != PR_RCP)
 		return 0;
-	rc = packed_bytes(sbuf, &bytes, &len);
+	rc = packed_bytes(sbuf, how, &mi, &bytes, &len);
 	if (rc < 0)
 		return rc;
 	rc = throttle(&p->tid, 1, len);
@@ -786,11 +828,11 @@ static int packed_mcast(int *tids, int ntask, int tag, int *rcout)
 {
 	struct pvmminfo mi;
 	rcp_chan **chans;
-	int *rest, nch = 0, nrest = 0, sbuf = pvm_getsbuf(), ctx = pvm_getcontext(), rc = 0;
+	int *rest, nch = 0, nrest = 0, sbuf = pvm_getsbuf(), ctx = pvm_getcontext(), rc = 0, how;
 	char *bytes = NULL;
 	size_t len = 0;
 
-	if (sbuf <= 0 || !pr_encodable(ctx, tag) || !for_rcp(sbuf, &mi))
+	if (sbuf <= 0 || !pr_encodable(ctx, tag) || !(how = for_rcp(sbuf, &mi)))
 		return 0;
 	/* every tid first, as stock: a bad one means nothing is sent */
 	for (int i = 0; i < ntask; i++)
@@ -820,7 +862,7 @@ static int packed_mcast(int *tids, int ntask, int tag, int *rcout)
 			rest[nrest++] = tids[i];
 		}
 	}
-	if (nch && (rc = packed_bytes(sbuf, &bytes, &len)) == 0) {
+	if (nch && (rc = packed_bytes(sbuf, how, &mi, &bytes, &len)) == 0) {
 		/* per endpoint, as pvm_pmcast (the tasks may be on several hosts) */
 		rc = mcast_by_ep(chans, nch, pr_rtag(ctx, tag) | PR_PACKED, bytes, len, NULL, 0,
 		                 bytes);

@@ -10,6 +10,7 @@
  * Nothing waits on time except the trecv timeout test and pvmd's own
  * liveness answers.
  */
+#include <dlfcn.h> /* dlopen: libpvm3's own pvm_pkdouble (packed-inplace-gather) */
 #include <sched.h> /* sched_setaffinity, sched_getcpu (_GNU_SOURCE: configure) */
 #include <signal.h>
 #include <stdarg.h>
@@ -1294,6 +1295,7 @@ static const struct {
     {"packed-killed", t_packed_killed},
     {"packed-bounded", t_packed_bounded},
     {"packed-buffers", t_packed_buffers},
+    {"packed-inplace-gather", t_packed_inplace_gather},
     {"first-contact", t_first_contact},
     {"restart-reported", t_restart_reported},
     {"restart-reported-recv", t_restart_reported_recv},
@@ -1345,6 +1347,7 @@ int main(int argc, char **argv)
 		             {"pstream", child_pstream},
 		             {"pflood", child_pflood},
 		             {"pfwd", child_pfwd},
+		             {"pichk", child_pichk},
 		             {"pord", child_pord},
 		             {"cross", child_cross},
 		             {"rcross", child_rcross},
@@ -1356,6 +1359,9 @@ int main(int argc, char **argv)
 		pvm_exit();
 		return rc;
 	}
+	/* in-place messages of every size gathered over RCP (by default only
+	 * up to 128 KiB: send.c), so packed-inplace* test the gather */
+	setenv("PVMRCP_INPLACE_MAX", "-1", 0);
 	me = pvm_mytid();
 	if (me < 0) {
 		printf("SKIP: no pvmd (pvm_mytid %d)\n", me);
