@@ -91,8 +91,8 @@ size_t rpp_cap_for(size_t size);
 int rpp_open_ep(const struct opts *o, const char *addr, int accept, rcp_ep **ep);
 int rpp_faults_on(const struct opts *o);
 uint64_t rpp_ep_retransmits(const rcp_ep *ep);
-void rpp_loss_stats(const rcp_ep *ep, const struct rcp_ep_stats *s0, const char *who,
-                    size_t size, uint64_t msgs);
+void rpp_loss_stats(const rcp_ep *ep, const struct rcp_ep_stats *s0, const char *who, size_t size,
+                    uint64_t msgs);
 
 /* pp_server.c */
 int rpp_serve(const struct opts *o, rcp_ep *ep, const char *who);

@@ -357,7 +357,7 @@ struct rcpc_core {
 	 * conversation epoch; such a peer is kept in the nic's table (not
 	 * peer_remove'd), so its index keeps naming its address. */
 	uint8_t *ended;
-	int nended;   /* entries of ended[] */
+	int nended;    /* entries of ended[] */
 	int nretained; /* peers with ended[] set, <= ENDED_MAX */
 	struct rcp_ep_stats st;
 	int demand_warned; /* credit_demand's warning was given */

@@ -216,7 +216,8 @@ int rcpi_send_start(rcp_chan *ch, rcp_req *r, uint64_t now)
 	ch->tx_msg_start++;
 	if (ready_fits(ch, r)) {
 		ch->ready_valid = 0;
-		if ((ch->ready.flags & RCPW_F_RMA) && rma_ok_ch(ch) && r->total >= ready_rma_min(c)) {
+		if ((ch->ready.flags & RCPW_F_RMA) && rma_ok_ch(ch) &&
+		    r->total >= ready_rma_min(c)) {
 			rc = send_split(ch, r, now);
 			if (rc <= 0)
 				return rc;

@@ -146,10 +146,11 @@ static void cross(int mode, int prior)
 		poll_side(&b);
 	}
 	if (!(a.got && b.got) || a.rerr || b.rerr || a.serr || b.serr)
-		fail_msg("mode %d prior %d: A got %d (%d), B got %d (%d), sends %d/%d (%d/%d); restarts "
-		         "A %u B %u",
-		         mode, prior, a.got, a.rerr, b.got, b.rerr, a.sent, b.sent, a.serr, b.serr,
-		         rcp_chan_restarts(a.ch), rcp_chan_restarts(b.ch));
+		fail_msg(
+		    "mode %d prior %d: A got %d (%d), B got %d (%d), sends %d/%d (%d/%d); restarts "
+		    "A %u B %u",
+		    mode, prior, a.got, a.rerr, b.got, b.rerr, a.sent, b.sent, a.serr, b.serr,
+		    rcp_chan_restarts(a.ch), rcp_chan_restarts(b.ch));
 	assert_string_equal(a.buf, "from-b");
 	assert_string_equal(b.buf, "from-a");
 	assert_int_equal(rcp_chan_restarts(a.ch), 0);

@@ -442,8 +442,8 @@ static void random_run(uint64_t seed, uint64_t split, double fail)
 				fail_msg("msg %d/%d (%zu B): send %d, recv %d (sent half "
 				         "failed %d, recv failed %d; seed %#llx)",
 				         d, i, len, se, re, sf, rf, (unsigned long long)seed);
-			if (test_check(m->rbuf[d][i], len,
-			                      seed * 100 + (uint64_t)(d * NMSG + i)) != -1)
+			if (test_check(m->rbuf[d][i], len, seed * 100 + (uint64_t)(d * NMSG + i)) !=
+			    -1)
 				fail_msg("msg %d/%d (%zu B): wrong bytes (seed %#llx)", d, i, len,
 				         (unsigned long long)seed);
 			free(m->sbuf[d][i]);
@@ -675,11 +675,10 @@ static void t_stale_tokens(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(t_paths),        cmocka_unit_test(t_random),
-	    cmocka_unit_test(t_fallback_bound),
-	    cmocka_unit_test(t_cancel_held),  cmocka_unit_test(t_close_queued),
-	    cmocka_unit_test(t_close_held),   cmocka_unit_test(t_peer_dies_held),
-	    cmocka_unit_test(t_stale_tokens),
+	    cmocka_unit_test(t_paths),          cmocka_unit_test(t_random),
+	    cmocka_unit_test(t_fallback_bound), cmocka_unit_test(t_cancel_held),
+	    cmocka_unit_test(t_close_queued),   cmocka_unit_test(t_close_held),
+	    cmocka_unit_test(t_peer_dies_held), cmocka_unit_test(t_stale_tokens),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
