@@ -25,7 +25,7 @@
  * from (host_ip), so a VM spread over real hosts (or rcp-cluster's
  * namespaces, docs/cluster.md) needs nothing set.  RCP_TRANSPORT=xdp
  * adds an xdp endpoint on the interface holding that address (AF_XDP,
- * nic/xdp.c; PVMRCP_XDP_ADDR names another): one endpoint owns an
+ * nic/xdp/; PVMRCP_XDP_ADDR names another): one endpoint owns an
  * interface, so the first task of a host to start gets it and the others
  * keep udp; a pair across hosts uses xdp when both ends published it,
  * udp otherwise (both ends see both lists and decide alike).  A host added after a
