@@ -256,9 +256,18 @@ endif
 if HAVE_CMOCKA
 check_PROGRAMS += tests/test_rcp
 TESTS += tests/test_rcp
-tests_test_rcp_SOURCES = tests/test_rcp.c tests/testutil.h
+tests_test_rcp_SOURCES = tests/test_rcp.c tests/rcp_test.h tests/testutil.h
 tests_test_rcp_CFLAGS = $(TEST_CFLAGS)
 tests_test_rcp_LDADD = $(TEST_LDADD)
+# channels between real endpoints by topic (what they share: tests/rcp_test.h)
+check_PROGRAMS += tests/test_rcp_api tests/test_rcp_handshake
+TESTS += tests/test_rcp_api tests/test_rcp_handshake
+tests_test_rcp_api_SOURCES = tests/test_rcp_api.c tests/rcp_test.h tests/testutil.h
+tests_test_rcp_api_CFLAGS = $(TEST_CFLAGS)
+tests_test_rcp_api_LDADD = $(TEST_LDADD)
+tests_test_rcp_handshake_SOURCES = tests/test_rcp_handshake.c tests/rcp_test.h tests/testutil.h
+tests_test_rcp_handshake_CFLAGS = $(TEST_CFLAGS)
+tests_test_rcp_handshake_LDADD = $(TEST_LDADD)
 
 check_PROGRAMS += tests/test_rcp_cb
 TESTS += tests/test_rcp_cb
