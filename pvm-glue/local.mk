@@ -24,6 +24,9 @@ tests_pvm_pvmt_stock_SOURCES = tests/pvm/pvmt.c tests/pvm/pvmt_packed.h tests/pv
 tests_pvm_pvmt_stock_CPPFLAGS = $(AM_CPPFLAGS) -DPVMT_STOCK
 tests_pvm_pvmt_stock_LDADD = -lgpvm3 $(PVM_LIBS)
 tests_pvm_pvmt_stock_LDFLAGS = -no-install
+# pvmt by topic (included by pvmt.c)
+tests_pvm_pvmt_SOURCES += tests/pvm/pvmt_children.h tests/pvm/pvmt_transport.h
+tests_pvm_pvmt_stock_SOURCES += tests/pvm/pvmt_children.h tests/pvm/pvmt_transport.h
 if HAVE_CMOCKA
 # The packed message's wire layout: byte order and hostile lengths (no
 # libpvm3 call: packed.c is compiled in).
