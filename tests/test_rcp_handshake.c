@@ -520,12 +520,9 @@ static void t_udp_table_full(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(t_udp_forged_epochs),
-	    cmocka_unit_test(t_udp_many_senders),
-	    cmocka_unit_test(t_udp_reclaim),
-	    cmocka_unit_test(t_udp_client_first),
-	    cmocka_unit_test(t_udp_restart_proven),
-	    cmocka_unit_test(t_udp_table_full),
+	    cmocka_unit_test(t_udp_forged_epochs),  cmocka_unit_test(t_udp_many_senders),
+	    cmocka_unit_test(t_udp_reclaim),        cmocka_unit_test(t_udp_client_first),
+	    cmocka_unit_test(t_udp_restart_proven), cmocka_unit_test(t_udp_table_full),
 	};
 	return cmocka_run_group_tests_name("rcp channels: handshake", tests, NULL, NULL);
 }

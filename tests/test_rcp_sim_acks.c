@@ -523,13 +523,11 @@ static void t_stale_dst_epoch(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(t_sack_one_hole),
-	    cmocka_unit_test(t_sack_reorder_no_resend),
-	    cmocka_unit_test(t_sack_three_holes),
-	    cmocka_unit_test(t_forged_ack),
-	    cmocka_unit_test(t_forged_ack_stranger),
-	    cmocka_unit_test(t_forged_credits),
+	    cmocka_unit_test(t_sack_one_hole),       cmocka_unit_test(t_sack_reorder_no_resend),
+	    cmocka_unit_test(t_sack_three_holes),    cmocka_unit_test(t_forged_ack),
+	    cmocka_unit_test(t_forged_ack_stranger), cmocka_unit_test(t_forged_credits),
 	    cmocka_unit_test(t_stale_dst_epoch),
 	};
-	return cmocka_run_group_tests_name("rcp core on a simulated network: acks", tests, NULL, NULL);
+	return cmocka_run_group_tests_name("rcp core on a simulated network: acks", tests, NULL,
+	                                   NULL);
 }

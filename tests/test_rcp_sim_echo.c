@@ -457,14 +457,11 @@ static void t_echo_sizes(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(t_piggyback),
-	    cmocka_unit_test(t_small_sizes),
-	    cmocka_unit_test(t_echo_sizes),
-	    cmocka_unit_test(t_stream_at_once),
-	    cmocka_unit_test(t_ack_owed),
-	    cmocka_unit_test(t_copied_send),
-	    cmocka_unit_test(t_cancel_queued_ids),
-	    cmocka_unit_test(t_window_asymmetric),
+	    cmocka_unit_test(t_piggyback),         cmocka_unit_test(t_small_sizes),
+	    cmocka_unit_test(t_echo_sizes),        cmocka_unit_test(t_stream_at_once),
+	    cmocka_unit_test(t_ack_owed),          cmocka_unit_test(t_copied_send),
+	    cmocka_unit_test(t_cancel_queued_ids), cmocka_unit_test(t_window_asymmetric),
 	};
-	return cmocka_run_group_tests_name("rcp core on a simulated network: echo and windows", tests, NULL, NULL);
+	return cmocka_run_group_tests_name("rcp core on a simulated network: echo and windows",
+	                                   tests, NULL, NULL);
 }

@@ -251,5 +251,6 @@ int main(void)
 	    cmocka_unit_test(t_replay),
 	    cmocka_unit_test(t_compact_eager),
 	};
-	return cmocka_run_group_tests_name("rcp core on a simulated network: hostile frames", tests, NULL, NULL);
+	return cmocka_run_group_tests_name("rcp core on a simulated network: hostile frames", tests,
+	                                   NULL, NULL);
 }
