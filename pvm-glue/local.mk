@@ -8,6 +8,7 @@ lib_LTLIBRARIES += libpvmrcp.la
 libpvmrcp_la_SOURCES = pvm-glue/glue.h pvm-glue/glue.c pvm-glue/real.c pvm-glue/send.c \
 	pvm-glue/recv.c pvm-glue/wait.c pvm-glue/packed.h pvm-glue/packed.c pvm-glue/mcast.c \
 	pvm-glue/ctrl.c pvm-glue/inplace.h pvm-glue/inplace.c
+libpvmrcp_la_SOURCES += pvm-glue/msgbuf.h pvm-glue/msgbuf.c
 libpvmrcp_la_LIBADD = librcp.la $(PVM_LIBS)
 libpvmrcp_la_LDFLAGS = -version-info 0:0:0 -export-symbols-regex '^pvm_'
 rcpinclude_HEADERS += include/rcp/pvmrcp.h
@@ -23,6 +24,9 @@ tests_pvm_pvmt_stock_SOURCES = tests/pvm/pvmt.c tests/pvm/pvmt_packed.h tests/pv
 tests_pvm_pvmt_stock_CPPFLAGS = $(AM_CPPFLAGS) -DPVMT_STOCK
 tests_pvm_pvmt_stock_LDADD = -lgpvm3 $(PVM_LIBS)
 tests_pvm_pvmt_stock_LDFLAGS = -no-install
+# pvmt by topic (included by pvmt.c)
+tests_pvm_pvmt_SOURCES += tests/pvm/pvmt_children.h tests/pvm/pvmt_transport.h
+tests_pvm_pvmt_stock_SOURCES += tests/pvm/pvmt_children.h tests/pvm/pvmt_transport.h
 if HAVE_CMOCKA
 # The packed message's wire layout: byte order and hostile lengths (no
 # libpvm3 call: packed.c is compiled in).

@@ -12,6 +12,7 @@
 
 #include "pvm-glue/glue.h"
 #include "pvm-glue/inplace.h"
+#include "pvm-glue/msgbuf.h"
 #include "pvm-glue/packed.h"
 
 #define S             pvmrcpi_st
@@ -38,137 +39,10 @@ static void held_del(struct pr_msg *m)
 	S.nheld--;
 }
 
-/* ---- buffers made for RCP messages (pvm_bufinfo must tell their origin) ---- */
-
-static struct pr_syn *syn_find(int bufid)
-{
-	for (int i = 0; i < S.nsyn; i++)
-		if (S.syn[i].bufid == bufid)
-			return &S.syn[i];
-	return NULL;
-}
-
-static void syn_del(int bufid)
-{
-	struct pr_syn *s = syn_find(bufid);
-	if (s)
-		*s = S.syn[--S.nsyn];
-}
-
-static int syn_add(int bufid, const struct pr_msg *m)
-{
-	if (S.nsyn == S.capsyn) {
-		int nc = S.capsyn ? 2 * S.capsyn : 16;
-		struct pr_syn *n = realloc(S.syn, (size_t)nc * sizeof *n);
-		if (!n)
-			return PvmNoMem;
-		S.syn = n;
-		S.capsyn = nc;
-	}
-	S.syn[S.nsyn++] = (struct pr_syn){bufid, (int)m->len, m->tag, m->src, m->ctx};
-	return 0;
-}
-
-/* A packed message in this host's raw encoding (packed Raw, or in-place,
- * which is sent raw): its fragments' bytes, which take_msg checked add up,
- * packed into a PvmDataRaw buffer (one copy, into libpvm3's small
- * fragments; pvm_upkmesg would copy them twice and allocate a fragment of
- * the message's size), its source, tag and length told by syn[] as for a
- * psend.  Raw data is a byte stream to pvm_upk*, fragments or not
- * (inplace.c), so they decode as stock. */
-static int unpack_raw(struct pr_msg *m)
-{
-	const char *p = (const char *)m->data + 8 * sizeof(int);
-	int b = pvm_mkbuf(PvmDataRaw), old, rc = 0;
-	long left = ((int *)m->data)[0];
-	if (b < 0)
-		return b;
-	old = pvm_setsbuf(b);
-	while (left > 0 && rc >= 0) {
-		int frl;
-		memcpy(&frl, p, sizeof frl);
-		if (frl)
-			rc = pvm_pkbyte((char *)p + sizeof frl, frl, 1);
-		p += sizeof frl + (size_t)frl;
-		left -= frl;
-	}
-	pvm_setsbuf(old);
-	m->len = (size_t)((int *)m->data)[0];
-	if (rc < 0 || syn_add(b, m)) {
-		pvmrcpi_real.freebuf(b);
-		return rc < 0 ? rc : PvmNoMem;
-	}
-	m->bufid = b;
-	free(m->data);
-	m->data = NULL;
-	return 0;
-}
-
-/* A packed message (PR_PACKED): its bytes are what pvm_pkmesg wrote in
- * the sender's PvmDataRaw buffer (send.c, packed_bytes), checked and in
- * this host's byte order again (take_msg, packed.c); pvm_upkmesg
- * rebuilds the message from them, encoding included, so pvm_upk* decode
- * it (and fail past its end or on another type) exactly as stock.  The
- * header's ctx, tag, src and dst are set to what this message is, so
- * libpvm3's own pvm_bufinfo/pvm_getminfo tell the truth about it. */
-static int unpack_msg(struct pr_msg *m)
-{
-	int b, old, save, nb, rc, *hdr = m->data;
-	if (m->len < 8 * sizeof(int) || hdr[0] < 0)
-		return PvmBadMsg;
-	if (hdr[4] == pvmrcpi_enc_raw())
-		return unpack_raw(m);
-	hdr[1] = m->ctx;
-	hdr[2] = m->tag;
-	hdr[6] = m->src;
-	hdr[7] = S.mytid;
-	b = pvm_mkbuf(PvmDataRaw);
-	if (b < 0)
-		return b;
-	old = pvm_setsbuf(b);
-	rc = pvm_pkbyte(m->data, (int)m->len, 1);
-	pvm_setsbuf(old);
-	save = pvm_setrbuf(b);
-	nb = rc < 0 ? rc : pvm_upkmesg();
-	pvm_setrbuf(save);
-	pvmrcpi_real.freebuf(b);
-	if (nb < 0)
-		return nb;
-	m->bufid = nb;
-	m->len = (size_t)hdr[0]; /* the message's length, as pvm_bufinfo's */
-	free(m->data);
-	m->data = NULL;
-	return 0;
-}
-
-/* Packs M's bytes into a PvmDataRaw buffer, as a stock psend would. */
-static int pack_msg(struct pr_msg *m)
-{
-	int b, old, rc;
-	if (m->bufid)
-		return 0;
-	if (m->packed)
-		return unpack_msg(m);
-	b = pvm_mkbuf(PvmDataRaw);
-	if (b < 0)
-		return b;
-	old = pvm_setsbuf(b);
-	rc = m->len ? pvm_pkbyte(m->data, (int)m->len, 1) : 0;
-	pvm_setsbuf(old);
-	if (rc < 0 || syn_add(b, m)) {
-		pvmrcpi_real.freebuf(b);
-		return rc < 0 ? rc : PvmNoMem;
-	}
-	m->bufid = b;
-	free(m->data);
-	m->data = NULL;
-	return 0;
-}
-
 static void msg_free(struct pr_msg *m)
 {
 	if (m->bufid) {
-		syn_del(m->bufid);
+		pvmrcpi_syn_del(m->bufid);
 		pvmrcpi_real.freebuf(m->bufid);
 	}
 	free(m->data);
@@ -580,7 +454,7 @@ static int deliver_copy(struct cand *c, void *buf, size_t cap, int *src, int *ta
 		if ((rc = take_msg(c->ep, &c->st, &m)) != 0)
 			return rc;
 	}
-	if (m && m->packed && (rc = pack_msg(m)) != 0) {
+	if (m && m->packed && (rc = pvmrcpi_pack_msg(m)) != 0) {
 		held_del(m);
 		msg_free(m);
 		return rc;
@@ -626,7 +500,7 @@ static int deliver_buf(struct cand *c, int activate)
 		if (rc)
 			return rc;
 	}
-	if (!m->stock && (rc = pack_msg(m)) != 0)
+	if (!m->stock && (rc = pvmrcpi_pack_msg(m)) != 0)
 		return rc;
 	b = m->bufid;
 	if (!activate)
@@ -936,12 +810,12 @@ int pvm_probe(int tid, int tag)
  * 0; a message received from another task has another source.) */
 static struct pr_syn *syn_valid(int bufid)
 {
-	struct pr_syn *s = S.nsyn ? syn_find(bufid) : NULL;
+	struct pr_syn *s = S.nsyn ? pvmrcpi_syn_find(bufid) : NULL;
 	int nb, tag, src;
 	if (!s)
 		return NULL;
 	if (pvmrcpi_real.bufinfo(bufid, &nb, &tag, &src) < 0 || src != S.mytid) {
-		syn_del(bufid);
+		pvmrcpi_syn_del(bufid);
 		return NULL;
 	}
 	return s;
@@ -952,7 +826,7 @@ static void free_rbuf(void)
 {
 	int old = pvm_getrbuf();
 	if (old > 0) {
-		syn_del(old);
+		pvmrcpi_syn_del(old);
 		pvmrcpi_real.freebuf(old);
 	}
 }
@@ -997,6 +871,6 @@ int pvm_freebuf(int bufid)
 	if (pvmrcpi_resolve())
 		return PvmSysErr;
 	if (S.nsyn)
-		syn_del(bufid);
+		pvmrcpi_syn_del(bufid);
 	return pvmrcpi_real.freebuf(bufid);
 }

@@ -432,9 +432,6 @@ void rcpi_chan_resend_all(rcp_chan *ch, uint64_t now);
 void rcpi_loss_timers(rcp_chan *ch, uint64_t now);
 
 /* ---- msg.c: messages, matching, credits ---- */
-int rcpi_send_can_start(rcp_chan *ch, const rcp_req *r);
-int rcpi_send_start(rcp_chan *ch, rcp_req *r, uint64_t now);
-void rcpi_chan_pump(rcp_chan *ch, uint64_t now);
 void rcpi_recv_unpost(rcp_req *r);
 rcp_req *rcpi_match_posted(rcpc_core *c, rcp_chan *ch, uint64_t tag);
 void rcpi_next_miss(rcp_chan *ch);
@@ -443,6 +440,12 @@ void rcpi_credit_demand(rcp_chan *ch);
 void rcpi_rts_matched(rcp_chan *ch, rcp_req *r, uint32_t msg, uint64_t tag, size_t total, int rma,
                       const unsigned char *rkey, uint32_t rkeylen);
 void rcpi_try_ready(rcp_chan *ch);
+
+/* ---- start.c: the pump, a message's first frame ---- */
+int rcpi_send_can_start(rcp_chan *ch, const rcp_req *r);
+int rcpi_send_start(rcp_chan *ch, rcp_req *r, uint64_t now);
+void rcpi_chan_pump(rcp_chan *ch, uint64_t now);
+uint64_t rcpi_rma_min(const rcpc_core *c);
 
 /* ---- fallback.c: a message whose RMA failed, by frames (FALLBACK) ---- */
 void rcpi_fell_back(rcp_chan *ch);
@@ -560,7 +563,7 @@ static inline int chan_nothing_queued(const rcp_chan *ch)
 {
 	/* rma_start: a message start put into a READY promise, set aside
 	 * while its transfer is out; the pump sends its FIN FIRST once the
-	 * transfer is back (msg.c, ready_put_out), so it counts as queued. */
+	 * transfer is back (start.c, ready_put_out), so it counts as queued. */
 	return !ch->ctl_count && list_empty(&ch->startq) && list_empty(&ch->streamq) &&
 	       !ch->rma_start;
 }

@@ -23,8 +23,10 @@
  *     |          accept cookies, reclaim of half-open channels
  *   recv.c       receive window, bitmap, reorder store, SACK, in-order
  *     |          delivery
- *   msg.c        pump (what goes out next), eager/RTS/READY/split/RMA,
+ *   msg.c        eager/RTS/READY/split/RMA on the receiver's side,
  *     |          matching, unexpected messages, credits
+ *   start.c      pump (what goes out next), a message's first frame
+ *     |
  *   fallback.c   a message whose RMA failed moves by frames
  *     |
  *   send.c       frames out, send ring and slots, RACK/TLP/RTO, cwnd,

@@ -337,7 +337,7 @@ int rcp_ep_open(const char *nic_addr, const struct rcp_ep_config *cfg, rcp_ep **
 	}
 	{
 		/* Set by the user: where RMA starts stays there, crowded CPU
-		 * or not (msg.c, rma_min). */
+		 * or not (start.c, rcpi_rma_min). */
 		int64_t rm = rcpi_env_int("RCP_RMA_MIN", -1);
 		if (rm >= 0) {
 			p.rma_min = (uint32_t)rm;

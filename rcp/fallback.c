@@ -31,7 +31,7 @@
  *     more on this channel): READY|STREAM at once, as a plain READY is
  *     ignored by a sender that offered a key;
  *   - the put into a READY promise (READY_PUT): the sender streams the
- *     message as if it had never put (msg.c, ready_put_out); the receiver
+ *     message as if it had never put (start.c, ready_put_out); the receiver
  *     takes either, so nothing is asked.
  * A sender whose own put is still out when the request comes streams
  * when the put is back (RMA_RESEND), after its FIN(SPLIT): a frame the

@@ -3,5 +3,6 @@ librcp_la_SOURCES += rcp/wire.h rcp/wire.c rcp/core.h rcp/core.c rcp/chan.h rcp/
 	rcp/heap.c rcp/endpoint.c rcp/ep_int.h rcp/request.c rcp/rmaq.c rcp/rma.c
 librcp_la_SOURCES += rcp/mcastnet.c
 librcp_la_SOURCES += rcp/fallback.c
+librcp_la_SOURCES += rcp/start.c
 rcpinclude_HEADERS += include/rcp/rcp.h include/rcp/wait.h
 rcpinclude_HEADERS += include/rcp/mcastnet.h

@@ -14,7 +14,7 @@
 #include "rcp/ep_int.h"
 
 /* Posts of this size or more tell the core whether the CPU is crowded
- * (where RMA starts depends on it: rcp/msg.c, rma_min); smaller ones
+ * (where RMA starts depends on it: rcp/start.c, rcpi_rma_min); smaller ones
  * never move by RMA and skip the look. */
 #define CROWD_LOOK_MIN 4096u
 

@@ -10,7 +10,7 @@
  * TRANSFERS DONE.  By kind of transfer (the result STATUS: 0, or the
  * nic's code):
  *   READY_PUT   the sender's put of the whole message into a READY
- *               promise: msg.c's pump sends its FIN FIRST (or, the put
+ *               promise: start.c's pump sends its FIN FIRST (or, the put
  *               failed, streams the message instead: the receiver takes
  *               either), before any later message starts.
  *   SPLIT_PUT   the sender's lower half of a split transfer: FIN(SPLIT,
@@ -82,7 +82,7 @@ int rcpc_rma_done(rcpc_core *c, uint64_t token, int status, uint64_t now)
 	if (status && !r->error)
 		r->error = status; /* the first error of R's transfer */
 	if (kind == RMA_READY_PUT)
-		return 0; /* msg.c's pump: ready_put_out */
+		return 0; /* start.c's pump: ready_put_out */
 	if (kind != RMA_SPLIT_PUT && (status || (r->rma & RMA_FRAMES))) {
 		/* Our get failed, or the sender's put did: the message by
 		 * frames (fallback.c, FALLBACK), no FIN. */

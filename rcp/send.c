@@ -3,7 +3,7 @@
  * nic), the ring of slots holding reliable frames until acked, loss
  * recovery (RACK, tail-loss probe, RTO) and the congestion window, and
  * the header fields of the peer's frames that acknowledge ours.  What to
- * send next (control frames, message starts, stream data) is msg.c's
+ * send next (control frames, message starts, stream data) is start.c's
  * rcpi_chan_pump; the layering is in rcp/core.c (LAYERS).
  *
  * RELIABILITY.  Reliable frames (DATA, RTS, READY, FIN) take consecutive

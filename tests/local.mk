@@ -131,10 +131,25 @@ if HAVE_CMOCKA
 # The protocol core on a simulated network (internal API: static link).
 check_PROGRAMS += tests/test_rcp_sim
 TESTS += tests/test_rcp_sim
-tests_test_rcp_sim_SOURCES = tests/test_rcp_sim.c tests/sim.c tests/sim.h tests/testutil.h
+tests_test_rcp_sim_SOURCES = tests/test_rcp_sim.c tests/rcp_sim_test.h tests/sim.c tests/sim.h tests/testutil.h
 tests_test_rcp_sim_CFLAGS = $(TEST_CFLAGS)
 tests_test_rcp_sim_LDFLAGS = -static
 tests_test_rcp_sim_LDADD = $(TEST_LDADD)
+# the simulated network by topic (what they share: tests/rcp_sim_test.h)
+check_PROGRAMS += tests/test_rcp_sim_hostile tests/test_rcp_sim_echo tests/test_rcp_sim_acks
+TESTS += tests/test_rcp_sim_hostile tests/test_rcp_sim_echo tests/test_rcp_sim_acks
+tests_test_rcp_sim_hostile_SOURCES = tests/test_rcp_sim_hostile.c tests/rcp_sim_test.h tests/sim.c tests/sim.h tests/testutil.h
+tests_test_rcp_sim_hostile_CFLAGS = $(TEST_CFLAGS)
+tests_test_rcp_sim_hostile_LDFLAGS = -static
+tests_test_rcp_sim_hostile_LDADD = $(TEST_LDADD)
+tests_test_rcp_sim_echo_SOURCES = tests/test_rcp_sim_echo.c tests/rcp_sim_test.h tests/sim.c tests/sim.h tests/testutil.h
+tests_test_rcp_sim_echo_CFLAGS = $(TEST_CFLAGS)
+tests_test_rcp_sim_echo_LDFLAGS = -static
+tests_test_rcp_sim_echo_LDADD = $(TEST_LDADD)
+tests_test_rcp_sim_acks_SOURCES = tests/test_rcp_sim_acks.c tests/rcp_sim_test.h tests/sim.c tests/sim.h tests/testutil.h
+tests_test_rcp_sim_acks_CFLAGS = $(TEST_CFLAGS)
+tests_test_rcp_sim_acks_LDFLAGS = -static
+tests_test_rcp_sim_acks_LDADD = $(TEST_LDADD)
 
 # The small-message path (rcp/core.c, SMALL SENDS), on the simulator.
 check_PROGRAMS += tests/test_rcp_small
@@ -241,9 +256,18 @@ endif
 if HAVE_CMOCKA
 check_PROGRAMS += tests/test_rcp
 TESTS += tests/test_rcp
-tests_test_rcp_SOURCES = tests/test_rcp.c tests/testutil.h
+tests_test_rcp_SOURCES = tests/test_rcp.c tests/rcp_test.h tests/testutil.h
 tests_test_rcp_CFLAGS = $(TEST_CFLAGS)
 tests_test_rcp_LDADD = $(TEST_LDADD)
+# channels between real endpoints by topic (what they share: tests/rcp_test.h)
+check_PROGRAMS += tests/test_rcp_api tests/test_rcp_handshake
+TESTS += tests/test_rcp_api tests/test_rcp_handshake
+tests_test_rcp_api_SOURCES = tests/test_rcp_api.c tests/rcp_test.h tests/testutil.h
+tests_test_rcp_api_CFLAGS = $(TEST_CFLAGS)
+tests_test_rcp_api_LDADD = $(TEST_LDADD)
+tests_test_rcp_handshake_SOURCES = tests/test_rcp_handshake.c tests/rcp_test.h tests/testutil.h
+tests_test_rcp_handshake_CFLAGS = $(TEST_CFLAGS)
+tests_test_rcp_handshake_LDADD = $(TEST_LDADD)
 
 check_PROGRAMS += tests/test_rcp_cb
 TESTS += tests/test_rcp_cb

@@ -1,6 +1,6 @@
 /*
  * tests/test_rcp_crowded.c — where RMA starts when the CPU is crowded
- * (rcp/msg.c, rma_min; rcpc_set_crowded).  Two cores on the simulator with
+ * (rcp/start.c rcpi_rma_min; rcpc_set_crowded).  Two cores on the simulator with
  * RMA, no loss: an 80 KB message sender-first and one receiver-first, each
  * checked byte for byte, moves by RMA on an uncrowded CPU (rma_msgs
  * counts it) and streams through the nic on a crowded one (rma_msgs

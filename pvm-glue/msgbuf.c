@@ -1,0 +1,142 @@
+/*
+ * pvm-glue/msgbuf.c — libpvm3 buffers made for RCP messages: a message
+ * that came over RCP becomes a PvmDataRaw buffer when the application
+ * asks for one (pvm_recv and friends, not pvm_precv), its bytes packed as
+ * a stock psend's, or a packed message (PR_PACKED, packed.c) rebuilt by
+ * pvm_upkmesg, or one in this host's raw encoding copied into libpvm3's
+ * fragments.  syn[] records each such buffer's source, tag and length,
+ * since pvm_bufinfo must tell them as for a message libpvm3 received.
+ * Called from recv.c; calls only libpvm3 and glue.c's state.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "pvm-glue/inplace.h"
+#include "pvm-glue/msgbuf.h"
+
+#define S pvmrcpi_st
+
+struct pr_syn *pvmrcpi_syn_find(int bufid)
+{
+	for (int i = 0; i < S.nsyn; i++)
+		if (S.syn[i].bufid == bufid)
+			return &S.syn[i];
+	return NULL;
+}
+
+void pvmrcpi_syn_del(int bufid)
+{
+	struct pr_syn *s = pvmrcpi_syn_find(bufid);
+	if (s)
+		*s = S.syn[--S.nsyn];
+}
+
+static int syn_add(int bufid, const struct pr_msg *m)
+{
+	if (S.nsyn == S.capsyn) {
+		int nc = S.capsyn ? 2 * S.capsyn : 16;
+		struct pr_syn *n = realloc(S.syn, (size_t)nc * sizeof *n);
+		if (!n)
+			return PvmNoMem;
+		S.syn = n;
+		S.capsyn = nc;
+	}
+	S.syn[S.nsyn++] = (struct pr_syn){bufid, (int)m->len, m->tag, m->src, m->ctx};
+	return 0;
+}
+
+/* A packed message in this host's raw encoding (packed Raw, or in-place,
+ * which is sent raw): its fragments' bytes, which take_msg checked add up,
+ * packed into a PvmDataRaw buffer (one copy, into libpvm3's small
+ * fragments; pvm_upkmesg would copy them twice and allocate a fragment of
+ * the message's size), its source, tag and length told by syn[] as for a
+ * psend.  Raw data is a byte stream to pvm_upk*, fragments or not
+ * (inplace.c), so they decode as stock. */
+static int unpack_raw(struct pr_msg *m)
+{
+	const char *p = (const char *)m->data + 8 * sizeof(int);
+	int b = pvm_mkbuf(PvmDataRaw), old, rc = 0;
+	long left = ((int *)m->data)[0];
+	if (b < 0)
+		return b;
+	old = pvm_setsbuf(b);
+	while (left > 0 && rc >= 0) {
+		int frl;
+		memcpy(&frl, p, sizeof frl);
+		if (frl)
+			rc = pvm_pkbyte((char *)p + sizeof frl, frl, 1);
+		p += sizeof frl + (size_t)frl;
+		left -= frl;
+	}
+	pvm_setsbuf(old);
+	m->len = (size_t)((int *)m->data)[0];
+	if (rc < 0 || syn_add(b, m)) {
+		pvmrcpi_real.freebuf(b);
+		return rc < 0 ? rc : PvmNoMem;
+	}
+	m->bufid = b;
+	free(m->data);
+	m->data = NULL;
+	return 0;
+}
+
+/* A packed message (PR_PACKED): its bytes are what pvm_pkmesg wrote in
+ * the sender's PvmDataRaw buffer (send.c, packed_bytes), checked and in
+ * this host's byte order again (take_msg, packed.c); pvm_upkmesg
+ * rebuilds the message from them, encoding included, so pvm_upk* decode
+ * it (and fail past its end or on another type) exactly as stock.  The
+ * header's ctx, tag, src and dst are set to what this message is, so
+ * libpvm3's own pvm_bufinfo/pvm_getminfo tell the truth about it. */
+static int unpack_msg(struct pr_msg *m)
+{
+	int b, old, save, nb, rc, *hdr = m->data;
+	if (m->len < 8 * sizeof(int) || hdr[0] < 0)
+		return PvmBadMsg;
+	if (hdr[4] == pvmrcpi_enc_raw())
+		return unpack_raw(m);
+	hdr[1] = m->ctx;
+	hdr[2] = m->tag;
+	hdr[6] = m->src;
+	hdr[7] = S.mytid;
+	b = pvm_mkbuf(PvmDataRaw);
+	if (b < 0)
+		return b;
+	old = pvm_setsbuf(b);
+	rc = pvm_pkbyte(m->data, (int)m->len, 1);
+	pvm_setsbuf(old);
+	save = pvm_setrbuf(b);
+	nb = rc < 0 ? rc : pvm_upkmesg();
+	pvm_setrbuf(save);
+	pvmrcpi_real.freebuf(b);
+	if (nb < 0)
+		return nb;
+	m->bufid = nb;
+	m->len = (size_t)hdr[0]; /* the message's length, as pvm_bufinfo's */
+	free(m->data);
+	m->data = NULL;
+	return 0;
+}
+
+/* Packs M's bytes into a PvmDataRaw buffer, as a stock psend would. */
+int pvmrcpi_pack_msg(struct pr_msg *m)
+{
+	int b, old, rc;
+	if (m->bufid)
+		return 0;
+	if (m->packed)
+		return unpack_msg(m);
+	b = pvm_mkbuf(PvmDataRaw);
+	if (b < 0)
+		return b;
+	old = pvm_setsbuf(b);
+	rc = m->len ? pvm_pkbyte(m->data, (int)m->len, 1) : 0;
+	pvm_setsbuf(old);
+	if (rc < 0 || syn_add(b, m)) {
+		pvmrcpi_real.freebuf(b);
+		return rc < 0 ? rc : PvmNoMem;
+	}
+	m->bufid = b;
+	free(m->data);
+	m->data = NULL;
+	return 0;
+}
