@@ -643,7 +643,7 @@ int main(void)
 	setenv("RCP_FAULTS", "", 1);
 	/* The counts below say which messages went by RDMA: where RMA starts
 	 * is set, so a machine crowded by a parallel build does not raise
-	 * it (rcp/msg.c, rma_min; under CI's load t_rcp_rma and t_rpc
+	 * it (rcp/start.c, rcpi_rma_min; under CI's load t_rcp_rma and t_rpc
 	 * failed). */
 	setenv("RCP_RMA_MIN", "65536", 1);
 	return cmocka_run_group_tests(tests, NULL, NULL);
