@@ -153,9 +153,15 @@ void rcpi_chan_fail(rcp_chan *ch, int error)
  * that need a crossing to restart a channel: pvmt restart-reported). */
 #define ENDED_MAX 256
 
+/* PEER is kept for its ended conversation (ended[] set). */
+static int peer_kept(const rcpc_core *c, int peer)
+{
+	return peer >= 0 && peer < c->nended && c->ended[peer];
+}
+
 int rcpi_peer_ended(const rcpc_core *c, int peer)
 {
-	return c->conv_ended || (peer >= 0 && peer < c->nended && c->ended[peer]);
+	return c->conv_ended || peer_kept(c, peer);
 }
 
 void rcpi_conv_end(rcpc_core *c, int peer)
@@ -320,6 +326,6 @@ void rcpc_chan_close(rcp_chan *ch, uint64_t now)
 	}
 	rcpi_chan_free(ch);
 	/* A peer whose conversation ended keeps its index (PER PEER). */
-	if (c->io.peer_remove && !(peer >= 0 && peer < c->nended && c->ended[peer]))
+	if (c->io.peer_remove && !peer_kept(c, peer))
 		c->io.peer_remove(c->io.ctx, peer);
 }
