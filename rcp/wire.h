@@ -1,5 +1,7 @@
 /*
- * rcp/wire.h — RCP frame format (version 3: version 2 with the accept and
+ * rcp/wire.h — RCP frame format (version 4: version 3 with READY and
+ * FIN(SPLIT) that may carry STREAM, an RMA transfer that fell back to
+ * frames (rcp/fallback.c); version 3 was version 2 with the accept and
  * restart challenges of the handshake and a credit for every message start;
  * version 2 was version 1 plus the compact header).
  *
@@ -10,7 +12,7 @@
  * of header and payload.  See docs/protocol.md for the meaning of each
  * field per frame type.
  *
- *   0  u16 magic 0x5243 ("RC")     2  u8 version (3)    3  u8 type
+ *   0  u16 magic 0x5243 ("RC")     2  u8 version (4)    3  u8 type
  *   4  u16 flags                   6  u16 hlen (64)
  *   8  u32 session                12  u32 src_epoch    16  u32 dst_epoch
  *  20  u32 seq                    24  u32 ack          28  u32 credits
@@ -37,7 +39,11 @@
 #include <string.h>
 
 #define RCPW_MAGIC   0x5243u
-#define RCPW_VERSION 3u /* a peer of another version is refused (BAD_MAGIC) */
+/* A peer of another version is refused (BAD_MAGIC, counted in bad_frames):
+ * a version-3 peer (session 17) does not know READY+STREAM or FIN
+ * SPLIT+STREAM and would wait on such a message instead of refusing it, so
+ * the fallback of session 18 raised it to 4 (session 19). */
+#define RCPW_VERSION 4u
 #define RCPW_HLEN    64u
 #define RCPW_CHLEN   48u /* compact header of a whole small message */
 

@@ -1,8 +1,8 @@
 /*
  * tests/test_rcp_sim_hostile.c — the protocol core on a simulated network
  * against frames a broken or hostile peer sends (random headers, with and
- * without CRC), replayed frames from a tape, and the compact header as seen
- * on the wire.
+ * without CRC), replayed frames from a tape, the compact header as seen
+ * on the wire, and frames of the previous wire version.
  * Shared helpers: tests/rcp_sim_test.h.
  */
 #include "rcp_sim_test.h"
@@ -196,6 +196,104 @@ static void t_compact_eager(void **state)
 	sim_free(s);
 }
 
+/* A peer of the previous wire version: every real frame of an exchange,
+ * both ways (DATA, RTS, READY, FIN, ACK: eager, streamed and RMA
+ * messages), sent again with the version byte of session 17
+ * (RCPW_VERSION - 1) and its CRC resealed, is counted in bad_frames and
+ * changes nothing: no duplicate counted, no message taken by a waiting
+ * receive.  The same frames at the current version are taken (as
+ * duplicates), so it is the version that refuses. */
+struct tape2 {
+	struct tape t;
+	int from[4096];
+};
+
+static void tape2_rec(void *arg, int from, int to, const void *frame, size_t len)
+{
+	struct tape2 *t = arg;
+	(void)to;
+	if (t->t.n == 4096)
+		return;
+	t->t.f[t->t.n] = malloc(len);
+	memcpy(t->t.f[t->t.n], frame, len);
+	t->from[t->t.n] = from;
+	t->t.len[t->t.n++] = len;
+}
+
+static void t_old_version(void **state)
+{
+	struct sim *s = pair(test_seed(17), 0, 1, 4096);
+	static struct tape2 t2;
+	struct tape *t = &t2.t;
+	static unsigned char sb[200000], rb[200000], extra[8];
+	struct rcp_ep_stats a[2], b[2];
+	rcp_req *late;
+	int types = 0, sent[2] = {0};
+	(void)state;
+
+	t->n = 0;
+	sim_set_tap(s, tape2_rec, &t2);
+	for (int i = 0; i < 3; i++) {
+		struct sim_one o[2] = {{0}};
+		size_t len = i == 0 ? 100 : i == 1 ? 20000 : sizeof sb;
+		test_fill(sb, len, (uint64_t)i);
+		assert_int_equal(rcpc_irecv(sim_core(s, 1), sim_chan(s, 1, 0), 1, rb, sizeof rb,
+		                            sim_now(s), &o[1].r),
+		                 0);
+		assert_int_equal(rcpc_isend(sim_chan(s, 0, 1), 1, sb, len, sim_now(s), &o[0].r), 0);
+		assert_int_equal(sim_run(s, sim_two_done, o, 10 * SEC), 0);
+		assert_int_equal(o[1].st.error, 0);
+		assert_int_equal(test_check(rb, len, (uint64_t)i), -1);
+	}
+	sim_set_tap(s, NULL, NULL);
+	for (int k = 0; k < t->n; k++) {
+		types |= 1 << t->f[k][3];
+		sent[t2.from[k]]++;
+	}
+	assert_int_equal(types, 1 << RCPW_DATA | 1 << RCPW_RTS | 1 << RCPW_READY | 1 << RCPW_FIN |
+	                            1 << RCPW_ACK);
+	assert_int_equal(rcpc_irecv(sim_core(s, 1), sim_chan(s, 1, 0), RCP_ANY_TAG, extra,
+	                            sizeof extra, sim_now(s), &late),
+	                 0);
+	for (int ver = RCPW_VERSION - 1; ver <= (int)RCPW_VERSION; ver++) {
+		for (int i = 0; i < 2; i++)
+			rcpc_core_stats(sim_core(s, i), &a[i]);
+		for (int k = 0; k < t->n; k++) {
+			unsigned char *f = t->f[k];
+			size_t len = t->len[k], hl = f[6];
+			assert_true(len >= RCPW_CHLEN && f[2] >= RCPW_VERSION - 1);
+			f[2] = (unsigned char)ver;
+			if (f[4] & RCPW_F_CRC) {
+				uint32_t crc = 0;
+				memcpy(f + 40, &crc, 4);
+				crc = rcpw_crc32c(rcpw_crc32c(0, f, hl), f + hl, len - hl);
+				memcpy(f + 40, &crc, 4); /* little-endian host (wire.h) */
+			}
+			sim_inject(s, t2.from[k], !t2.from[k], f, len);
+		}
+		for (int i = 0; i < 2; i++) {
+			rcpc_flush(sim_core(s, i), sim_now(s));
+			rcpc_core_stats(sim_core(s, i), &b[i]);
+			if (ver < (int)RCPW_VERSION) {
+				assert_int_equal(b[i].bad_frames - a[i].bad_frames, sent[!i]);
+				assert_int_equal(b[i].dup_frames, a[i].dup_frames);
+				assert_int_equal(b[i].stale_frames, a[i].stale_frames);
+			} else {
+				assert_int_equal(b[i].bad_frames, a[i].bad_frames);
+				assert_true(b[i].dup_frames > a[i].dup_frames);
+			}
+		}
+	}
+	{
+		struct sim_one w = {.r = late};
+		sim_run(s, sim_one_done, &w, SEC / 10);
+		assert_int_equal(w.done, 0);
+	}
+	for (int k = 0; k < t->n; k++)
+		free(t->f[k]);
+	sim_free(s);
+}
+
 /* Without CRC (a checked link), hostile-but-well-formed frames may be
  * accepted into the sequence space; the core must still never crash. */
 static void t_garbage_nocrc(void **state)
@@ -250,6 +348,7 @@ int main(void)
 	    cmocka_unit_test(t_garbage_nocrc),
 	    cmocka_unit_test(t_replay),
 	    cmocka_unit_test(t_compact_eager),
+	    cmocka_unit_test(t_old_version),
 	};
 	return cmocka_run_group_tests_name("rcp core on a simulated network: hostile frames", tests,
 	                                   NULL, NULL);
