@@ -3,7 +3,9 @@
  * (nic/verbs/addr.c group peers, verbs.c group endpoints, mcjoin.c) and
  * rcp/mcastnet.c's reliable multicast over it, on the model of an HCA and
  * its subnet (tests/verbs_mock.c, verbs_mock_mc.c: an SA, attachments,
- * delivery to every member port).
+ * delivery to every member port): one send reaching N endpoints, nothing
+ * for an endpoint without its own attachment, detach stopping delivery,
+ * losses (the model's, or the faults wrapper's) repaired by unicast.
  *
  * Counts, never time; the seed (RCP_TEST_SEED) is printed on failure.
  */
@@ -22,6 +24,14 @@
 static int setup(void **state)
 {
 	struct mock_config c = {.ndev = 3};
+	(void)state;
+	mock_install(&c);
+	return 0;
+}
+
+static int setup8(void **state) /* mock0..mock7: the model's most */
+{
+	struct mock_config c = {.ndev = 8};
 	(void)state;
 	mock_install(&c);
 	return 0;
@@ -161,11 +171,144 @@ static void t_mcastnet(void **state)
 	free(buf);
 }
 
+/* Session 19.  N group endpoints in one process, one per port, and a
+ * sender's unicast endpoint: each send is one datagram to the group and
+ * one copy per attached QP, every endpoint gets each exactly once.  A
+ * receiver without a join of its own gets nothing: a unicast endpoint on a
+ * member port (its QP not attached) and a group endpoint of another group
+ * on a member port.  Detach stops delivery: a second group endpoint on a
+ * member port, closed (detached; the port stays a member through the
+ * other), gets no more copies; a group endpoint alone on its port, closed,
+ * also takes the port out (the SA's count). */
+static void t_members(void **state)
+{
+	enum { N = 7, SENDS = 12, LEN = 300 };
+	struct mock_stats *ms = mock_stats();
+	rcp_nic *u, *g[N], *extra, *plain, *other;
+	uint8_t bu[RCP_NIC_ADDR_MAX];
+	size_t lu = sizeof bu;
+	uint64_t sends, copies;
+	char a[128];
+	int grp;
+
+	(void)state;
+	CHECK(rcp_nic_open("verbs:mock0:1", NULL, &u) == 0);
+	CHECK(rcp_nic_addr_blob(u, bu, &lu) == 0);
+	for (int i = 0; i < N; i++) {
+		snprintf(a, sizeof a, "verbs:mcast:%s@mock%d:1", MGID_A, i + 1);
+		CHECK(rcp_nic_open(a, NULL, &g[i]) == 0);
+	}
+	CHECK(rcp_nic_open("verbs:mcast:" MGID_A "@mock1:1", NULL, &extra) == 0);
+	CHECK(rcp_nic_open("verbs:mock2:1", NULL, &plain) == 0);
+	CHECK(rcp_nic_open("verbs:mcast:" MGID_B "@mock3:1", NULL, &other) == 0);
+	CHECK(rcp_nic_peer_add_str(u, "verbs:mcast:" MGID_A, &grp) == 0);
+	CHECK(ms->mc_members == N + 2); /* A: mock0 (U's join) to mock7; B: mock3 */
+
+	sends = ms->mc_sends, copies = ms->mc_copies;
+	CHECK(send_n(u, grp, SENDS, LEN) == 0);
+	CHECK(ms->mc_sends - sends == SENDS);
+	CHECK(ms->mc_copies - copies == SENDS * (N + 1)); /* G1..G7 and EXTRA */
+	for (int i = 0; i < N; i++)
+		CHECK(drain(g[i], bu, lu, LEN) == SENDS);
+	CHECK(drain(extra, bu, lu, LEN) == SENDS);
+	CHECK(drain(plain, bu, lu, LEN) == 0); /* a member port, no attachment */
+	CHECK(drain(other, bu, lu, LEN) == 0); /* attached, to another group */
+
+	/* Detach: EXTRA's QP leaves the group, mock1 stays a member (G1). */
+	rcp_nic_close(extra);
+	CHECK(ms->mc_members == N + 2);
+	copies = ms->mc_copies;
+	CHECK(send_n(u, grp, SENDS, LEN) == 0);
+	CHECK(ms->mc_copies - copies == SENDS * N);
+	for (int i = 0; i < N; i++)
+		CHECK(drain(g[i], bu, lu, LEN) == SENDS);
+	/* G7 alone on mock7: detached and the port out of the group. */
+	rcp_nic_close(g[N - 1]);
+	CHECK(ms->mc_members == N + 1);
+	copies = ms->mc_copies;
+	CHECK(send_n(u, grp, SENDS, LEN) == 0);
+	CHECK(ms->mc_copies - copies == SENDS * (N - 1));
+	for (int i = 0; i < N - 1; i++)
+		CHECK(drain(g[i], bu, lu, LEN) == SENDS);
+	CHECK(drain(plain, bu, lu, LEN) == 0 && drain(other, bu, lu, LEN) == 0);
+
+	for (int i = 0; i < N - 1; i++)
+		rcp_nic_close(g[i]);
+	rcp_nic_close(plain);
+	rcp_nic_close(other);
+	rcp_nic_close(u);
+	CHECK(ms->mc_members == 0 && mock_live() == 0);
+}
+
+/* Session 19.  rcp/mcastnet.c over verbs with the losses made by the
+ * faults wrapper (nic/faults.c, on both of each member's endpoints: group
+ * datagrams, acknowledgements and repairs), not by the model: a 200 KB
+ * message to five members, each gets it whole, the gaps repaired by
+ * unicast. */
+static void t_repair_faults(void **state)
+{
+	enum { LEN = 200000, M = 5 };
+	char spec[64], names[M][8], a[64];
+	const char *np[M];
+	struct rcp_nic_config nc = {.faults = spec};
+	struct rcp_mcn_config c = {.group = "verbs:mcast:" MGID_A, .nic = &nc};
+	struct rcp_mcn_stats ss = {0}, st = {0};
+	rcp_mcn *snd, *mem[M];
+	uint8_t *buf = malloc(LEN);
+	uint64_t id = 0, data_recv = 0;
+	int status[M], rc = RCP_EAGAIN;
+	long rounds = 0;
+
+	(void)state;
+	CHECK(buf);
+	test_fill(buf, LEN, g_seed);
+	snprintf(spec, sizeof spec, "drop=0.08,seed=%llu", (unsigned long long)g_seed);
+	c.self_id = "s";
+	CHECK(rcp_mcn_open("verbs:mock0:1", &c, &snd) == 0);
+	for (int i = 0; i < M; i++) {
+		snprintf(names[i], sizeof names[i], "m%d", i);
+		np[i] = names[i];
+		c.self_id = names[i];
+		snprintf(a, sizeof a, "verbs:mock%d:1", i + 1);
+		CHECK(rcp_mcn_open(a, &c, &mem[i]) == 0);
+	}
+	CHECK(rcp_mcn_send(snd, np, M, buf, LEN, &id) == 0);
+	while (rc == RCP_EAGAIN) {
+		CHECK(++rounds < 20000000);
+		rcp_mcn_progress(snd);
+		for (int i = 0; i < M; i++)
+			rcp_mcn_progress(mem[i]);
+		rc = rcp_mcn_send_status(snd, status, M);
+	}
+	CHECK(rc == 0);
+	for (int i = 0; i < M; i++) {
+		void *got = NULL;
+		size_t len = 0;
+		CHECK(status[i] == 0);
+		CHECK(rcp_mcn_claim(mem[i], id, &got, &len) == 0);
+		CHECK(len == LEN && test_check(got, LEN, g_seed) < 0);
+		free(got);
+		CHECK(rcp_mcn_get_stats(mem[i], &st) == 0);
+		data_recv += st.data_recv;
+	}
+	CHECK(rcp_mcn_get_stats(snd, &ss) == 0);
+	CHECK(mock_stats()->dropped_wire == 0); /* every loss was the wrapper's */
+	CHECK(ss.repairs_sent > 0 && ss.members_failed == 0);
+	CHECK(data_recv == (uint64_t)M * ss.data_sent); /* each frame once per member */
+	for (int i = 0; i < M; i++)
+		rcp_mcn_close(mem[i]);
+	rcp_mcn_close(snd);
+	CHECK(mock_stats()->mc_members == 0 && mock_live() == 0);
+	free(buf);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(t_group, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_mcastnet, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_members, setup8, teardown),
+	    cmocka_unit_test_setup_teardown(t_repair_faults, setup8, teardown),
 	};
 	g_seed = test_seed(0x5eed25);
 	setenv("RCP_FAULTS", "", 1);

@@ -209,6 +209,15 @@ void mock_deliver_to(struct mock_qp *s, struct mock_qp *d, const struct ibv_send
 	wc.wr_id = r->wr_id;
 	wc.opcode = IBV_WC_RECV;
 	wc.qp_num = d->qp.qp_num;
+	if (!mock_lkey_ok(r->lkey, r->addr, r->len)) {
+		/* The region was deregistered under a posted receive (a QP
+		 * kept alive, e.g. still attached to a group): the HCA checks
+		 * the lkey when data lands, never writes freed memory. */
+		wc.status = IBV_WC_LOC_PROT_ERR;
+		mock_cq_push(d->rcq, &wc, NULL, 0);
+		mock_qp_error(d);
+		return;
+	}
 	if (mock_flt.recv_len_err > 0 || r->len < 40 + len) {
 		if (mock_flt.recv_len_err > 0)
 			mock_flt.recv_len_err--;
@@ -559,6 +568,9 @@ static struct ibv_cq *m_create_cq(struct ibv_context *ctx, int cqe, void *cq_con
 static int m_destroy_cq(struct ibv_cq *ibcq)
 {
 	struct mock_cq *cq = (struct mock_cq *)ibcq;
+	for (int i = 0; i < MOCK_MAXQP; i++)
+		if (mock_qps[i] && (mock_qps[i]->scq == cq || mock_qps[i]->rcq == cq))
+			return EBUSY; /* as the kernel: a QP still uses it */
 	free(cq->q);
 	free(cq);
 	live--;
@@ -669,6 +681,8 @@ static int m_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *a, int mask)
 static int m_destroy_qp(struct ibv_qp *ibqp)
 {
 	struct mock_qp *q = (struct mock_qp *)ibqp;
+	if (mock_mc_attached(q))
+		return EBUSY; /* verbs_mock_mc.c: detach first */
 	for (int i = 0; i < MOCK_MAXQP; i++)
 		if (mock_qps[i] == q)
 			mock_qps[i] = NULL;

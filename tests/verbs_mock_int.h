@@ -86,6 +86,8 @@ void mock_mc_deliver(struct mock_qp *s, const struct ibv_send_wr *wr, const stru
                      const uint8_t *data, uint32_t len);
 int mock_mc_attach(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid);
 int mock_mc_detach(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid);
+/* Groups QP is still attached to (destroy_qp refuses it while nonzero). */
+int mock_mc_attached(const struct mock_qp *qp);
 int mock_mc_join(const char *dev, uint8_t port, const uint8_t mgid[16], uint32_t qkey,
                  uint16_t *mlid);
 int mock_mc_leave(const char *dev, uint8_t port, const uint8_t mgid[16]);

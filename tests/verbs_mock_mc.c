@@ -15,7 +15,11 @@
  *     is the group's MGID and a DLID equal to its MLID; the switches
  *     forward it to every MEMBER port, where each QP attached to the group
  *     gets a copy, the sender's own QPs included (loopback).  A port that
- *     left gets nothing even if a QP there is still attached.
+ *     left gets nothing even if a QP there is still attached;
+ *   - a QP still attached to a group cannot be destroyed (EBUSY: the
+ *     kernel counts attachments in the QP's use count), so a backend that
+ *     forgets ibv_detach_mcast leaks the QP rather than leaving the model
+ *     a dangling attachment.
  * Each copy may be lost (mock_faults.drop) independently.
  */
 #include <errno.h>
@@ -133,6 +137,15 @@ int mock_mc_detach(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
 		}
 	}
 	return EINVAL;
+}
+
+int mock_mc_attached(const struct mock_qp *qp)
+{
+	int n = 0;
+
+	for (int i = 0; i < MC_ATTACH; i++)
+		n += att[i].qp == qp;
+	return n;
 }
 
 void mock_mc_deliver(struct mock_qp *s, const struct ibv_send_wr *wr, const struct ibv_ah_attr *a,
