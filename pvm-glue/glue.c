@@ -677,7 +677,7 @@ static int do_init(void)
 		rcp_ep_addr(S.eps[k], S.addr + n, sizeof S.addr - n);
 	}
 	pvmrcpi_ctrl_open(); /* before anyone knows our address */
-	pvmrcpi_mcn_open();  /* pmcast by IP multicast where it can */
+	pvmrcpi_mcn_open();  /* pmcast by network multicast where it can */
 	mbox_name(tid, S.mbox, sizeof S.mbox);
 	b = pvm_mkbuf(PvmDataDefault);
 	save = pvm_setsbuf(b);

@@ -310,8 +310,9 @@ PRI void pvmrcpi_take_ctrl(rcp_ep *ep, rcp_chan *ch, uint64_t t);
  * STASH: after stash_ns, take other peers' messages out of RCP (sends). */
 PRI int pvmrcpi_block(int (*done)(void *), void *arg, const int *live, int nlive,
                       uint64_t deadline_ns, int stash);
-/* mcast.c: the multicast group (opened after the endpoints, closed after
- * them); pvmrcpi_mcn_send multicasts BUF to CHANS when it can and puts a
+/* mcast.c: the multicast groups, one per endpoint that can (opened after
+ * the endpoints, closed after them); pvmrcpi_mcn_send multicasts BUF to
+ * CHANS (all on one endpoint) when it can and puts a
  * stub on each channel that has it, the rest (*NFALL, moved to the front
  * of CHANS) need a unicast; pvmrcpi_mcn_take swaps a stub for its data.
  * Both: 0 or a PVM code. */

@@ -1,10 +1,12 @@
 /*
  * pvm-glue/mcast.c — pvm_pmcast and pvm_mcast to tasks on other hosts by
- * IP multicast (rcp/mcastnet.c), and the receiving end of it.
+ * network multicast (rcp/mcastnet.c), and the receiving end of it.
  *
- * A pmcast to two or more tasks reached over udp, of at least
- * PVMRCP_MCAST_MIN bytes, goes once to the VM's multicast group: every
- * frame is one datagram whatever the number of hosts.  Order with the
+ * A pmcast to two or more tasks reached over one endpoint that can
+ * multicast (RCP_NIC_CAP_MCAST: udp's IP multicast, verbs' InfiniBand
+ * multicast), of at least PVMRCP_MCAST_MIN bytes, goes once to that
+ * endpoint's group: every frame is one datagram whatever the number of
+ * hosts.  Order with the
  * other messages of the same sender (PVM delivers a sender's messages in
  * order) comes from the channels: when a member has the message whole
  * (acknowledged), the sender puts a 16-byte STUB on that member's channel,
@@ -16,10 +18,13 @@
  * RCP unicast on its channel; pvm_rcp_mcast_route tells which path each
  * task was reached by last.
  *
- * Every task of a multi-host VM with a multicast-capable udp endpoint
- * joins the group (PVMRCP_MCAST_GROUP) at start-up; its member name is its
- * task id (the sender knows its channels' tids; an accepted channel has
- * no address string).  The
+ * Every task of a multi-host VM joins, on each of its endpoints that can
+ * multicast, the VM's group for that endpoint's address scheme
+ * (PVMRCP_MCAST_GROUP, mcgroup.h) at start-up: one group per VM and
+ * transport, as for IP multicast, not one per PVM group (pvm_pmcast names
+ * tasks, not groups; a member drops frames of messages for others).  Its
+ * member name is its task id (the sender knows its channels' tids; an
+ * accepted channel has no address string).  The
  * layer is progressed by every wait of the task (a wait source of each
  * endpoint), so a task blocked in any PVM call acknowledges; one that
  * computes for longer than the dead time gets the unicast instead.
@@ -33,14 +38,14 @@
 #include <rcp/pvmrcp.h>
 
 #include "pvm-glue/glue.h"
+#include "pvm-glue/mcgroup.h"
 
 #define S pvmrcpi_st
 
-#define MCN_GROUP  "udp:239.255.82.67:47067"
 #define MCN_STUB   16
 #define MCN_MAXMEM 256
 
-static rcp_mcn *mcn;
+static rcp_mcn *mcn[PR_MAXEP]; /* by endpoint (S.eps); NULL: none there */
 static size_t mcn_min;
 
 static int64_t env_num(const char *name, int64_t def)
@@ -54,29 +59,22 @@ static int64_t env_num(const char *name, int64_t def)
 	return *end || v < 0 ? def : v;
 }
 
-void pvmrcpi_mcn_open(void)
+/* The group of endpoint K's scheme, joined beside it; 0 or an RCP code. */
+static int open_one(int k, const char *list, rcp_mcn **out)
 {
 	struct rcp_mcn_config c = {0};
 	struct rcp_nic_info ni;
-	struct rcp_wait_src src;
-	char self[RCP_NIC_ADDRSTR_MAX], uaddr[RCP_NIC_ADDRSTR_MAX], id[16], scope[96];
-	const char *e = getenv("PVMRCP_MCAST"), *g = getenv("PVMRCP_MCAST_GROUP");
-	char *colon;
-	rcp_ep *ep = S.eps[PR_UDP];
-	int rc;
+	char self[RCP_NIC_ADDRSTR_MAX], uaddr[RCP_NIC_ADDRSTR_MAX], group[RCP_NIC_ADDRSTR_MAX];
+	char id[16], scope[96];
 
-	if (!ep || !S.multihost || (e && !strcmp(e, "0")) || mcn)
-		return;
-	if (rcp_nic_query(rcp_ep_nic(ep), &ni) || !(ni.caps & RCP_NIC_CAP_MCAST))
-		return; /* unicasts, as pvm_rcp_mcast_route then says */
-	if (rcp_ep_addr(ep, self, sizeof self))
-		return;
-	snprintf(uaddr, sizeof uaddr, "%s", self);
-	colon = strrchr(uaddr, ':');
-	if (!colon)
-		return;
-	colon[1] = '\0'; /* same interface, any port */
-	c.group = g && *g ? g : MCN_GROUP;
+	if (rcp_nic_query(rcp_ep_nic(S.eps[k]), &ni) || !(ni.caps & RCP_NIC_CAP_MCAST))
+		return RCP_ENOTSUP; /* unicasts, as pvm_rcp_mcast_route then says */
+	if (rcp_ep_addr(S.eps[k], self, sizeof self) || pr_mcn_beside(self, uaddr, sizeof uaddr))
+		return RCP_EADDR;
+	if (pr_mcn_group(list, self, group, sizeof group) &&
+	    pr_mcn_group(PR_MCN_GROUPS, self, group, sizeof group))
+		return RCP_EADDR; /* no group of this scheme */
+	c.group = group;
 	snprintf(id, sizeof id, "t%x", (unsigned)S.mytid);
 	c.self_id = id; /* senders name members by task id */
 	/* Task ids repeat between virtual machines: another VM on the same
@@ -85,36 +83,55 @@ void pvmrcpi_mcn_open(void)
 	         (unsigned)getuid());
 	c.scope = scope;
 	c.dead_ns = (uint64_t)env_num("PVMRCP_MCAST_DEAD_MS", 1000) * 1000000ull;
-	mcn_min = (size_t)env_num("PVMRCP_MCAST_MIN", 65536);
-	rc = rcp_mcn_open(uaddr, &c, &mcn);
-	if (rc) {
-		if (e && *e)
-			fprintf(stderr,
-			        "libpvmrcp: t%x: multicast group %s: %s; pmcast by unicast\n",
-			        (unsigned)S.mytid, c.group, rcp_strerror(rc));
-		mcn = NULL;
+	return rcp_mcn_open(uaddr, &c, out);
+}
+
+void pvmrcpi_mcn_open(void)
+{
+	const char *e = getenv("PVMRCP_MCAST"), *g = getenv("PVMRCP_MCAST_GROUP");
+	struct rcp_wait_src src;
+
+	if (!S.multihost || (e && !strcmp(e, "0")))
 		return;
+	mcn_min = (size_t)env_num("PVMRCP_MCAST_MIN", 65536);
+	for (int k = 0; k < PR_MAXEP; k++) {
+		int rc;
+		if (!S.eps[k] || mcn[k])
+			continue;
+		rc = open_one(k, g, &mcn[k]);
+		if (rc) {
+			if (e && *e && rc != RCP_ENOTSUP)
+				fprintf(stderr,
+				        "libpvmrcp: t%x: multicast group for endpoint %d: %s; "
+				        "pmcast there by unicast\n",
+				        (unsigned)S.mytid, k, rcp_strerror(rc));
+			mcn[k] = NULL;
+			continue;
+		}
+		rcp_mcn_wait_src(mcn[k], &src);
+		for (int j = 0; j < PR_MAXEP; j++)
+			if (S.eps[j])
+				(void)rcp_ep_wait_add(S.eps[j], &src);
 	}
-	rcp_mcn_wait_src(mcn, &src);
-	for (int k = 0; k < PR_MAXEP; k++)
-		if (S.eps[k])
-			(void)rcp_ep_wait_add(S.eps[k], &src);
 }
 
 void pvmrcpi_mcn_close(void)
 {
-	rcp_mcn_close(mcn);
-	mcn = NULL;
+	for (int k = 0; k < PR_MAXEP; k++) {
+		rcp_mcn_close(mcn[k]);
+		mcn[k] = NULL;
+	}
 }
 
 struct sdone {
+	rcp_mcn *m;
 	int *status, n;
 };
 
 static int send_done(void *arg)
 {
 	struct sdone *d = arg;
-	int rc = rcp_mcn_send_status(mcn, d->status, d->n);
+	int rc = rcp_mcn_send_status(d->m, d->status, d->n);
 	return rc == RCP_EAGAIN ? 0 : rc == 0 ? 1 : rc;
 }
 
@@ -131,14 +148,19 @@ int pvmrcpi_mcn_send(rcp_chan **chans, int n, uint64_t tag, const void *buf, siz
 	char names[MCN_MAXMEM][16];
 	const char *np[MCN_MAXMEM];
 	int status[MCN_MAXMEM], nf = 0, rc = 0;
-	struct sdone d = {status, n};
+	struct sdone d = {NULL, status, n};
+	struct pr_peer *p0 = n ? pvmrcpi_chan_get(chans[0]) : NULL;
 	uint64_t id;
 	uint8_t stub[MCN_STUB];
 
 	*nfall = n;
 	for (int i = 0; i < n; i++)
 		note(chans[i], 'u');
-	if (!mcn || n < 2 || n > MCN_MAXMEM || bytes < mcn_min)
+	/* CHANS share one endpoint (send.c): its group, if it has one. */
+	for (int k = 0; p0 && k < PR_MAXEP; k++)
+		if (S.eps[k] && S.eps[k] == p0->ep)
+			d.m = mcn[k];
+	if (!d.m || n < 2 || n > MCN_MAXMEM || bytes < mcn_min)
 		return 0;
 	for (int i = 0; i < n; i++) {
 		struct pr_peer *p = pvmrcpi_chan_get(chans[i]);
@@ -147,15 +169,15 @@ int pvmrcpi_mcn_send(rcp_chan **chans, int n, uint64_t tag, const void *buf, siz
 		snprintf(names[i], sizeof names[i], "t%x", (unsigned)p->tid);
 		np[i] = names[i];
 	}
-	if (rcp_mcn_send(mcn, np, n, buf, bytes, &id))
+	if (rcp_mcn_send(d.m, np, n, buf, bytes, &id))
 		return 0;
 	rc = pvmrcpi_block(send_done, &d, live, nlive, 0, 1);
 	if (rc != 1) {
 		/* A task we send to is gone (or an error): the layer finishes
 		 * on its own (the dead member times out); the others hear of
 		 * the message by unicast below. */
-		while (rcp_mcn_send_status(mcn, status, n) == RCP_EAGAIN)
-			rcp_mcn_progress(mcn);
+		while (rcp_mcn_send_status(d.m, status, n) == RCP_EAGAIN)
+			rcp_mcn_progress(d.m);
 	}
 	for (int k = 0; k < 8; k++)
 		stub[k] = (uint8_t)(id >> (8 * k)),
@@ -189,20 +211,26 @@ int pvmrcpi_mcn_take(const void *stubv, size_t len, void **data, size_t *dlen)
 {
 	const uint8_t *s = stubv;
 	uint64_t id = 0, bytes = 0;
-	if (len != MCN_STUB || !mcn)
+	if (len != MCN_STUB)
 		return PvmSysErr;
 	for (int k = 7; k >= 0; k--)
 		id = id << 8 | s[k], bytes = bytes << 8 | s[8 + k];
 	/* The sender put the stub on our channel after we acknowledged the
-	 * whole message: it is here, unless a forged or duplicated stub. */
+	 * whole message: it is here, unless a forged or duplicated stub.  In
+	 * any of our groups: an id holds the sending layer's random epoch, so
+	 * it names one message of one group. */
 	for (int tries = 0; tries < 2; tries++) {
-		if (rcp_mcn_claim(mcn, id, data, dlen) == 0) {
+		for (int k = 0; k < PR_MAXEP; k++) {
+			if (!mcn[k] || rcp_mcn_claim(mcn[k], id, data, dlen))
+				continue;
 			if (*dlen == bytes)
 				return 0;
 			free(*data);
 			return PvmSysErr;
 		}
-		rcp_mcn_progress(mcn);
+		for (int k = 0; k < PR_MAXEP; k++)
+			if (mcn[k])
+				rcp_mcn_progress(mcn[k]);
 	}
 	return PvmSysErr;
 }
@@ -212,7 +240,7 @@ const char *pvm_rcp_mcast_route(int tid)
 	struct pr_peer *p = pvmrcpi_peer(tid, 0);
 	switch (p ? p->mc_how : 0) {
 	case 'm': return "multicast";
-	case 'u': return "udp";
+	case 'u': return pvm_rcp_transport(tid); /* a unicast on its endpoint */
 	case 'h': return "shm";
 	case 's': return "stock";
 	default: return "none";
@@ -222,15 +250,25 @@ const char *pvm_rcp_mcast_route(int tid)
 int pvm_rcp_mcast_stats(unsigned long long *data_sent, unsigned long long *bytes_recv,
                         unsigned long long *members_failed)
 {
-	struct rcp_mcn_stats st = {0};
-	if (!mcn)
+	unsigned long long sum[3] = {0};
+	int any = 0;
+	for (int k = 0; k < PR_MAXEP; k++) { /* every group we joined */
+		struct rcp_mcn_stats st = {0};
+		if (!mcn[k])
+			continue;
+		rcp_mcn_get_stats(mcn[k], &st);
+		sum[0] += st.data_sent;
+		sum[1] += st.bytes_recv;
+		sum[2] += st.members_failed;
+		any = 1;
+	}
+	if (!any)
 		return PvmNotImpl;
-	rcp_mcn_get_stats(mcn, &st);
 	if (data_sent)
-		*data_sent = st.data_sent;
+		*data_sent = sum[0];
 	if (bytes_recv)
-		*bytes_recv = st.bytes_recv;
+		*bytes_recv = sum[1];
 	if (members_failed)
-		*members_failed = st.members_failed;
+		*members_failed = sum[2];
 	return 0;
 }

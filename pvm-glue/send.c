@@ -458,7 +458,7 @@ static int mcast_by_ep(rcp_chan **chans, int nch, uint64_t tag, const void *buf,
 		if (!nsub)
 			continue;
 		done += nsub;
-		if (k == PR_UDP) { /* IP multicast where it can: the rest below */
+		if (k != PR_SHM) { /* network multicast where it can (mcast.c): the rest below */
 			rc2 = pvmrcpi_mcn_send(left, nsub, tag, buf, bytes, live, nlive, &nsub);
 			if (rc2 && !rc)
 				rc = rc2;

@@ -14,6 +14,7 @@
 
 #include "nic/nic_int.h"
 #include "nic/verbs/verbs_int.h"
+#include "pvm-glue/mcgroup.h"
 #include "tests/verbs_mock.h"
 #include "testutil.h"
 #include "tests/verbs_test.h"
@@ -302,6 +303,109 @@ static void t_repair_faults(void **state)
 	free(buf);
 }
 
+/* Session 19.  pvm_pmcast's path over verbs, re-enacted on the model as
+ * pvm-glue/mcast.c runs it (the glue itself cannot run here: its state is
+ * one task per process, and the model lives in one process).  Four
+ * "tasks", each an RCP endpoint on its own HCA; each joins by the
+ * capability (RCP_NIC_CAP_MCAST) the group mcgroup.h picks for its
+ * endpoint's scheme (PVMRCP_MCAST_GROUP naming only a udp group here, so
+ * the default InfiniBand one), beside the endpoint (pr_mcn_beside: the
+ * same HCA port, another QP), under the faults wrapper's drops; task 0
+ * multicasts 150 KB to the three others named by task id, then puts the
+ * 16-byte stub {id, length} on each one's RCP channel (tag bit 61), and
+ * each member swaps the stub for the data its layer holds. */
+static void t_pvm_path(void **state)
+{
+	enum { T = 4, LEN = 150000 };
+	const uint64_t tag = 7 | 1ull << 61; /* PR_MCNET */
+	char spec[64], self[RCP_NIC_ADDRSTR_MAX], uaddr[RCP_NIC_ADDRSTR_MAX], group[128];
+	char addr[T][RCP_NIC_ADDRSTR_MAX], names[T][16];
+	const char *np[T - 1];
+	struct rcp_nic_config nc = {.faults = spec};
+	struct rcp_ep_config ec = {.flags = RCP_EP_ACCEPT};
+	struct rcp_mcn_config c = {.nic = &nc, .scope = "vm/0"};
+	struct rcp_nic_info ni;
+	rcp_ep *ep[T];
+	rcp_mcn *m[T];
+	rcp_chan *ch[T] = {0};
+	uint8_t *buf = malloc(LEN), stub[16], rstub[T][16];
+	rcp_req *sr[T], *rr[T];
+	uint64_t id = 0;
+	int status[T - 1], rc = RCP_EAGAIN;
+	long rounds = 0;
+
+	(void)state;
+	CHECK(buf);
+	test_fill(buf, LEN, g_seed);
+	snprintf(spec, sizeof spec, "drop=0.05,seed=%llu", (unsigned long long)g_seed);
+	/* The group of the endpoint's scheme: from the list, else the defaults. */
+	CHECK(pr_mcn_group("udp:239.1.2.3:4000", "verbs:mock0:1@0x000001/1", group,
+	                   sizeof group) == -1);
+	CHECK(pr_mcn_group("udp:239.1.2.3:4000,verbs:mcast:ff12::7", "verbs:mock0:1@0x000001/1",
+	                   group, sizeof group) == 0 &&
+	      !strcmp(group, "verbs:mcast:ff12::7"));
+	CHECK(pr_mcn_group(PR_MCN_GROUPS, "udp:10.0.0.1:5000", group, sizeof group) == 0 &&
+	      !strcmp(group, "udp:239.255.82.67:47067"));
+	CHECK(pr_mcn_beside("udp:10.0.0.1:5000", uaddr, sizeof uaddr) == 0 &&
+	      !strcmp(uaddr, "udp:10.0.0.1:"));
+	for (int i = 0; i < T; i++) {
+		char a[32];
+		snprintf(a, sizeof a, "verbs:mock%d:1", i);
+		CHECK(rcp_ep_open(a, &ec, &ep[i]) == 0);
+		CHECK(rcp_ep_addr(ep[i], addr[i], sizeof addr[i]) == 0);
+		CHECK(rcp_nic_query(rcp_ep_nic(ep[i]), &ni) == 0 && (ni.caps & RCP_NIC_CAP_MCAST));
+		CHECK(rcp_ep_addr(ep[i], self, sizeof self) == 0);
+		CHECK(pr_mcn_beside(self, uaddr, sizeof uaddr) == 0 && !strcmp(uaddr, a));
+		if (pr_mcn_group("udp:239.1.2.3:4000", self, group, sizeof group))
+			CHECK(pr_mcn_group(PR_MCN_GROUPS, self, group, sizeof group) == 0);
+		CHECK(!strcmp(group, "verbs:mcast:ff12:5243::7076:6d63"));
+		snprintf(names[i], sizeof names[i], "t%x", 0x40001 + i);
+		c.group = group;
+		c.self_id = names[i];
+		CHECK(rcp_mcn_open(uaddr, &c, &m[i]) == 0);
+	}
+	for (int i = 1; i < T; i++) {
+		np[i - 1] = names[i];
+		CHECK(rcp_connect(ep[0], addr[i], &ch[i]) == 0);
+	}
+	CHECK(rcp_mcn_send(m[0], np, T - 1, buf, LEN, &id) == 0);
+	while (rc == RCP_EAGAIN) {
+		CHECK(++rounds < 20000000);
+		for (int i = 0; i < T; i++) {
+			rcp_mcn_progress(m[i]);
+			rcp_progress(ep[i]);
+		}
+		rc = rcp_mcn_send_status(m[0], status, T - 1);
+	}
+	CHECK(rc == 0);
+	for (int k = 0; k < 8; k++)
+		stub[k] = (uint8_t)(id >> (8 * k)), stub[8 + k] = (uint8_t)((uint64_t)LEN >> (8 * k));
+	for (int i = 1; i < T; i++) {
+		CHECK(status[i - 1] == 0);
+		CHECK(rcp_irecv(ep[i], NULL, tag, rstub[i], 16, &rr[i]) == 0);
+		CHECK(rcp_isend(ch[i], tag, stub, 16, &sr[i]) == 0);
+		drive_pair(ep[0], ep[i], sr[i], rr[i], 16, 50000000);
+	}
+	for (int i = 1; i < T; i++) {
+		uint64_t sid = 0, bytes = 0;
+		void *got = NULL;
+		size_t len = 0;
+		for (int k = 7; k >= 0; k--)
+			sid = sid << 8 | rstub[i][k], bytes = bytes << 8 | rstub[i][8 + k];
+		CHECK(rcp_mcn_claim(m[i], sid, &got, &len) == 0);
+		CHECK(len == bytes && len == LEN && test_check(got, LEN, g_seed) < 0);
+		free(got);
+	}
+	for (int i = 1; i < T; i++)
+		rcp_chan_close(ch[i]);
+	for (int i = 0; i < T; i++) {
+		rcp_mcn_close(m[i]);
+		rcp_ep_close(ep[i]);
+	}
+	CHECK(mock_stats()->mc_members == 0 && mock_live() == 0);
+	free(buf);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -309,6 +413,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(t_mcastnet, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_members, setup8, teardown),
 	    cmocka_unit_test_setup_teardown(t_repair_faults, setup8, teardown),
+	    cmocka_unit_test_setup_teardown(t_pvm_path, setup8, teardown),
 	};
 	g_seed = test_seed(0x5eed25);
 	setenv("RCP_FAULTS", "", 1);

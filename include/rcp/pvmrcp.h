@@ -50,13 +50,15 @@ const char *pvm_rcp_transport(int tid);
 int pvm_pmcast(int *tids, int ntask, int msgtag, void *buf, int len, int datatype);
 
 /* How the last pvm_pmcast or pvm_mcast of this task reached TID:
- * "multicast" (IP multicast, one datagram per frame for all hosts),
- * "udp" (an RCP unicast: another host without multicast, a message under
- * PVMRCP_MCAST_MIN, fewer than two remote tasks, or a task that did not
- * acknowledge in time), "shm" (same host), "stock", or "none" (not sent
- * to).  For tests and diagnostics (docs/pvm.md, "pvm_pmcast"). */
+ * "multicast" (IP or InfiniBand multicast, one datagram per frame for all
+ * hosts), "udp", "verbs" or "xdp" (an RCP unicast on that transport:
+ * another host without multicast, a message under PVMRCP_MCAST_MIN, fewer
+ * than two remote tasks, or a task that did not acknowledge in time),
+ * "shm" (same host), "stock", or "none" (not sent to).  For tests and
+ * diagnostics (docs/pvm.md, "pvm_pmcast"). */
 const char *pvm_rcp_mcast_route(int tid);
-/* This task's multicast layer: data frames it sent to the group, bytes
+/* This task's multicast layers (one per endpoint that joined a group),
+ * summed: data frames it sent to the groups, bytes
  * it received whole by multicast, members it gave up on (each NULL-able).
  * 0, or PvmNotImpl (no multicast group: unicasts only). */
 int pvm_rcp_mcast_stats(unsigned long long *data_sent, unsigned long long *bytes_recv,
