@@ -249,7 +249,7 @@ static void t_members(void **state)
 static void t_repair_faults(void **state)
 {
 	enum { LEN = 200000, M = 5 };
-	char spec[64], names[M][8], a[64];
+	char spec[64], names[M][16], a[64];
 	const char *np[M];
 	struct rcp_nic_config nc = {.faults = spec};
 	struct rcp_mcn_config c = {.group = "verbs:mcast:" MGID_A, .nic = &nc};
