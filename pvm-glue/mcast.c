@@ -59,13 +59,15 @@ static int64_t env_num(const char *name, int64_t def)
 	return *end || v < 0 ? def : v;
 }
 
-/* The group of endpoint K's scheme, joined beside it; 0 or an RCP code. */
-static int open_one(int k, const char *list, rcp_mcn **out)
+/* The group of endpoint K's scheme, joined beside it; 0 or an RCP code
+ * (VERBOSE: why not, on stderr, unless the nic cannot multicast). */
+static int open_one(int k, const char *list, int verbose, rcp_mcn **out)
 {
 	struct rcp_mcn_config c = {0};
 	struct rcp_nic_info ni;
 	char self[RCP_NIC_ADDRSTR_MAX], uaddr[RCP_NIC_ADDRSTR_MAX], group[RCP_NIC_ADDRSTR_MAX];
 	char id[16], scope[96];
+	int rc;
 
 	if (rcp_nic_query(rcp_ep_nic(S.eps[k]), &ni) || !(ni.caps & RCP_NIC_CAP_MCAST))
 		return RCP_ENOTSUP; /* unicasts, as pvm_rcp_mcast_route then says */
@@ -73,8 +75,9 @@ static int open_one(int k, const char *list, rcp_mcn **out)
 		return RCP_EADDR;
 	if (pr_mcn_group(list, self, group, sizeof group) &&
 	    pr_mcn_group(PR_MCN_GROUPS, self, group, sizeof group))
-		return RCP_EADDR; /* no group of this scheme */
-	c.group = group;
+		snprintf(group, sizeof group, "(none of its scheme)");
+	else
+		c.group = group;
 	snprintf(id, sizeof id, "t%x", (unsigned)S.mytid);
 	c.self_id = id; /* senders name members by task id */
 	/* Task ids repeat between virtual machines: another VM on the same
@@ -83,7 +86,13 @@ static int open_one(int k, const char *list, rcp_mcn **out)
 	         (unsigned)getuid());
 	c.scope = scope;
 	c.dead_ns = (uint64_t)env_num("PVMRCP_MCAST_DEAD_MS", 1000) * 1000000ull;
-	return rcp_mcn_open(uaddr, &c, out);
+	rc = c.group ? rcp_mcn_open(uaddr, &c, out) : RCP_EADDR;
+	if (rc && verbose)
+		fprintf(
+		    stderr,
+		    "libpvmrcp: t%x: multicast group %s beside %s: %s; pmcast there by unicast\n",
+		    (unsigned)S.mytid, group, uaddr, rcp_strerror(rc));
+	return rc;
 }
 
 void pvmrcpi_mcn_open(void)
@@ -98,13 +107,8 @@ void pvmrcpi_mcn_open(void)
 		int rc;
 		if (!S.eps[k] || mcn[k])
 			continue;
-		rc = open_one(k, g, &mcn[k]);
+		rc = open_one(k, g, e && *e, &mcn[k]);
 		if (rc) {
-			if (e && *e && rc != RCP_ENOTSUP)
-				fprintf(stderr,
-				        "libpvmrcp: t%x: multicast group for endpoint %d: %s; "
-				        "pmcast there by unicast\n",
-				        (unsigned)S.mytid, k, rcp_strerror(rc));
 			mcn[k] = NULL;
 			continue;
 		}

@@ -339,8 +339,8 @@ static void t_pvm_path(void **state)
 	test_fill(buf, LEN, g_seed);
 	snprintf(spec, sizeof spec, "drop=0.05,seed=%llu", (unsigned long long)g_seed);
 	/* The group of the endpoint's scheme: from the list, else the defaults. */
-	CHECK(pr_mcn_group("udp:239.1.2.3:4000", "verbs:mock0:1@0x000001/1", group,
-	                   sizeof group) == -1);
+	CHECK(pr_mcn_group("udp:239.1.2.3:4000", "verbs:mock0:1@0x000001/1", group, sizeof group) ==
+	      -1);
 	CHECK(pr_mcn_group("udp:239.1.2.3:4000,verbs:mcast:ff12::7", "verbs:mock0:1@0x000001/1",
 	                   group, sizeof group) == 0 &&
 	      !strcmp(group, "verbs:mcast:ff12::7"));
@@ -379,7 +379,8 @@ static void t_pvm_path(void **state)
 	}
 	CHECK(rc == 0);
 	for (int k = 0; k < 8; k++)
-		stub[k] = (uint8_t)(id >> (8 * k)), stub[8 + k] = (uint8_t)((uint64_t)LEN >> (8 * k));
+		stub[k] = (uint8_t)(id >> (8 * k)),
+		stub[8 + k] = (uint8_t)((uint64_t)LEN >> (8 * k));
 	for (int i = 1; i < T; i++) {
 		CHECK(status[i - 1] == 0);
 		CHECK(rcp_irecv(ep[i], NULL, tag, rstub[i], 16, &rr[i]) == 0);

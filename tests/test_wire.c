@@ -293,13 +293,13 @@ static void t_version(void **state)
 				               : compact(f, RCPW_DATA, RCPW_F_FIRST | RCPW_F_EAGER,
 				                         8, crc);
 				size_t hl = f[6];
-				enum rcpw_verdict v, want = ver == RCPW_VERSION ? RCPW_OK
-				                                                : RCPW_BAD_MAGIC;
+				enum rcpw_verdict v,
+				    want = ver == RCPW_VERSION ? RCPW_OK : RCPW_BAD_MAGIC;
 				put(f, 2, ver, 1);
 				if (crc) { /* resealed: the version, not the CRC, decides */
 					put(f, 40, 0, 4);
-					put(f, 40, rcpw_crc32c(rcpw_crc32c(0, f, hl), f + hl, n - hl),
-					    4);
+					put(f, 40,
+					    rcpw_crc32c(rcpw_crc32c(0, f, hl), f + hl, n - hl), 4);
 				}
 				v = rcpw_parse(f, n, 0x52435031u, crc, &h, &pl);
 				if (v != want)
