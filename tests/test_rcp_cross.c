@@ -161,43 +161,22 @@ static void cross(int mode, int prior)
 		rcp_ep_close(c.ep);
 }
 
-static void t_cross_at_once(void **state)
+/* One case of the table in main(): cross() in MODE after PRIOR. */
+struct cross_case {
+	int mode, prior;
+};
+
+static void t_cross(void **state)
 {
-	(void)state;
-	cross(0, 0);
+	const struct cross_case *c = *state;
+	cross(c->mode, c->prior);
 }
 
-static void t_cross_after_challenge(void **state)
-{
-	(void)state;
-	cross(1, 0);
-}
-
-static void t_cross_challenge_heard(void **state)
-{
-	(void)state;
-	cross(2, 0);
-}
-
-/* The same three orders after A and B each ended a conversation with a
- * third endpoint C: the epoch choice is per peer (rcp/chan.c, PER PEER). */
-static void t_cross_at_once_after_other(void **state)
-{
-	(void)state;
-	cross(0, 1);
-}
-
-static void t_cross_after_challenge_after_other(void **state)
-{
-	(void)state;
-	cross(1, 1);
-}
-
-static void t_cross_challenge_heard_after_other(void **state)
-{
-	(void)state;
-	cross(2, 1);
-}
+/* A cmocka case named CASE_ running cross(MODE, PRIOR). */
+/* clang-format off */
+#define CROSS_CASE(case_, mode, prior) \
+	{.name = #case_, .test_func = t_cross, .initial_state = &(struct cross_case){mode, prior}}
+/* clang-format on */
 
 /* A genuine reopen to the SAME peer after close still takes a new
  * conversation epoch: B's first channel to A, closed, then opened again,
@@ -290,12 +269,15 @@ static void t_kept_peer_challenged(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(t_cross_at_once),
-	    cmocka_unit_test(t_cross_after_challenge),
-	    cmocka_unit_test(t_cross_challenge_heard),
-	    cmocka_unit_test(t_cross_at_once_after_other),
-	    cmocka_unit_test(t_cross_after_challenge_after_other),
-	    cmocka_unit_test(t_cross_challenge_heard_after_other),
+	    CROSS_CASE(t_cross_at_once, 0, 0),
+	    CROSS_CASE(t_cross_after_challenge, 1, 0),
+	    CROSS_CASE(t_cross_challenge_heard, 2, 0),
+	    /* The same three orders after A and B each ended a conversation
+	     * with a third endpoint C: the epoch choice is per peer
+	     * (rcp/chan.c, PER PEER). */
+	    CROSS_CASE(t_cross_at_once_after_other, 0, 1),
+	    CROSS_CASE(t_cross_after_challenge_after_other, 1, 1),
+	    CROSS_CASE(t_cross_challenge_heard_after_other, 2, 1),
 	    cmocka_unit_test(t_reopen_same_peer),
 	    cmocka_unit_test(t_kept_peer_challenged),
 	};
