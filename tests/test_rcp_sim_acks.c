@@ -127,6 +127,27 @@ static void dump_log(const struct script *sc, uint32_t first, char *buf, size_t 
 		k += (size_t)snprintf(buf + k, len - k, " %d", (int)(sc->log[i] - first));
 }
 
+/* Sequence numbers are known only after the warm-up: a dry run of the
+ * burst of N finds the first, then the real one runs with SC's drop[] and
+ * delay[] given as offsets from it (made sequence numbers here); LOG (LEN
+ * bytes) gets the frames it sent.  Returns what the dry run resent. */
+static uint64_t burst_aimed(uint64_t seed, struct script *sc, int n, uint64_t *resent,
+                            uint64_t *rto, char *log, size_t len)
+{
+	struct script none = {0};
+	uint32_t first;
+	uint64_t dry;
+
+	burst(seed, &none, n, &first, &dry, rto);
+	for (int i = 0; i < sc->ndrop; i++)
+		sc->drop[i] += first;
+	for (int i = 0; i < sc->ndelay; i++)
+		sc->delay[i] += first;
+	burst(seed, sc, n, &first, resent, rto);
+	dump_log(sc, first, log, len);
+	return dry;
+}
+
 /* One hole among selectively acked frames, and a lost tail: the hole is
  * resent once, when its reordering window ends (before the tail-loss
  * probe, which resends the tail), and nothing else is resent: no frame
@@ -136,25 +157,19 @@ static void t_sack_one_hole(void **state)
 	uint64_t seed = test_seed(1000);
 	struct script sc = {0};
 	uint64_t resent, rto;
-	uint32_t first;
 	int hole = -1, tail = -1;
 	char log[2048];
 	(void)state;
 
-	/* Sequence numbers are known only after the warm-up: a dry run
-	 * finds the first, then the real one drops the 3rd and the 12th. */
-	burst(seed, &sc, 12, &first, &resent, &rto);
-	assert_int_equal(resent, 0);
-	memset(&sc, 0, sizeof sc);
-	sc.drop[0] = first + 2;
-	sc.drop[1] = first + 11;
+	/* The 3rd and the 12th are dropped. */
+	sc.drop[0] = 2;
+	sc.drop[1] = 11;
 	sc.ndrop = 2;
-	burst(seed, &sc, 12, &first, &resent, &rto);
-	dump_log(&sc, first, log, sizeof log);
+	assert_int_equal(burst_aimed(seed, &sc, 12, &resent, &rto, log, sizeof log), 0);
 	for (int i = 12; i < sc.nlog; i++) {
-		if (sc.log[i] == first + 2 && hole < 0)
+		if (sc.log[i] == sc.drop[0] && hole < 0)
 			hole = i;
-		if (sc.log[i] == first + 11 && tail < 0)
+		if (sc.log[i] == sc.drop[1] && tail < 0)
 			tail = i;
 	}
 	if (resent != 2 || rto != 0 || hole < 0 || tail < 0 || hole > tail)
@@ -171,17 +186,13 @@ static void t_sack_reorder_no_resend(void **state)
 	uint64_t seed = test_seed(1001);
 	struct script sc = {0};
 	uint64_t resent, rto;
-	uint32_t first;
 	char log[2048];
 	(void)state;
 
-	burst(seed, &sc, 12, &first, &resent, &rto);
-	memset(&sc, 0, sizeof sc);
-	sc.delay[0] = first + 2;
+	sc.delay[0] = 2;
 	sc.ndelay = 1;
 	sc.delay_ns = 1000;
-	burst(seed, &sc, 12, &first, &resent, &rto);
-	dump_log(&sc, first, log, sizeof log);
+	burst_aimed(seed, &sc, 12, &resent, &rto, log, sizeof log);
 	assert_int_equal(sc.delayed[0], 1);
 	if (resent != 0 || rto != 0)
 		fail_msg("one frame reordered: %llu resent, %llu timeouts (want 0, 0); frames "
@@ -196,18 +207,14 @@ static void t_sack_three_holes(void **state)
 	uint64_t seed = test_seed(1002);
 	struct script sc = {0};
 	uint64_t resent, rto;
-	uint32_t first;
 	char log[2048];
 	(void)state;
 
-	burst(seed, &sc, 24, &first, &resent, &rto);
-	memset(&sc, 0, sizeof sc);
-	sc.drop[0] = first + 1;
-	sc.drop[1] = first + 7;
-	sc.drop[2] = first + 8;
+	sc.drop[0] = 1;
+	sc.drop[1] = 7;
+	sc.drop[2] = 8;
 	sc.ndrop = 3;
-	burst(seed, &sc, 24, &first, &resent, &rto);
-	dump_log(&sc, first, log, sizeof log);
+	burst_aimed(seed, &sc, 24, &resent, &rto, log, sizeof log);
 	if (resent != 3 || rto != 0)
 		fail_msg("three holes: %llu resent (want 3), %llu timeouts (want 0); frames "
 		         "sent:%s (seed %#llx)",
