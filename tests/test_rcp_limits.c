@@ -19,31 +19,13 @@
  *   closes (lingers while rcpc_core_linger says so, then disappears); the
  *   sender's send completes with 0 in every seed.
  */
-#include "rcp/core.h"
-#include "rcp/wire.h"
-#include "sim.h"
-#include "testutil.h"
-
-#define SEC 1000000000ull
+#include "rcp_sim_test.h"
 
 static struct sim_opts opts(uint64_t seed, double drop)
 {
-	struct sim_opts o = {0};
-	o.n = 2;
-	o.seed = seed;
-	o.link.drop = drop;
-	o.link.latency = 5000;
-	rcpc_params_default(&o.params);
-	o.params.mtu = 4096;
+	struct sim_opts o = pair_opts(seed, drop, 0, 4096);
 	o.params.rx_frames = 32;
-	o.params.crc = 1;
 	return o;
-}
-
-static int never(void *arg)
-{
-	(void)arg;
-	return 0;
 }
 
 struct many {

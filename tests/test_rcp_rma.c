@@ -27,14 +27,10 @@
  * Deterministic: seeds from test_seed() (RCP_TEST_SEED), printed on
  * failure.
  */
-#include "rcp/core.h"
-#include "rcp/wire.h"
-#include "sim.h"
-#include "testutil.h"
+#include "rcp_sim_test.h"
 
-#define US  1000ull
-#define MS  1000000ull
-#define SEC 1000000000ull
+#define US 1000ull
+#define MS 1000000ull
 
 enum { HMAX = 512, TMAX = 4096 };
 
@@ -158,33 +154,16 @@ static void exec_attach(struct exec *x, struct sim *s, uint64_t seed)
 	sim_set_rma_exec(s, &e);
 }
 
-static int never(void *arg)
-{
-	(void)arg;
-	return 0;
-}
-
 static struct sim *rma_pair(uint64_t seed, uint64_t split, double drop, struct exec *x)
 {
-	struct sim_opts o = {0};
+	struct sim_opts o = pair_opts(seed, drop, 1, 4096);
 	struct sim *s;
-	o.n = 2;
-	o.seed = seed;
-	o.link.latency = 5 * US;
-	o.link.drop = drop;
 	o.link.reorder = drop ? 0.05 : 0;
 	o.link.reorder_max = 20 * US;
-	o.rma = 1;
-	rcpc_params_default(&o.params);
-	o.params.mtu = 4096;
-	o.params.rx_frames = 64;
-	o.params.crc = 1;
 	o.params.rma_min = 3 * 4096;
 	o.params.rma_split = split;
 	o.params.peer_timeout = 20 * MS;
-	s = sim_new(&o);
-	sim_chan(s, 0, 1);
-	sim_chan(s, 1, 0);
+	s = pair_from(&o);
 	exec_attach(x, s, seed);
 	return s;
 }

@@ -24,26 +24,16 @@
  *   taken nothing from A when challenged (its echo says FRESH), so A's
  *   conversation goes on: no new epoch, B's first message is not failed.
  */
-#include "rcp/core.h"
-#include "rcp/wire.h"
-#include "sim.h"
-#include "testutil.h"
+#include "rcp_sim_test.h"
 
-#define SEC  1000000000ull
 #define MS   1000000ull
 #define SEED 1u
 #define NRB  4
 
 static struct sim_opts opts(void)
 {
-	struct sim_opts o = {0};
-	o.n = 2;
-	o.seed = SEED;
-	o.link.latency = 5000;
-	rcpc_params_default(&o.params);
-	o.params.mtu = 4096;
+	struct sim_opts o = pair_opts(SEED, 0, 0, 4096);
 	o.params.rx_frames = 32;
-	o.params.crc = 1;
 	return o;
 }
 
@@ -165,12 +155,6 @@ static void fx_free(struct fx *x)
 		free(x->bufb[i]);
 	for (int i = 0; i < x->nkeep; i++)
 		free(x->keep[i]);
-}
-
-static int never(void *arg)
-{
-	(void)arg;
-	return 0;
 }
 
 static int req_done(void *arg)

@@ -20,30 +20,17 @@
  *   (msg.c and timers.c: the pump's first look, which skips the resend
  *   walk that used to), or the channel stays due for ever.
  */
-#include "rcp/core.h"
-#include "sim.h"
-#include "testutil.h"
+#include "rcp_sim_test.h"
 
-#define SEC 1000000000ull
-#define MS  1000000ull
+#define MS 1000000ull
 
 static struct sim_opts opts(void)
 {
-	struct sim_opts o = {0};
-	o.n = 2;
-	o.seed = 1;
-	o.link.latency = 5000;
-	rcpc_params_default(&o.params);
-	o.params.mtu = 4096;
+	struct sim_opts o = pair_opts(1, 0, 0, 4096);
 	o.params.rx_frames = 32;
 	o.params.credits = 16;
+	o.params.crc = 0;
 	return o;
-}
-
-static int never(void *arg)
-{
-	(void)arg;
-	return 0;
 }
 
 static void t_cancel_recv(void **state)
