@@ -5,8 +5,9 @@
  * workloads, single scenarios), test_rcp_sim_hostile.c (hostile frames, the
  * wire tape), test_rcp_sim_echo.c (echo, piggybacked acks, windows),
  * test_rcp_sim_acks.c (selective retransmission, forged frames);
- * test_rcp_limits.c, test_rcp_timers.c, test_rcp_stale.c and
- * test_rcp_rma.c take pair_opts() and never() from it.
+ * test_rcp_limits.c, test_rcp_timers.c, test_rcp_stale.c, test_rcp_rma.c,
+ * test_rcp_crowded.c and test_rcp_ready.c take pair() or pair_opts() and
+ * never() from it.
  * Deterministic: each case names its seed, and a failure prints it.
  * RCP_TEST_SEED overrides the base.
  */

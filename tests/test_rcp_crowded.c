@@ -6,17 +6,12 @@
  * counts it) and streams through the nic on a crowded one (rma_msgs
  * stays); 2 MiB moves by RMA either way.  Deterministic (seed printed).
  */
-#include "rcp/core.h"
-#include "sim.h"
-#include "testutil.h"
-
-#define SEC 1000000000ull
+#include "rcp_sim_test.h"
 
 /* Sends LEN bytes 0 -> 1, the receive posted first if RECV_FIRST;
  * returns how many messages moved by RMA (both sides' counts). */
 static uint64_t one(int crowded, size_t len, int recv_first)
 {
-	struct sim_opts o = {0};
 	struct sim_one two[2] = {{0}};
 	struct rcp_ep_stats a, b;
 	unsigned char *src = malloc(len), *dst = calloc(1, len);
@@ -26,17 +21,7 @@ static uint64_t one(int crowded, size_t len, int recv_first)
 	assert_non_null(dst);
 	for (size_t i = 0; i < len; i++)
 		src[i] = (unsigned char)(i * 7 + 3);
-	o.n = 2;
-	o.seed = 7;
-	o.link.latency = 5000;
-	o.rma = 1;
-	rcpc_params_default(&o.params);
-	o.params.mtu = 4096;
-	o.params.rx_frames = 64;
-	o.params.crc = 1;
-	s = sim_new(&o);
-	sim_chan(s, 0, 1);
-	sim_chan(s, 1, 0);
+	s = pair(7, 0, 1, 4096);
 	rcpc_set_crowded(sim_core(s, 0), crowded);
 	rcpc_set_crowded(sim_core(s, 1), crowded);
 	if (recv_first) {

@@ -14,12 +14,7 @@
  * them.  tests/soak.c found it (shm, drop+dup).  Checked here: the tag-2
  * receive completes with every byte right, the tag-1 receive is untouched.
  */
-#include "rcp/core.h"
-#include "rcp/wire.h"
-#include "sim.h"
-#include "testutil.h"
-
-#define SEC 1000000000ull
+#include "rcp_sim_test.h"
 
 struct fate {
 	int rts_dropped;
@@ -49,23 +44,13 @@ static void t_promise_crosses_rts(void **state)
 {
 	enum { MTU = 4096 };
 	uint64_t seed = test_seed(31);
-	struct sim_opts o = {0};
 	struct fate f = {0};
 	struct sim_one w[2] = {{0}}, r1 = {0};
 	static unsigned char src[3 * MTU], dst1[4 * MTU], dst2[4 * MTU];
 	struct sim *s;
 	(void)state;
 
-	o.n = 2;
-	o.seed = seed;
-	o.link.latency = 5000;
-	rcpc_params_default(&o.params);
-	o.params.mtu = MTU;
-	o.params.rx_frames = 64;
-	o.params.crc = 1;
-	s = sim_new(&o);
-	sim_chan(s, 0, 1);
-	sim_chan(s, 1, 0);
+	s = pair(seed, 0, 0, MTU);
 	sim_set_fate(s, drop_first_rts, &f);
 
 	test_fill(src, sizeof src, 2);
