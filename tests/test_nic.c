@@ -286,6 +286,25 @@ static void t_oversize_and_bad_send(void **state)
 
 /* ---- two-process tests -------------------------------------------------- */
 
+/* Forks a child linked to us by L (each side's end of L chosen): returns 0
+ * in the child, the child's pid in the parent once *NIC is connected to it
+ * as *PEER (connect_pair). */
+static pid_t fork_linked(struct link *l, rcp_nic **nic, int *peer)
+{
+	pid_t child;
+
+	link_init(l);
+	child = test_fork();
+	assert_true(child >= 0);
+	if (child == 0) {
+		link_side(l, 1);
+		return 0;
+	}
+	link_side(l, 0);
+	assert_int_equal(connect_pair(l, nic, peer), 0);
+	return child;
+}
+
 /* The child: receives COUNT frames in windows, checks each, acks each
  * window with the number of frames seen, then echoes a summary. */
 static int child_receiver(struct link *l, long count, uint64_t seed, int expect_ordered)
@@ -342,15 +361,9 @@ static void t_frames_between_processes(void **state)
 	pid_t child;
 	(void)state;
 
-	link_init(&l);
-	child = test_fork();
-	assert_true(child >= 0);
-	if (child == 0) {
-		link_side(&l, 1);
+	child = fork_linked(&l, &nic, &peer);
+	if (child == 0)
 		_exit(child_receiver(&l, count, seed, 1));
-	}
-	link_side(&l, 0);
-	assert_int_equal(connect_pair(&l, &nic, &peer), 0);
 	rcp_nic_query(nic, &info);
 	buf = malloc(info.mtu);
 	for (long id = 0; id < count;) {
@@ -403,13 +416,10 @@ static void t_burst_recv(void **state)
 	enum { N = 16, ROUNDS = 200, LEN = 512 };
 	(void)state;
 
-	link_init(&l);
-	child = test_fork();
-	assert_true(child >= 0);
+	child = fork_linked(&l, &nic, &peer);
 	if (child == 0) {
 		struct rcp_nic_frame f[N];
 		long next = 0, bursts = 0, max_burst = 0;
-		link_side(&l, 1);
 		if (connect_pair(&l, &nic, &peer))
 			_exit(10);
 		while (next < (long)N * ROUNDS) {
@@ -441,8 +451,6 @@ static void t_burst_recv(void **state)
 		/* At least one receive must have returned more than one frame. */
 		_exit(max_burst > 1 ? 0 : 16);
 	}
-	link_side(&l, 0);
-	assert_int_equal(connect_pair(&l, &nic, &peer), 0);
 	{
 		static unsigned char bufs[N][LEN];
 		long acked;
@@ -479,7 +487,6 @@ static void child_rounds(struct link *l, int rounds, uint64_t base)
 	char go;
 	uint64_t v;
 	struct iovec iov = {&v, sizeof v};
-	link_side(l, 1);
 	if (connect_pair(l, &nic, &peer))
 		_exit(10);
 	for (int round = 0; round < rounds; round++) {
@@ -495,23 +502,27 @@ static void child_rounds(struct link *l, int rounds, uint64_t base)
 	_exit(0);
 }
 
+/* Lets child_rounds end, which must succeed, and closes NIC. */
+static void rounds_end(struct link *l, pid_t child, rcp_nic *nic)
+{
+	assert_int_equal(link_put(l, "d", 1), 0);
+	assert_int_equal(test_wait_child(child), 0);
+	rcp_nic_close(nic);
+}
+
 /* The wait fd: not readable when armed with nothing queued; readable once a
  * frame arrives; arm reports RCP_EAGAIN while a frame is waiting. */
 static void t_wait_fd(void **state)
 {
 	struct link l;
 	rcp_nic *nic;
-	int peer, st;
+	int peer;
 	pid_t child;
 	(void)state;
 
-	link_init(&l);
-	child = test_fork();
-	assert_true(child >= 0);
+	child = fork_linked(&l, &nic, &peer);
 	if (child == 0)
 		child_rounds(&l, 3, 0);
-	link_side(&l, 0);
-	assert_int_equal(connect_pair(&l, &nic, &peer), 0);
 	for (int round = 0; round < 3; round++) {
 		struct pollfd pfd = {.fd = rcp_nic_fd(nic), .events = POLLIN};
 		struct rcp_nic_frame f;
@@ -541,10 +552,7 @@ static void t_wait_fd(void **state)
 		/* rcp_nic_wait with a short timeout and nothing coming times out. */
 		assert_int_equal(rcp_nic_wait(nic, 1000000, 0), RCP_ETIMEDOUT);
 	}
-	assert_int_equal(link_put(&l, "d", 1), 0);
-	st = test_wait_child(child);
-	assert_int_equal(st, 0);
-	rcp_nic_close(nic);
+	rounds_end(&l, child, nic);
 }
 
 /* rcp_nic_recv_wait: with nothing there it returns 0 once the timeout
@@ -556,17 +564,13 @@ static void t_recv_wait(void **state)
 {
 	struct link l;
 	rcp_nic *nic;
-	int peer, st;
+	int peer;
 	pid_t child;
 	(void)state;
 
-	link_init(&l);
-	child = test_fork();
-	assert_true(child >= 0);
+	child = fork_linked(&l, &nic, &peer);
 	if (child == 0)
 		child_rounds(&l, 4, 1000);
-	link_side(&l, 0);
-	assert_int_equal(connect_pair(&l, &nic, &peer), 0);
 	alarm(60);
 	for (int round = 0; round < 4; round++) {
 		static const int64_t wait_ns[4] = {-1, 5000000000ll, -1, 3000000000ll};
@@ -591,10 +595,7 @@ static void t_recv_wait(void **state)
 	}
 	assert_int_equal(rcp_nic_recv_wait(NULL, NULL, 1, 0), RCP_EINVAL);
 	alarm(0);
-	assert_int_equal(link_put(&l, "d", 1), 0);
-	st = test_wait_child(child);
-	assert_int_equal(st, 0);
-	rcp_nic_close(nic);
+	rounds_end(&l, child, nic);
 }
 
 /* Unknown environment variables are warned about; known ones are not.
