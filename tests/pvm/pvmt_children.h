@@ -24,28 +24,23 @@ static int child_echo(void)
 	return atag == T_QUIT ? 0 : 1;
 }
 
+/* Sends V to DST (tag 5) by PATH: 0 psend, 1 pvm_send, 2 pvm_mcast. */
+static int send_by(int dst, int32_t v, int path)
+{
+	if (path == 0)
+		return pvm_psend(dst, 5, &v, 1, PVM_INT);
+	pvm_initsend(PvmDataRaw);
+	pvm_pkint(&v, 1, 1);
+	return path == 1 ? pvm_send(dst, 5) : pvm_mcast(&dst, 1, 5);
+}
+
 /* Sends N messages (tag 5, payload = index) mixing psend, pvm_send and
  * pvm_mcast, to DST. */
 static int send_mixed(int dst, int n)
 {
-	for (int i = 0; i < n; i++) {
-		int32_t v = i, rc;
-		switch (i % 3) {
-		case 0: rc = pvm_psend(dst, 5, &v, 1, PVM_INT); break;
-		case 1:
-			pvm_initsend(PvmDataRaw);
-			pvm_pkint(&v, 1, 1);
-			rc = pvm_send(dst, 5);
-			break;
-		default:
-			pvm_initsend(PvmDataRaw);
-			pvm_pkint(&v, 1, 1);
-			rc = pvm_mcast(&dst, 1, 5);
-			break;
-		}
-		if (rc < 0)
+	for (int i = 0; i < n; i++)
+		if (send_by(dst, i, i % 3) < 0)
 			return -1;
-	}
 	return 0;
 }
 
@@ -101,18 +96,9 @@ static int send_runs(int dst, int n, uint32_t seed)
 		s = s * 1103515245u + 12345u;
 		path = (int)((s >> 16) % 3);
 		run = 1 + (int)((s >> 20) % 8);
-		for (int k = 0; k < run && i < n; k++, i++) {
-			int32_t v = i, rc;
-			if (path == 0) {
-				rc = pvm_psend(dst, 5, &v, 1, PVM_INT);
-			} else {
-				pvm_initsend(PvmDataRaw);
-				pvm_pkint(&v, 1, 1);
-				rc = path == 1 ? pvm_send(dst, 5) : pvm_mcast(&dst, 1, 5);
-			}
-			if (rc < 0)
+		for (int k = 0; k < run && i < n; k++, i++)
+			if (send_by(dst, i, path) < 0)
 				return -1;
-		}
 	}
 	return 0;
 }
