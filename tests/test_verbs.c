@@ -587,16 +587,10 @@ static void rcp_exchange(const struct rcp_nic_config *nc)
 	struct rcp_ep_config ec = {.nic = nc};
 	rcp_ep *a, *b;
 	rcp_chan *ab, *ba;
-	char an[RCP_NIC_ADDRSTR_MAX], bn[RCP_NIC_ADDRSTR_MAX];
 	uint8_t *sb = malloc(1 << 20), *rb = malloc(1 << 20);
 
 	CHECK(sb && rb);
-	CHECK(rcp_ep_open("verbs:mock0:1", &ec, &a) == 0);
-	CHECK(rcp_ep_open("verbs:mock1:1", &ec, &b) == 0);
-	CHECK(rcp_ep_addr(a, an, sizeof an) == 0);
-	CHECK(rcp_ep_addr(b, bn, sizeof bn) == 0);
-	CHECK(rcp_connect(a, bn, &ab) == 0);
-	CHECK(rcp_connect(b, an, &ba) == 0);
+	ep_pair_open(&ec, &a, &b, &ab, &ba);
 	for (size_t k = 0; k < 2 * sizeof sizes / sizeof *sizes; k++) {
 		size_t len = sizes[k / 2];
 		int back = k & 1; /* b to a */
@@ -609,13 +603,9 @@ static void rcp_exchange(const struct rcp_nic_config *nc)
 		drive_pair(a, b, sr, rr, len, 50000000);
 		CHECK(test_check(rb, len, k) < 0);
 	}
-	rcp_chan_close(ab);
-	rcp_chan_close(ba);
-	rcp_ep_close(b);
-	rcp_ep_close(a);
+	ep_pair_close(a, b, ab, ba);
 	free(sb);
 	free(rb);
-	CHECK(mock_live() == 0);
 }
 
 static void t_rcp_channels(void **state)

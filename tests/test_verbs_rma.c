@@ -317,19 +317,13 @@ static void t_rcp_rma(void **state)
 	static const size_t sizes[] = {65536, 300000, 1 << 20};
 	rcp_ep *a, *b;
 	rcp_chan *ab, *ba;
-	char an[RCP_NIC_ADDRSTR_MAX], bn[RCP_NIC_ADDRSTR_MAX];
 	uint8_t *sb = malloc(1 << 20), *rb = malloc(1 << 20);
 	struct mock_stats *ms = mock_stats();
 	struct rcp_ep_stats sa = {0}, sb_ = {0};
 
 	(void)state;
 	CHECK(sb && rb);
-	CHECK(rcp_ep_open("verbs:mock0:1", NULL, &a) == 0);
-	CHECK(rcp_ep_open("verbs:mock1:1", NULL, &b) == 0);
-	CHECK(rcp_ep_addr(a, an, sizeof an) == 0);
-	CHECK(rcp_ep_addr(b, bn, sizeof bn) == 0);
-	CHECK(rcp_connect(a, bn, &ab) == 0);
-	CHECK(rcp_connect(b, an, &ba) == 0);
+	ep_pair_open(NULL, &a, &b, &ab, &ba);
 	for (size_t k = 0; k < 4 * sizeof sizes / sizeof *sizes; k++) {
 		size_t len = sizes[k / 4];
 		int back = k & 1, ready = (k >> 1) & 1;
@@ -361,13 +355,9 @@ static void t_rcp_rma(void **state)
 		else
 			CHECK(ms->rdma_reads > reads); /* the receiver pulled */
 	}
-	rcp_chan_close(ab);
-	rcp_chan_close(ba);
-	rcp_ep_close(b);
-	rcp_ep_close(a);
+	ep_pair_close(a, b, ab, ba);
 	free(sb);
 	free(rb);
-	CHECK(mock_live() == 0);
 }
 
 /* N messages of LEN bytes from A to B on AB/BA, receiver first for every
@@ -408,7 +398,6 @@ static void t_fallback(void **state)
 	uint8_t *sb = malloc(LEN), *rb = malloc(LEN);
 	struct mock_stats *ms = mock_stats();
 	struct rcp_ep_stats sa = {0}, sb_ = {0};
-	char an[RCP_NIC_ADDRSTR_MAX], bn[RCP_NIC_ADDRSTR_MAX];
 	rcp_ep *a, *b;
 	rcp_chan *ab, *ba;
 	uint64_t refused;
@@ -421,10 +410,7 @@ static void t_fallback(void **state)
 			setenv("RCP_RMA_SPLIT", "0", 1);
 		else
 			unsetenv("RCP_RMA_SPLIT");
-		CHECK(rcp_ep_open("verbs:mock0:1", NULL, &a) == 0);
-		CHECK(rcp_ep_open("verbs:mock1:1", NULL, &b) == 0);
-		CHECK(rcp_ep_addr(a, an, sizeof an) == 0 && rcp_ep_addr(b, bn, sizeof bn) == 0);
-		CHECK(rcp_connect(a, bn, &ab) == 0 && rcp_connect(b, an, &ba) == 0);
+		ep_pair_open(NULL, &a, &b, &ab, &ba);
 		if (phase == 2) {
 			/* Up, then the first two RDMA ops fail. */
 			msgs_run(a, b, ab, ba, 1, 1000, sb, rb);
@@ -449,11 +435,7 @@ static void t_fallback(void **state)
 			CHECK(sa.rma_fallbacks < 8 && sb_.rma_fallbacks < 8);
 			CHECK(ms->rdma_bytes >= (uint64_t)(N - 4) * LEN);
 		}
-		rcp_chan_close(ab);
-		rcp_chan_close(ba);
-		rcp_ep_close(b);
-		rcp_ep_close(a);
-		CHECK(mock_live() == 0);
+		ep_pair_close(a, b, ab, ba);
 	}
 	mock_faults()->rc_down = 0;
 	free(sb);

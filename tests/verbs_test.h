@@ -1,8 +1,8 @@
 /*
  * tests/verbs_test.h — what the verbs tests (test_verbs, test_verbs_rma,
  * test_verbs_mcast) share: the seed printed by every failed check, a pair
- * of nics on the model's two HCAs, the backend's RMA counters, the
- * model's teardown.  Included once per test program (static definitions);
+ * of nics on the model's two HCAs, a pair of RCP endpoints on them, the
+ * backend's RMA counters, the model's teardown.  Included once per test program (static definitions);
  * each includes tests/verbs_mock.h and testutil.h first.
  */
 #ifndef RCP_TESTS_VERBS_TEST_H
@@ -48,6 +48,31 @@ static inline void pair_close(struct pair *p)
 	rcp_nic_close(p->a);
 	rcp_nic_close(p->b);
 	CHECK(mock_live() == 0); /* every verbs object the backend made is gone */
+}
+
+/* RCP endpoints A on the model's HCA 0 and B on HCA 1, opened with EC
+ * (may be NULL), channels AB and BA connected both ways. */
+static inline void ep_pair_open(const struct rcp_ep_config *ec, rcp_ep **a, rcp_ep **b,
+                                rcp_chan **ab, rcp_chan **ba)
+{
+	char an[RCP_NIC_ADDRSTR_MAX], bn[RCP_NIC_ADDRSTR_MAX];
+
+	CHECK(rcp_ep_open("verbs:mock0:1", ec, a) == 0);
+	CHECK(rcp_ep_open("verbs:mock1:1", ec, b) == 0);
+	CHECK(rcp_ep_addr(*a, an, sizeof an) == 0);
+	CHECK(rcp_ep_addr(*b, bn, sizeof bn) == 0);
+	CHECK(rcp_connect(*a, bn, ab) == 0);
+	CHECK(rcp_connect(*b, an, ba) == 0);
+}
+
+/* Closes what ep_pair_open opened; every verbs object must be gone. */
+static inline void ep_pair_close(rcp_ep *a, rcp_ep *b, rcp_chan *ab, rcp_chan *ba)
+{
+	rcp_chan_close(ab);
+	rcp_chan_close(ba);
+	rcp_ep_close(b);
+	rcp_ep_close(a);
+	CHECK(mock_live() == 0);
 }
 
 /* Progresses endpoints A and B until send SR and receive RR are both done
