@@ -96,6 +96,25 @@ static void talk_and_close(struct side *x, struct side *c)
 	x->ch = NULL;
 }
 
+/* B sends "again" on its channel and A takes it on any channel
+ * (progressing both, 5 s at most): it must arrive intact. */
+static void again_b_to_a(struct side *b, struct side *a)
+{
+	uint64_t t0;
+
+	assert_int_equal(rcp_isend(b->ch, 1, "again", 6, &b->s), 0);
+	assert_int_equal(rcp_irecv(a->ep, NULL, 1, a->buf, sizeof a->buf, &a->r), 0);
+	t0 = now_ns();
+	while (!a->got && now_ns() - t0 < 5000000000ull) {
+		rcp_progress(a->ep);
+		rcp_progress(b->ep);
+		poll_side(a);
+	}
+	assert_true(a->got);
+	assert_int_equal(a->rerr, 0);
+	assert_string_equal(a->buf, "again");
+}
+
 /* MODE 0: both open, then both send.  MODE 1: A sends first and B's
  * endpoint answers that frame (a cookie challenge) before B opens its
  * channel and sends.  MODE 2: as 1, and A hears the challenge too before
@@ -187,7 +206,6 @@ static void t_reopen_same_peer(void **state)
 {
 	struct side a, b, c;
 	struct rcp_ep_stats s0, s1;
-	uint64_t t0;
 	rcp_chan *bc;
 	(void)state;
 	open_side(&a);
@@ -201,17 +219,7 @@ static void t_reopen_same_peer(void **state)
 	bc = b.ch;
 	connect_to(&b, &a);
 	assert_ptr_not_equal(bc, b.ch);
-	assert_int_equal(rcp_isend(b.ch, 1, "again", 6, &b.s), 0);
-	assert_int_equal(rcp_irecv(a.ep, NULL, 1, a.buf, sizeof a.buf, &a.r), 0);
-	t0 = now_ns();
-	while (!a.got && now_ns() - t0 < 5000000000ull) {
-		rcp_progress(a.ep);
-		rcp_progress(b.ep);
-		poll_side(&a);
-	}
-	assert_true(a.got);
-	assert_int_equal(a.rerr, 0);
-	assert_string_equal(a.buf, "again");
+	again_b_to_a(&b, &a);
 	rcp_ep_get_stats(a.ep, &s1);
 	if (s1.restart_claims <= s0.restart_claims)
 		fail_msg("B's second conversation named the first one's epoch: A saw %llu "
@@ -249,16 +257,7 @@ static void t_kept_peer_challenged(void **state)
 	rcp_chan_close(st.chan); /* A's conversation with B ended too */
 	rcp_ep_get_stats(a.ep, &s0);
 	connect_to(&b, &a);
-	assert_int_equal(rcp_isend(b.ch, 1, "again", 6, &b.s), 0);
-	assert_int_equal(rcp_irecv(a.ep, NULL, 1, a.buf, sizeof a.buf, &a.r), 0);
-	for (tries = 0; !a.got && tries < 10000000; tries++) {
-		rcp_progress(a.ep);
-		rcp_progress(b.ep);
-		poll_side(&a);
-	}
-	assert_true(a.got);
-	assert_int_equal(a.rerr, 0);
-	assert_string_equal(a.buf, "again");
+	again_b_to_a(&b, &a);
 	rcp_ep_get_stats(a.ep, &s1);
 	if (s1.challenges_sent <= s0.challenges_sent)
 		fail_msg("A took B's new first frame without a cookie challenge");
