@@ -76,6 +76,16 @@ static int send_seq(rcp_nic *n, int peer, uint64_t seq, size_t len, unsigned fla
 	return rcp_nic_send(n, peer, iov, 3, flags);
 }
 
+/* Sends N frames numbered FIRST on, LEN bytes each, from P's a to b
+ * (send_seq, no MORE); returns how many were taken before one was not. */
+static int send_seqs(struct pair *p, uint64_t first, int n, size_t len)
+{
+	int i = 0;
+	while (i < n && send_seq(p->a, p->pa, first + (uint64_t)i, len, 0) == 0)
+		i++;
+	return i;
+}
+
 /* Receives everything waiting; checks each frame's bytes against its
  * sequence number (frames of 8 bytes or more) and that sequence numbers
  * rise.  Returns the count; *LAST is the last sequence number. */
@@ -305,15 +315,13 @@ static void t_overrun_repost(void **state)
 
 	(void)state;
 	pair_open(&p, NULL, &small);
-	for (int i = 0; i < 300; i++)
-		CHECK(send_seq(p.a, p.pa, (uint64_t)i, 100, 0) == 0);
+	CHECK(send_seqs(&p, 0, 300, 100) == 300);
 	CHECK(drain(p.b, p.pb, 100, &last) == 64);
 	CHECK(st->dropped_norecv == 300 - 64);
 	CHECK(st->cq_overflow == 0 && st->rq_full == 0);
 	recv_calls = st->post_recv_calls;
 	for (int r = 0; r < 40; r++) {
-		for (int i = 0; i < 30; i++)
-			CHECK(send_seq(p.a, p.pa, (uint64_t)(1000 + r * 30 + i), 100, 0) == 0);
+		CHECK(send_seqs(&p, (uint64_t)(1000 + r * 30), 30, 100) == 30);
 		got += drain(p.b, p.pb, 100, &last);
 	}
 	CHECK(got == 40 * 30);
@@ -321,8 +329,7 @@ static void t_overrun_repost(void **state)
 	/* Batched: 1200 receives reposted in far fewer calls. */
 	CHECK(st->post_recv_calls - recv_calls <= 1200 / 16 + 2);
 	/* Even when the frames come back one at a time. */
-	for (int i = 0; i < 30; i++)
-		CHECK(send_seq(p.a, p.pa, (uint64_t)(5000 + i), 100, 0) == 0);
+	CHECK(send_seqs(&p, 5000, 30, 100) == 30);
 	recv_calls = st->post_recv_calls;
 	{
 		struct rcp_nic_frame fr[64];
@@ -351,27 +358,23 @@ static void t_error_completions(void **state)
 	pair_open(&p, NULL, NULL);
 	CHECK(rcp_nic_addr_str(p.a, before, sizeof before) == 0);
 	mock_faults()->send_err = 1;
-	for (int i = 0; i < 40; i++)
-		CHECK(send_seq(p.a, p.pa, (uint64_t)i, 64, 0) == 0);
+	CHECK(send_seqs(&p, 0, 40, 64) == 40);
 	CHECK(st->err_cqes == 1);
 	CHECK(rcp_nic_recv(p.a, fr, 8) == 0); /* progress: sees the error, restarts */
 	CHECK(st->resets == 1);
 	got = drain(p.b, p.pb, 64, &last);
 	CHECK(got < 40);
-	for (int i = 0; i < 100; i++)
-		CHECK(send_seq(p.a, p.pa, (uint64_t)(100 + i), 64, 0) == 0);
+	CHECK(send_seqs(&p, 100, 100, 64) == 100);
 	CHECK(drain(p.b, p.pb, 64, &last) == 100);
 	CHECK(rcp_nic_addr_str(p.a, after, sizeof after) == 0);
 	CHECK(!strcmp(before, after));
 
 	mock_faults()->recv_len_err = 1;
-	for (int i = 0; i < 10; i++)
-		CHECK(send_seq(p.a, p.pa, (uint64_t)(300 + i), 64, 0) == 0);
+	CHECK(send_seqs(&p, 300, 10, 64) == 10);
 	drain(p.b, p.pb, 64, &last);
 	CHECK(st->resets == 2);
 	CHECK(rcp_nic_get_stats(p.b, &ns) == 0 && ns.rx_dropped == 1);
-	for (int i = 0; i < 100; i++)
-		CHECK(send_seq(p.a, p.pa, (uint64_t)(400 + i), 64, 0) == 0);
+	CHECK(send_seqs(&p, 400, 100, 64) == 100);
 	CHECK(drain(p.b, p.pb, 64, &last) == 100);
 	pair_close(&p);
 }
@@ -389,8 +392,7 @@ static void t_lost(void **state)
 	mock_seed(g_seed);
 	mock_faults()->drop = 0.2;
 	for (int r = 0; r < 50; r++) {
-		for (int i = 0; i < 40; i++)
-			CHECK(send_seq(p.a, p.pa, (uint64_t)(r * 40 + i), 300, 0) == 0);
+		CHECK(send_seqs(&p, (uint64_t)(r * 40), 40, 300) == 40);
 		got += drain(p.b, p.pb, 300, &last);
 	}
 	CHECK(st->dropped_wire > 200 && st->dropped_wire < 600);
@@ -526,8 +528,7 @@ static void t_roce(void **state)
 	/* No multicast on RoCE (no SA; an IGMP join is not built). */
 	CHECK(!(info.caps & RCP_NIC_CAP_MCAST));
 	CHECK(rcp_nic_peer_add_str(p.a, "verbs:mcast:ff12:401b::1", &p.pa) == RCP_EADDR);
-	for (int i = 0; i < 50; i++)
-		CHECK(send_seq(p.a, p.pa, (uint64_t)i, 1000, 0) == 0);
+	CHECK(send_seqs(&p, 0, 50, 1000) == 50);
 	CHECK(drain(p.b, p.pb, 1000, &last) == 50);
 	last = -1;
 	for (int i = 0; i < 50; i++)
@@ -555,8 +556,7 @@ static void t_faults_wrapper(void **state)
 	         (unsigned long long)g_seed);
 	pair_open(&p, &fc, NULL);
 	for (int r = 0; r < 40; r++) {
-		for (int i = 0; i < 25; i++)
-			CHECK(send_seq(p.a, p.pa, (uint64_t)(r * 25 + i), 200, 0) == 0);
+		CHECK(send_seqs(&p, (uint64_t)(r * 25), 25, 200) == 25);
 		CHECK(rcp_nic_flush(p.a) == 0);
 		while ((n = rcp_nic_recv(p.b, fr, 32)) > 0) {
 			for (int i = 0; i < n; i++) {
