@@ -206,4 +206,24 @@ static inline int shm_exists(pid_t pid, const char *tag)
 	return 1;
 }
 
+/* Maps this process's endpoint TAG's segment read-write, as a hostile
+ * peer could; *LEN its size (munmap it with that). */
+static inline unsigned char *map_seg(const char *tag, size_t *len)
+{
+	char path[128];
+	struct stat st;
+	unsigned char *m;
+	int fd;
+
+	snprintf(path, sizeof path, "/rcp-ts-%d-%s", (int)getpid(), tag);
+	fd = shm_open(path, O_RDWR, 0);
+	assert_true(fd >= 0);
+	assert_int_equal(fstat(fd, &st), 0);
+	*len = (size_t)st.st_size;
+	m = mmap(NULL, *len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	assert_true(m != MAP_FAILED);
+	close(fd);
+	return m;
+}
+
 #endif /* RCP_TESTS_SHM_TEST_H */

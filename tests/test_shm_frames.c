@@ -241,11 +241,10 @@ static void t_garbage_segment(void **state)
 	struct rcp_nic_config cfg = {0};
 	uint64_t seed = test_seed(0x6a7ba6e), s = seed;
 	struct rcp_nic_frame fr[16];
-	char path[128];
-	struct stat st;
+	size_t len;
 	unsigned char *m;
 	rcp_nic *a, *b;
-	int peer, fd;
+	int peer;
 	(void)state;
 
 	cfg.rx_bytes = 4096;
@@ -258,16 +257,10 @@ static void t_garbage_segment(void **state)
 	assert_int_equal(send_seq(a, peer, 1, 100), 0);
 	expect_seq(b, 1, 100, RCP_NIC_PEER_NONE);
 
-	snprintf(path, sizeof path, "/rcp-ts-%d-garbage", (int)getpid());
-	fd = shm_open(path, O_RDWR, 0);
-	assert_true(fd >= 0);
-	assert_int_equal(fstat(fd, &st), 0);
-	m = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	assert_true(m != MAP_FAILED);
-	close(fd);
+	m = map_seg("garbage", &len);
 	for (int round = 0; round < 20; round++) {
 		/* Everything after the first 512 bytes (geometry, owner). */
-		for (off_t i = 512; i + 8 <= st.st_size; i += 8) {
+		for (size_t i = 512; i + 8 <= len; i += 8) {
 			uint64_t x = test_rand(&s);
 			if (round & 1) /* half the rounds: plausible-looking words */
 				x = (x & 0xff) | (1ull << 63);
@@ -287,7 +280,7 @@ static void t_garbage_segment(void **state)
 		}
 		(void)send_seq(a, peer, 2, 10);
 	}
-	munmap(m, (size_t)st.st_size);
+	munmap(m, len);
 	rcp_nic_close(a);
 	rcp_nic_close(b);
 }
@@ -337,11 +330,10 @@ static void t_hostile_header(void **state)
 	struct rcp_nic_config cfg = {0};
 	struct rcp_nic_stats st;
 	struct rcp_nic_frame fr[4];
-	char path[128];
-	struct stat sb;
+	size_t len;
 	unsigned char *m;
 	rcp_nic *b, *good;
-	int fd, gpeer;
+	int gpeer;
 	(void)state;
 
 	cfg.rx_bytes = 4096; /* 64 cells */
@@ -351,13 +343,7 @@ static void t_hostile_header(void **state)
 	unsetenv("RCP_SHM_PEERS");
 	good = open_ep("hx-good");
 	gpeer = add_ep(good, b);
-	snprintf(path, sizeof path, "/rcp-ts-%d-hostile", (int)getpid());
-	fd = shm_open(path, O_RDWR, 0);
-	assert_true(fd >= 0);
-	assert_int_equal(fstat(fd, &sb), 0);
-	m = mmap(NULL, (size_t)sb.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	assert_true(m != MAP_FAILED);
-	close(fd);
+	m = map_seg("hostile", &len);
 	assert_int_equal(seg_u32(m, 16), 64); /* ring_cells */
 
 	for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
@@ -402,7 +388,7 @@ static void t_hostile_header(void **state)
 	}
 	assert_int_equal(rcp_nic_get_stats(b, &st), 0);
 	assert_int_equal(st.rx_dropped, 3);
-	munmap(m, (size_t)sb.st_size);
+	munmap(m, len);
 	rcp_nic_close(good);
 	rcp_nic_close(b);
 }
