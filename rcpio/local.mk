@@ -64,5 +64,12 @@ tests_test_rcpio_xfer_SOURCES = tests/test_rcpio_xfer.c rcpio/xfer.c rcpio/pool.
 	tests/testutil.h
 tests_test_rcpio_xfer_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) $(PMEM2_CFLAGS)
 tests_test_rcpio_xfer_LDADD = librcp.la $(CMOCKA_LIBS) $(PMEM2_LIBS)
+# A rank's client endpoint while its application stays away from rcpio.
+check_PROGRAMS += tests/test_rcpio_idle
+TESTS += tests/test_rcpio_idle
+tests_test_rcpio_idle_SOURCES = tests/test_rcpio_idle.c rcpio/xfer.c rcpio/pool.c rcpio/meta.c \
+	tests/testutil.h
+tests_test_rcpio_idle_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) $(PMEM2_CFLAGS)
+tests_test_rcpio_idle_LDADD = librcp.la $(CMOCKA_LIBS) $(PMEM2_LIBS)
 endif
 endif
