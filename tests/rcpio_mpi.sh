@@ -31,6 +31,9 @@
 #  8. rcpio-cachectl show counts the committed blocks, drop removes pools;
 #  9. RCP on udp under the faults wrapper (drops, duplicates, reordering,
 #     corruption): the same program, the same bytes; and with a full pool;
+# 9c. every rank computes for 2.5 s between writing and reading, on udp
+#     with RCP_PEER_TIMEOUT=1000: no rank is taken for dead (its client
+#     endpoint is tended between calls; docs/rcpio.md, session 19);
 # 10. 8 ranks (more than the cores: --oversubscribe): run 2 and restart.
 # TAP.  Skips (77) without mpirun or librcpio.
 set -u
@@ -223,6 +226,16 @@ ev=$(sum "$tmp/o9b" evictions) hs=$(sum "$tmp/o9b" hints_stale)
 echo "# pool full under faults: evictions $ev, stale hints $hs"
 [ $st = 0 ] && [ "$ev" -gt 0 ]
 check $? "pool full on udp under faults (seed 11): data right, blocks evicted ($ev)"
+# A rank away from rcpio longer than the peer timeout (it computes, or
+# waits in MPI for slower ranks: on a crowded machine, seconds): before
+# session 19 its managers took it for dead (RCP_EPEER at its next read).
+rm -f "$tmp"/pool/*
+extra="-x RCPIO_TRANSPORT=udp -x RCP_PEER_TIMEOUT=1000"
+run "$tmp/o9c" 16m "$tmp/c9c.dat" both 3000 200 2500
+st=$?
+extra=
+[ $st = 0 ] || tail -5 "$tmp/o9c"
+check $st "every rank computes 2.5 s between writes and reads (RCP_PEER_TIMEOUT=1000, udp): data right"
 
 # More ranks than cores: 8 (--oversubscribe), every check of the first run
 # and the restart again.
