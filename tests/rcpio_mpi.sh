@@ -59,20 +59,52 @@ fails=0
 ok() { n=$((n + 1)); echo "ok $n - $*"; }
 no() { n=$((n + 1)); fails=$((fails + 1)); echo "not ok $n - $*"; }
 check() { if [ "$1" = 0 ]; then shift; ok "$@"; else shift; no "$@"; fi; }
+# A job (output to OUT) for at most 300 s.  Past that, every rank's
+# threads' backtraces (gdb, when installed) go to this test's log before
+# the job is ended, so that a hang explains itself (session 19: after a
+# rank's error, Open MPI's mpirun was seen hanging in its abort, the other
+# ranks waiting in a collective for ever).
+limit() { # out-file, command...
+	lo=$1
+	shift
+	"$@" >"$lo" 2>&1 &
+	lp=$!
+	(
+		i=0
+		while [ $i -lt 300 ] && kill -0 $lp 2>/dev/null; do
+			sleep 1
+			i=$((i + 1))
+		done
+		kill -0 $lp 2>/dev/null || exit 0
+		echo "still running after 300 s: $*"
+		tail -20 "$lo"
+		for r in $(pgrep -P $lp); do
+			echo "rank process $r:"
+			command -v gdb >/dev/null &&
+				timeout 60 gdb -p $r -batch -ex 'thread apply all bt' 2>&1 | grep -E '^(#|Thread)'
+		done
+		kill $lp
+	) 2>&1 | sed 's/^/# /' &
+	lw=$!
+	wait $lp
+	st=$?
+	kill $lw 2>/dev/null
+	return $st
+}
 run() { # out-file, pool-size, args...
 	out=$1 psize=$2
 	shift 2
-	timeout 300 mpirun --allow-run-as-root --oversubscribe -np $NP $extra \
+	limit "$out" mpirun --allow-run-as-root --oversubscribe -np $NP $extra \
 		-x LD_PRELOAD="$preload" -x ASAN_OPTIONS -x RCPIO_PREFIX="$tmp/c" -x RCPIO_POOL_DIR="$tmp/pool" \
 		-x RCPIO_BLOCK=64k -x RCPIO_POOL_SIZE="$psize" -x RCPIO_STATS=1 \
-		"$prog" "$@" >"$out" 2>&1
+		"$prog" "$@"
 }
 # Sum of counter NAME over the ranks' stats lines of FILE.
 sum() { grep '^rcpio-stats' "$1" | tr ' ' '\n' | sed -n "s/^$2=//p" | awk '{s += $1} END {print s + 0}'; }
 mkdir -p "$tmp/pool"
 extra=
 
-timeout 300 mpirun --allow-run-as-root --oversubscribe -np $NP "$prog" "$tmp/plain.dat" >"$tmp/o0" 2>&1
+limit "$tmp/o0" mpirun --allow-run-as-root --oversubscribe -np $NP "$prog" "$tmp/plain.dat"
 check $? "plain MPI-IO writes and reads back the reference file"
 
 run "$tmp/o1" 16m "$tmp/c.dat"
@@ -173,7 +205,7 @@ extra=
 
 # Writes through strided views (write_all, then write after a seek), a cut
 # by set_size and a growth back: plain MPI-IO and rcpio leave the same file.
-timeout 300 mpirun --allow-run-as-root --oversubscribe -np $NP "$prog" "$tmp/pv.dat" views >"$tmp/ov0" 2>&1
+limit "$tmp/ov0" mpirun --allow-run-as-root --oversubscribe -np $NP "$prog" "$tmp/pv.dat" views
 st0=$?
 run "$tmp/ov1" 16m "$tmp/cv.dat" views
 st=$?
