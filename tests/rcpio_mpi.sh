@@ -28,7 +28,8 @@
 #  7. one rank's commits fail (RCPIO_FAIL_COMMIT): every rank rolls back
 #     at each of the 4 commit points (2 syncs, read_all, close),
 #     the next job recovers nothing and reads the right data anyway;
-#  8. rcpio-cachectl show counts the committed blocks, drop removes pools;
+#  8. rcpio-cachectl show counts the committed blocks, drop removes pools
+#     (not one in use: pools are locked while open);
 #  9. RCP on udp under the faults wrapper (drops, duplicates, reordering,
 #     corruption): the same program, the same bytes; and with a full pool;
 # 9c. every rank computes for 2.5 s between writing and reading, on udp
@@ -289,6 +290,11 @@ echo "# 8 ranks: remote hits $hr, remote puts $pr, fs reads $fr; restart recover
 check $? "8 ranks: bulk hits and puts, at most one fs read per block; restart recovers all $b8 blocks, no fs read"
 NP=4
 
+# A running job's pool is locked (flock(1) holds it here as a job would):
+# show and drop leave it alone.
+p0="$tmp/pool/rcpio-0.pool"
+flock -n "$p0" sh -c '! "$1" show "$2" >/dev/null && ! "$1" drop "$2" 2>/dev/null && [ -f "$2" ]' sh "$ctl" "$p0"
+check $? "rcpio-cachectl show and drop leave a pool in use (locked) alone"
 "$ctl" drop "$tmp"/pool/*.pool >/dev/null && [ -z "$(ls "$tmp/pool")" ]
 check $? "rcpio-cachectl drop removes the pools"
 "$ctl" drop "$tmp/plain.dat" >/dev/null 2>&1
