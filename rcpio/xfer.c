@@ -372,9 +372,11 @@ static void h_put(rcp_rpc_handle *h, void *arg)
  * clock only now and then when idle, rcp_ep_arm runs due timers and
  * sends the acks owed.  The thread's rounds end at the client's next
  * deadline, TICK_NS at the latest (a ping every RCP_PEER_TIMEOUT/8 is
- * answered within TICK_NS). */
+ * answered within TICK_NS) and TICK_MIN_NS at the earliest (a delayed ack
+ * may go 1 ms late: the thread does not wake every 50 us while the
+ * application makes calls). */
 #define TICK_NS     (20 * 1000 * 1000)
-#define TICK_MIN_NS (100 * 1000)
+#define TICK_MIN_NS (1000 * 1000)
 
 /* Returns when the progress thread should look again, ns from now. */
 static int64_t tend_client(rcpio_net *n)
@@ -389,7 +391,7 @@ static int64_t tend_client(rcpio_net *n)
 	pthread_mutex_unlock(&n->cl);
 	if (t < 0 || t > TICK_NS)
 		return TICK_NS;
-	return t > TICK_MIN_NS ? t : TICK_MIN_NS; /* never a spin on sep */
+	return t > TICK_MIN_NS ? t : TICK_MIN_NS;
 }
 
 static int64_t now_ns(void)
