@@ -40,7 +40,7 @@ tests_rcpio_mpi_LDADD = $(MPI_LIBS)
 endif
 # Listed even without rcpio: it then prints its SKIP reason.
 TESTS += tests/rcpio_mpi.sh
-EXTRA_DIST += tests/rcpio_mpi.sh
+EXTRA_DIST += tests/rcpio_mpi.sh tests/rcpio_gdb.py
 
 if HAVE_RCPIO
 # IOR-like benchmark, plain MPI-IO (perf/rcpio_bench.sh runs it both ways).

@@ -61,7 +61,8 @@ ok() { n=$((n + 1)); echo "ok $n - $*"; }
 no() { n=$((n + 1)); fails=$((fails + 1)); echo "not ok $n - $*"; }
 check() { if [ "$1" = 0 ]; then shift; ok "$@"; else shift; no "$@"; fi; }
 # A job (output to OUT) for at most 300 s.  Past that, every rank's
-# threads' backtraces (gdb, when installed) go to this test's log before
+# threads' backtraces and counters (gdb, when installed: tests/rcpio_gdb.py)
+# go to this test's log before
 # the job is ended, so that a hang explains itself (session 19: after a
 # rank's error, Open MPI's mpirun was seen hanging in its abort, the other
 # ranks waiting in a collective for ever).
@@ -82,7 +83,8 @@ limit() { # out-file, command...
 		for r in $(pgrep -P $lp); do
 			echo "rank process $r:"
 			command -v gdb >/dev/null &&
-				timeout 60 gdb -p $r -batch -ex 'thread apply all bt' 2>&1 | grep -E '^(#|Thread)'
+				timeout 60 gdb -p $r -batch -x "${srcdir:-.}/tests/rcpio_gdb.py" 2>&1 |
+				grep -E '^(#|Thread|rcp|thread)'
 		done
 		kill $lp
 	) 2>&1 | sed 's/^/# /' &
