@@ -12,7 +12,9 @@ for th in gdb.selected_inferior().threads():
     f = gdb.newest_frame()
     while f is not None:
         name = f.name()
-        if name == "progress":
+        sal = f.find_sal()
+        mine = sal.symtab is not None and sal.symtab.filename.endswith("xfer.c")
+        if name == "progress" and mine:
             f.select()
             try:
                 n = gdb.parse_and_eval("(rcpio_net *)arg")
@@ -21,7 +23,7 @@ for th in gdb.selected_inferior().threads():
                     print("rcp counters, %s: %s" % (side, n[side]["core"]["st"]))
             except gdb.error as e:
                 print("rcpio counters: %s" % e)
-        elif name == "move":
+        elif name == "move" and mine:
             f.select()
             try:
                 print("thread %d waits for bulk op %s" % (th.num, gdb.parse_and_eval("*op")))
