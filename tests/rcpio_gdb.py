@@ -27,6 +27,13 @@ for th in gdb.selected_inferior().threads():
             f.select()
             try:
                 print("thread %d waits for bulk op %s" % (th.num, gdb.parse_and_eval("*op")))
+                ch = gdb.parse_and_eval("op->chan")
+                print("thread %d: its channel: %s" % (th.num, ", ".join(
+                    "%s %s" % (k, ch[k]) for k in (
+                        "peer", "failed", "my_epoch", "peer_epoch", "gone_epoch", "incarn",
+                        "tx_una", "tx_next", "unsent", "rx_next", "rx_gaps", "rx_msg_next",
+                        "tx_msg_next", "credits_granted", "credits_used", "credits_given",
+                        "credits_taken", "last_heard", "backoff", "rto"))))
             except gdb.error as e:
                 print("thread %d in move: %s" % (th.num, e))
         f = f.older()
