@@ -71,5 +71,12 @@ tests_test_rcpio_idle_SOURCES = tests/test_rcpio_idle.c rcpio/xfer.c rcpio/pool.
 	tests/testutil.h
 tests_test_rcpio_idle_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) $(PMEM2_CFLAGS)
 tests_test_rcpio_idle_LDADD = librcp.la $(CMOCKA_LIBS) $(PMEM2_LIBS)
+# A pull from an owner whose slot changes while frames are resent (faults).
+check_PROGRAMS += tests/test_rcpio_snap
+TESTS += tests/test_rcpio_snap
+tests_test_rcpio_snap_SOURCES = tests/test_rcpio_snap.c rcpio/xfer.c rcpio/pool.c rcpio/meta.c \
+	tests/testutil.h
+tests_test_rcpio_snap_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) $(PMEM2_CFLAGS)
+tests_test_rcpio_snap_LDADD = librcp.la $(CMOCKA_LIBS) $(PMEM2_LIBS)
 endif
 endif
