@@ -1,7 +1,8 @@
 /*
  * bulk/serve.c — the owner's side of emulated RMA: checks every request
- * against its own record of the handle and moves the data straight from or
- * into the registered segment (protocol at the top of bulk/bulk.c).
+ * against its own record of the handle and moves the data from a snapshot of
+ * (SNAPSHOTS) or straight into the registered segment (protocol at the top
+ * of bulk/bulk.c).
  *
  * Nothing in a request is trusted: its length and magic, the key (looked
  * up in the key table: a forged or freed key is not there), the
