@@ -46,7 +46,8 @@
  *
  *   PULL  requester: irecv DATA|id into the local piece, irecv STAT|id,
  *                    isend REQ {READ, id, key, off, len}
- *         owner:     checks; OK: isend DATA|id straight from its segment;
+ *         owner:     checks; OK: isend DATA|id from a snapshot of the range
+ *                    (serve.c, SNAPSHOTS);
  *                    refused: isend STAT|id {error}
  *         requester: DATA arrives -> done (cancel the STAT receive); STAT
  *                    arrives -> fails with its error (cancel the DATA
@@ -61,7 +62,8 @@
  *         requester: done -> piece complete
  *
  * Every message lands in its final buffer (RCP places data straight into
- * posted receives); the owner never copies.  The owner's REQ receive is
+ * posted receives); the owner copies only a read's bytes, once (serve.c,
+ * SNAPSHOTS: its memory may change under a resend).  The owner's REQ receive is
  * posted on RCP_ANY_CHAN with the fixed REQ tag, one at a time (RCP keeps
  * early requests as unexpected messages under its credits).
  *

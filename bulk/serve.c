@@ -1,7 +1,8 @@
 /*
  * bulk/serve.c — the owner's side of emulated RMA: checks every request
- * against its own record of the handle and moves the data straight from or
- * into the registered segment (protocol at the top of bulk/bulk.c).
+ * against its own record of the handle and moves the data from a snapshot of
+ * (SNAPSHOTS) or straight into the registered segment (protocol at the top
+ * of bulk/bulk.c).
  *
  * Nothing in a request is trusted: its length and magic, the key (looked
  * up in the key table: a forged or freed key is not there), the
@@ -27,9 +28,12 @@ struct rcpb_serve {
 	rcp_req *stat; /* refusal or go */
 	rcp_req *done; /* done (write) */
 	struct rcpb_stat_msg st, dn;
+	void *snap; /* a read's bytes, sent from here (SNAPSHOTS) */
 };
 
 static void serve_event(struct rcpb_serve *s, int kind, const struct rcp_status *st);
+
+#define SNAP_MAX (16u << 20) /* largest read sent from a snapshot (SNAPSHOTS) */
 
 /* rcp completion callbacks of a serve's requests, one per kind. */
 static void sdata_cb(rcp_req *rq, const struct rcp_status *st, void *user)
@@ -70,6 +74,7 @@ static void serve_maybe_done(rcp_bulk_ctx *ctx, struct rcpb_serve *s)
 		ctx->serves = s->next;
 	if (s->next)
 		s->next->prev = s->prev;
+	free(s->snap);
 	free(s);
 }
 
@@ -129,6 +134,28 @@ void rcpb_serve_request(rcp_bulk_ctx *ctx, const struct rcpb_req_msg *m, size_t 
 	ctx->stats.served_ops++;
 	ctx->stats.served_bytes += m->len;
 	if (m->op == RCPB_OP_READ) {
+		/* SNAPSHOTS.  A send's buffer must stay untouched until the
+		 * send completes (rcp_isend), but an owner is free to change
+		 * its memory while a peer reads it, as it is on the one-sided
+		 * path.  Sent straight from the segment, a frame lost and
+		 * resent after a change goes out with the crc sealed over the
+		 * old bytes: the requester drops it as bad every time, and the
+		 * channel stays up (the owner's other frames are heard), so
+		 * the read waited for ever (rcpio under the faults wrapper,
+		 * docs/rcpio.md, session 19).  A copy taken now is what a
+		 * one-sided read would have seen; a read racing a writer gets
+		 * some of each, as there.  Pieces past SNAP_MAX (a whole
+		 * segment: the requester cuts pieces at segment borders only)
+		 * still go straight from the segment, unprotected. */
+		if (m->len <= SNAP_MAX) {
+			if (!(s->snap = malloc(m->len ? (size_t)m->len : 1))) {
+				send_stat(s, &s->st, RCP_ENOMEM, &s->stat);
+				serve_maybe_done(ctx, s);
+				return;
+			}
+			memcpy(s->snap, ptr, (size_t)m->len);
+			ptr = s->snap;
+		}
 		if (rcp_isend_cb(chan, RCPB_TAG(RCPB_KIND_DATA, s->id), ptr, (size_t)m->len,
 		                 sdata_cb, s, &s->data))
 			s->data = NULL; /* channel failed: nobody to answer */

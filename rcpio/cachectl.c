@@ -6,10 +6,14 @@
  * Show opens the pool as a job would (an unfinished transaction is rolled
  * back, bad entries dropped: said so in the output).  Dropping loses
  * nothing but the cache: committed blocks were written back before they
- * were committed.  Do not run either on the pools of a running job.
+ * were committed.  A running job's pools are locked (rcpio_pool_open):
+ * show says so, drop leaves them alone.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <rcp/error.h>
@@ -76,14 +80,23 @@ int main(int argc, char **argv)
 			bad |= show(argv[i]);
 		else {
 			struct rcpio_pool_cfg cfg;
+			int fd = -1;
 			if (rcpio_pool_geometry(argv[i], &cfg)) {
 				fprintf(stderr, "%s: not an rcpio pool; left alone\n", argv[i]);
+				bad = 1;
+			} else if ((fd = open(argv[i], O_RDONLY | O_CLOEXEC)) < 0 ||
+			           flock(fd, LOCK_EX | LOCK_NB)) {
+				fprintf(stderr, "%s: %s; left alone\n", argv[i],
+				        fd >= 0 && errno == EWOULDBLOCK ? "in use by a running job"
+				                                        : strerror(errno));
 				bad = 1;
 			} else if (unlink(argv[i])) {
 				perror(argv[i]);
 				bad = 1;
 			} else
 				printf("%s: dropped\n", argv[i]);
+			if (fd >= 0)
+				close(fd);
 		}
 	}
 	return bad;

@@ -40,7 +40,7 @@ tests_rcpio_mpi_LDADD = $(MPI_LIBS)
 endif
 # Listed even without rcpio: it then prints its SKIP reason.
 TESTS += tests/rcpio_mpi.sh
-EXTRA_DIST += tests/rcpio_mpi.sh
+EXTRA_DIST += tests/rcpio_mpi.sh tests/rcpio_gdb.py
 
 if HAVE_RCPIO
 # IOR-like benchmark, plain MPI-IO (perf/rcpio_bench.sh runs it both ways).
@@ -64,5 +64,19 @@ tests_test_rcpio_xfer_SOURCES = tests/test_rcpio_xfer.c rcpio/xfer.c rcpio/pool.
 	tests/testutil.h
 tests_test_rcpio_xfer_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) $(PMEM2_CFLAGS)
 tests_test_rcpio_xfer_LDADD = librcp.la $(CMOCKA_LIBS) $(PMEM2_LIBS)
+# A rank's client endpoint while its application stays away from rcpio.
+check_PROGRAMS += tests/test_rcpio_idle
+TESTS += tests/test_rcpio_idle
+tests_test_rcpio_idle_SOURCES = tests/test_rcpio_idle.c rcpio/xfer.c rcpio/pool.c rcpio/meta.c \
+	tests/testutil.h
+tests_test_rcpio_idle_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) $(PMEM2_CFLAGS)
+tests_test_rcpio_idle_LDADD = librcp.la $(CMOCKA_LIBS) $(PMEM2_LIBS)
+# A pull from an owner whose slot changes while frames are resent (faults).
+check_PROGRAMS += tests/test_rcpio_snap
+TESTS += tests/test_rcpio_snap
+tests_test_rcpio_snap_SOURCES = tests/test_rcpio_snap.c rcpio/xfer.c rcpio/pool.c rcpio/meta.c \
+	tests/testutil.h
+tests_test_rcpio_snap_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) $(PMEM2_CFLAGS)
+tests_test_rcpio_snap_LDADD = librcp.la $(CMOCKA_LIBS) $(PMEM2_LIBS)
 endif
 endif

@@ -17,6 +17,7 @@
  * buffer.  Offsets and the individual file pointer count etypes.
  */
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -241,6 +242,15 @@ static int io(struct handle *h, MPI_Offset off, void *buf, int count, MPI_Dataty
 	free(bounce);
 	if (st != MPI_STATUS_IGNORE)
 		PMPI_Status_set_elements_x(st, MPI_BYTE, (MPI_Count)got);
+	if (rc) {
+		/* MPI_ERR_IO says nothing of why: the RCP code does (an
+		 * RCP_EPEER here is a peer taken for dead, docs/rcpio.md). */
+		int me = -1;
+		PMPI_Comm_rank(MPI_COMM_WORLD, &me);
+		fprintf(stderr, "rcpio: rank %d: %s of %zu bytes at %lld: %s\n", me,
+		        write ? "write" : "read", n, (long long)(off * h->etsize),
+		        rcp_strerror(rc));
+	}
 	return rc ? MPI_ERR_IO : MPI_SUCCESS;
 }
 

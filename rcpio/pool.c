@@ -24,6 +24,7 @@
 #include <libpmem2.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -201,8 +202,7 @@ static int map_file(rcpio_pool *p, const char *path, uint64_t total)
 	struct stat st;
 	int rc = RCP_ESYS;
 
-	p->fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-	if (p->fd < 0 || fstat(p->fd, &st))
+	if (fstat(p->fd, &st))
 		return RCP_ESYS;
 	if ((uint64_t)st.st_size != total && ftruncate(p->fd, (off_t)total))
 		return RCP_ESYS;
@@ -239,7 +239,20 @@ int rcpio_pool_open(const char *path, const struct rcpio_pool_cfg *cfg, rcpio_po
 	layout(&want, cfg->block, cfg->nslots);
 	if (!(p = calloc(1, sizeof *p)))
 		return RCP_ENOMEM;
-	p->fd = -1;
+	/* One process per pool file.  Two jobs on a host with the same pool
+	 * directory (the default is /dev/shm) have ranks of the same numbers:
+	 * each would map the other's pool and overwrite its blocks, tags and
+	 * undo log.  The second is refused instead.  The lock goes with its
+	 * process, so a killed job's pool is free for the next (recovery). */
+	p->fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (p->fd < 0) {
+		rc = RCP_ESYS;
+		goto fail;
+	}
+	if (flock(p->fd, LOCK_EX | LOCK_NB)) {
+		rc = errno == EWOULDBLOCK ? RCP_EBUSY : RCP_ESYS;
+		goto fail;
+	}
 	memset(&have, 0, sizeof have);
 	if (!stat(path, &st) && (uint64_t)st.st_size >= sizeof have) {
 		int fd = open(path, O_RDONLY | O_CLOEXEC);

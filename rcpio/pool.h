@@ -69,7 +69,9 @@ uint64_t rcpio_sum(const void *p, size_t len, uint64_t seed);
 /* Opens (creating or re-initialising as needed) the pool at PATH with
  * CFG's geometry; an existing pool of another geometry is re-initialised.
  * Recovers: rolls back an unfinished transaction, drops bad entries.
- * Returns 0, RCP_EINVAL, RCP_ENOMEM, RCP_ESYS (open/map failed). */
+ * The pool is locked (flock) while open.  Returns 0, RCP_EINVAL,
+ * RCP_ENOMEM, RCP_ESYS (open/map failed), RCP_EBUSY (another process, or
+ * another open here, has it). */
 int rcpio_pool_open(const char *path, const struct rcpio_pool_cfg *cfg, rcpio_pool **out,
                     struct rcpio_pool_info *info);
 /* The geometry of the pool at PATH, from its header, without opening it

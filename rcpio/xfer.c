@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <rcp/bulk.h>
@@ -75,7 +76,9 @@ struct rcpio_net {
 	struct members *mem;
 	pthread_t thr;
 	volatile int stop;
-	/* client side: the application thread's */
+	/* client side: the application thread's while it is inside an
+	 * rcpio_net_* call, the progress thread's between them (CL) */
+	pthread_mutex_t cl;
 	rcp_ep *cep;
 	rcp_bulk_ctx *cbulk;
 	rcp_rpc *crpc;
@@ -87,6 +90,7 @@ struct rcpio_net {
 };
 
 struct rcpio_peer {
+	rcpio_net *n;
 	rcp_chan *ch;
 	rcp_bulk *pool;
 };
@@ -343,11 +347,73 @@ static void h_put(rcp_rpc_handle *h, void *arg)
 		put_done(j, rc);
 }
 
+/* ---- the client endpoint between calls ---------------------------------
+ *
+ * The application thread drives its endpoint only inside rcpio's calls;
+ * between them it computes or waits in MPI, for as long as the program
+ * likes — on a crowded machine, seconds in a barrier for the slowest
+ * rank.  An endpoint nobody drives still owes things: the ack of the last
+ * reply it took (delayed, ack_delay), answers to the manager's pings,
+ * the resend of a lost frame, the echo of a server's cookie challenge (a
+ * READY that is the first message on its channel).  Left owing, a
+ * manager holding an unacked reply takes the silent rank for dead after
+ * RCP_PEER_TIMEOUT and fails its channel: the rank's next query ends
+ * with RCP_EPEER (the MPI-IO call fails), its READY never arrives, and
+ * every other rank asking for that block is told BUSY for ever — the
+ * filler's server endpoint answers the probes, so it is never given up
+ * (docs/rcpio.md, the open finding of session 18, explained in session
+ * 19: a short RCP_PEER_TIMEOUT reproduced both).  So the progress thread
+ * tends the client endpoint between calls: CL is held by the application
+ * thread inside every client call (a sync wait, a bulk transfer and the
+ * READY callbacks run under it), and the progress thread, after each of
+ * its own rounds, takes it only if it is free (never waits for it: a call
+ * in progress drives the endpoint itself), takes in what came, and fires
+ * the client's timers if any is due: rcp_progress alone looks at the
+ * clock only now and then when idle, rcp_ep_arm runs due timers and
+ * sends the acks owed.  The thread's rounds end at the client's next
+ * deadline, TICK_NS at the latest (a ping every RCP_PEER_TIMEOUT/8 is
+ * answered within TICK_NS) and TICK_MIN_NS at the earliest (a delayed ack
+ * may go 1 ms late: the thread does not wake every 50 us while the
+ * application makes calls). */
+#define TICK_NS     (20 * 1000 * 1000)
+#define TICK_MIN_NS (1000 * 1000)
+
+/* Returns when the progress thread should look again, ns from now. */
+static int64_t tend_client(rcpio_net *n)
+{
+	int64_t t = TICK_NS;
+	if (pthread_mutex_trylock(&n->cl))
+		return t; /* a call is driving it */
+	(void)rcp_rpc_progress(n->crpc);
+	if (!rcp_ep_timeout_ns(n->cep) && rcp_ep_arm(n->cep) == RCP_EAGAIN)
+		(void)rcp_rpc_progress(n->crpc); /* what the timers completed */
+	t = rcp_ep_timeout_ns(n->cep);
+	pthread_mutex_unlock(&n->cl);
+	if (t < 0 || t > TICK_NS)
+		return TICK_NS;
+	return t > TICK_MIN_NS ? t : TICK_MIN_NS;
+}
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* The server's rounds, and the client's tending when it is due (not after
+ * every round of a busy server: a look at the client costs a system call
+ * on udp). */
 static void *progress(void *arg)
 {
 	rcpio_net *n = arg;
+	int64_t due = now_ns();
 	while (!n->stop) {
-		int rc = rcp_rpc_loop(n->srpc, 20 * 1000 * 1000);
+		int64_t now = now_ns();
+		int rc;
+		if (now >= due)
+			due = now + tend_client(n);
+		rc = rcp_rpc_loop(n->srpc, due - now < TICK_NS ? due - now : TICK_NS);
 		if (rc < 0 && rc != RCP_ETIMEDOUT)
 			n->st.errors++;
 	}
@@ -424,6 +490,7 @@ int rcpio_net_start(const char *transport, pthread_mutex_t *lock, rcpio_meta *me
 	n->lock = lock;
 	n->meta = meta;
 	n->pool = pool;
+	pthread_mutex_init(&n->cl, NULL);
 	if ((rc = open_side(n, transport, 1, &n->sep, &n->sbulk, &n->srpc)) ||
 	    (rc = open_side(n, transport, 0, &n->cep, &n->cbulk, &n->crpc)))
 		goto fail;
@@ -478,6 +545,7 @@ void rcpio_net_stop(rcpio_net *n)
 		free(m);
 	}
 	free(n->stage);
+	pthread_mutex_destroy(&n->cl);
 	free(n);
 }
 
@@ -548,25 +616,30 @@ int rcpio_net_peer(rcpio_net *n, const void *blob, rcpio_peer **out)
 		return RCP_EPROTO;
 	if (!(p = calloc(1, sizeof *p)))
 		return RCP_ENOMEM;
+	p->n = n;
+	pthread_mutex_lock(&n->cl);
 	if ((rc = rcp_connect(n->cep, b.addr, &p->ch)) ||
-	    (rc = rcp_bulk_deserialize(n->cbulk, b.handle, b.hlen, &p->pool))) {
+	    (rc = rcp_bulk_deserialize(n->cbulk, b.handle, b.hlen, &p->pool)))
 		free(p);
-		return rc;
-	}
-	*out = p;
-	return 0;
+	else
+		*out = p;
+	pthread_mutex_unlock(&n->cl);
+	return rc;
 }
 
 void rcpio_net_peer_free(rcpio_peer *p)
 {
 	if (!p)
 		return;
+	pthread_mutex_lock(&p->n->cl);
 	rcp_bulk_free(p->pool);
+	pthread_mutex_unlock(&p->n->cl);
 	free(p);
 }
 
 /* ---- client ---------------------------------------------------------- */
 
+/* A call and its wait; the caller holds CL. */
 static int call(rcpio_net *n, rcpio_peer *p, int c, const void *in, void *out)
 {
 	rcp_rpc_req *req;
@@ -589,9 +662,12 @@ int rcpio_net_query_ahead(rcpio_net *n, rcpio_peer *mgr, uint64_t fid, uint64_t 
 	if (ahead > RCPIO_AHEAD_MAX)
 		return RCP_EINVAL;
 	memset(&out, 0, sizeof out);
+	pthread_mutex_lock(&n->cl);
 	if ((rc = rcp_rpc_forward(n->crpc, mgr->ch, n->id[C_QUERY], &in, &out, -1, NULL, NULL,
-	                          &req)))
+	                          &req))) {
+		pthread_mutex_unlock(&n->cl);
 		return rc;
+	}
 	rc = rcp_rpc_wait(req, -1);
 	n->st.queries_sent++;
 	if (!rc && out.kind > RCPIO_NONE)
@@ -610,6 +686,7 @@ int rcpio_net_query_ahead(rcpio_net *n, rcpio_peer *mgr, uint64_t fid, uint64_t 
 		}
 	}
 	rcp_rpc_req_free(req);
+	pthread_mutex_unlock(&n->cl);
 	return rc;
 }
 
@@ -623,8 +700,12 @@ int rcpio_net_evict(rcpio_net *n, rcpio_peer *mgr, uint64_t fid, uint64_t block,
                     uint32_t slot)
 {
 	struct r_in in = {fid, block, owner, slot};
+	int rc;
+	pthread_mutex_lock(&n->cl);
 	n->st.evicts_sent++;
-	return call(n, mgr, C_EVICT, &in, NULL);
+	rc = call(n, mgr, C_EVICT, &in, NULL);
+	pthread_mutex_unlock(&n->cl);
+	return rc;
 }
 
 static void ready_cb(rcp_rpc_req *req, int status, void *out, void *arg)
@@ -641,29 +722,37 @@ int rcpio_net_ready(rcpio_net *n, rcpio_peer *mgr, uint64_t fid, uint64_t block,
                     uint32_t slot)
 {
 	struct r_in in = {fid, block, owner, slot};
-	int rc =
-	    rcp_rpc_forward(n->crpc, mgr->ch, n->id[C_READY], &in, NULL, -1, ready_cb, n, NULL);
+	int rc;
+	pthread_mutex_lock(&n->cl);
+	rc = rcp_rpc_forward(n->crpc, mgr->ch, n->id[C_READY], &in, NULL, -1, ready_cb, n, NULL);
 	if (!rc) {
 		n->outstanding++;
 		n->st.readies_sent++;
 	}
+	pthread_mutex_unlock(&n->cl);
 	return rc;
 }
 
 int rcpio_net_drain(rcpio_net *n)
 {
-	int rc;
+	int rc = 0;
+	pthread_mutex_lock(&n->cl);
 	while (n->outstanding > 0)
 		if ((rc = rcp_rpc_loop(n->crpc, -1)) < 0 && rc != RCP_ETIMEDOUT)
-			return rc;
-	rc = n->ready_err;
-	n->ready_err = 0;
+			break;
+	if (rc >= 0 || rc == RCP_ETIMEDOUT) {
+		rc = n->ready_err;
+		n->ready_err = 0;
+	}
+	pthread_mutex_unlock(&n->cl);
 	return rc;
 }
 
 void rcpio_net_poll(rcpio_net *n)
 {
+	pthread_mutex_lock(&n->cl);
 	rcp_rpc_progress(n->crpc);
+	pthread_mutex_unlock(&n->cl);
 }
 
 int rcpio_net_put(rcpio_net *n, rcpio_peer *owner, uint64_t fid, uint64_t block, uint32_t slot,
@@ -673,19 +762,24 @@ int rcpio_net_put(rcpio_net *n, rcpio_peer *owner, uint64_t fid, uint64_t block,
 	rcp_bulk *sub;
 	void *p = n->stage;
 	int rc;
+	pthread_mutex_lock(&n->cl);
 	memcpy(n->stage, src, len);
 	/* A handle of exactly LEN bytes: the owner pulls all of it. */
-	if ((rc = rcp_bulk_create(n->cbulk, 1, &p, &len, RCP_BULK_READ_ONLY, &sub)))
+	if ((rc = rcp_bulk_create(n->cbulk, 1, &p, &len, RCP_BULK_READ_ONLY, &sub))) {
+		pthread_mutex_unlock(&n->cl);
 		return rc;
+	}
 	in.data = sub;
 	rc = call(n, owner, C_PUT, &in, NULL);
 	rcp_bulk_free(sub);
 	n->st.puts_sent++;
 	if (!rc)
 		n->st.put_bytes += len;
+	pthread_mutex_unlock(&n->cl);
 	return rc;
 }
 
+/* A bulk pull and its wait; the caller holds CL. */
 static int move(rcpio_net *n, rcpio_peer *p, uint64_t roff, rcp_bulk *local, uint64_t loff,
                 uint64_t len)
 {
@@ -714,17 +808,21 @@ int rcpio_net_pull(rcpio_net *n, rcpio_peer *owner, uint64_t fid, uint64_t block
 	uint64_t base = (uint64_t)slot * rcpio_pool_stride(n->pool);
 	rcp_bulk *h;
 	int rc;
+	pthread_mutex_lock(&n->cl);
 	if ((rc = rcp_bulk_create(n->cbulk, 1, &dst, &len, RCP_BULK_READWRITE, &h)))
-		return rc;
+		goto out;
 	rc = move(n, owner, base + off, h, 0, len);
 	rcp_bulk_free(h);
 	if (rc || (rc = move(n, owner, base + bs, n->cstage, bs, 40)))
-		return rc;
+		goto out;
 	n->st.pulls++;
 	if (!rcpio_tag_ok(n->stage + bs, fid, block, gen))
-		return RCP_ENOENT;
-	n->st.pull_bytes += len;
-	return 0;
+		rc = RCP_ENOENT;
+	else
+		n->st.pull_bytes += len;
+out:
+	pthread_mutex_unlock(&n->cl);
+	return rc;
 }
 
 void rcpio_net_get_stats(rcpio_net *n, struct rcpio_net_stats *st)

@@ -7,8 +7,11 @@
  * computing, or blocked in MPI, when a peer needs the metadata this rank
  * manages — and exposes the pool's block area as one bulk handle.  The
  * client endpoint belongs to the application thread, which sends queries
- * and moves data in its MPI-IO calls.  Handlers take the cache lock given
- * at create; every RCP context is still used by one thread only.
+ * and moves data in its MPI-IO calls; between its calls the progress
+ * thread tends it (acks, pings, resends: xfer.c, "the client endpoint
+ * between calls").  Handlers take the cache lock given at create; every
+ * RCP context is used by one thread at a time (the client's under a
+ * lock of its own).
  *
  * Calls (all little structs of integers, docs/rcpio.md has the table):
  *   rcpio.query (fid, block, requester, offered slot, its gen) -> reply

@@ -2,7 +2,7 @@
  * tests/rcpio_mpi — a plain MPI-IO program (nothing rcpio-specific), run by
  * tests/rcpio_mpi.sh with and without LD_PRELOAD=librcpio.so.
  *
- * usage: rcpio_mpi PATH [write|read|both] [RECORD] [RECORDS]
+ * usage: rcpio_mpi PATH [write|read|both] [RECORD] [RECORDS] [PAUSE_MS]
  * Every rank writes RECORDS records of RECORD bytes, interleaved N-1
  * (record i of rank r at (i*nprocs + r)*RECORD) with MPI_File_write_at,
  * syncs (sync-barrier-sync: MPI's rule for seeing other ranks' writes),
@@ -30,6 +30,10 @@
  * MPI_File_set_size cuts it to an odd size (get_size must say so, reads
  * stop there), then grows it back to the full size with zeros past the
  * cut (get_size again, bytes read back).
+ * PAUSE_MS: between writing and reading back, every rank computes for
+ * PAUSE_MS ms, calling neither MPI nor MPI-IO (tests/rcpio_mpi.sh runs it
+ * longer than RCP_PEER_TIMEOUT: rcpio must not take a computing rank for
+ * dead).
  * Exit 0 when everything matches; rank 0 prints "rcpio_mpi: ok".
  */
 #include <mpi.h>
@@ -37,6 +41,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static unsigned char pat(long long off)
 {
@@ -52,7 +57,7 @@ static int fail(int rank, const char *what, long long at)
 
 int main(int argc, char **argv)
 {
-	int rank, size, rec, nrec, doread, dowrite;
+	int rank, size, rec, nrec, doread, dowrite, pause_ms;
 	long long total;
 	unsigned char *buf;
 	MPI_File fh;
@@ -64,11 +69,14 @@ int main(int argc, char **argv)
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
 	if (argc < 2)
-		return fail(rank, "usage: rcpio_mpi PATH [write|read|both] [RECORD] [RECORDS]", 0);
+		return fail(rank,
+		            "usage: rcpio_mpi PATH [write|read|both] [RECORD] [RECORDS] [PAUSE_MS]",
+		            0);
 	dowrite = argc < 3 || strcmp(argv[2], "read");
 	doread = argc < 3 || strcmp(argv[2], "write");
 	rec = argc > 3 ? atoi(argv[3]) : 3000;
 	nrec = argc > 4 ? atoi(argv[4]) : 40;
+	pause_ms = argc > 5 ? atoi(argv[5]) : 0;
 	total = (long long)rec * nrec * size;
 	buf = malloc((size_t)total + 1);
 
@@ -187,6 +195,8 @@ int main(int argc, char **argv)
 		MPI_Barrier(MPI_COMM_WORLD);
 		MPI_File_sync(fh);
 	}
+	if (pause_ms > 0)
+		usleep((useconds_t)pause_ms * 1000); /* computing, not waiting for anything */
 	if (doread) {
 		/* 1: the whole file with read_at, in pieces of odd sizes. */
 		long long at = 0;

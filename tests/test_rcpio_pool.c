@@ -220,6 +220,20 @@ static void t_tags(void **state)
 	rcpio_pool_close(p);
 }
 
+/* A pool is one process's: a second open of the same file (another job
+ * on the host with the same pool directory) is refused while the first
+ * holds it, and takes it once the first is closed. */
+static void t_in_use(void **state)
+{
+	rcpio_pool *p = open_pool(NULL), *q = NULL;
+	(void)state;
+	assert_int_equal(rcpio_pool_open(path, &cfg, &q, NULL), RCP_EBUSY);
+	assert_null(q);
+	rcpio_pool_close(p);
+	q = open_pool(NULL);
+	rcpio_pool_close(q);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -230,6 +244,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(t_abort, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_corrupt, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_tags, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_in_use, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
