@@ -125,9 +125,15 @@ static rcp_ep *primary; /* the endpoint whose waiter we use */
 
 int pvm_rcp_waitstats(struct pvm_rcp_waitstats *out, int reset)
 {
+	static uint64_t polls0; /* nic_polls at the last reset */
 	struct rcp_wait_stats st = {0};
+	struct rcp_ep_stats es = {0};
+	int i = 0;
+	rcp_ep *ep = primary ? primary : pvmrcpi_ep_next(&i); /* the waiter's, once set up */
 	if (primary)
 		rcp_ep_wait_stats(primary, &st, reset);
+	if (ep)
+		rcp_ep_get_stats(ep, &es);
 	if (out) {
 		out->waits = st.waits;
 		out->polls = st.looks;
@@ -135,7 +141,10 @@ int pvm_rcp_waitstats(struct pvm_rcp_waitstats *out, int reset)
 		out->sleeps = st.sleeps;
 		out->max_run = st.max_run;
 		out->crowded = st.crowded;
+		out->nic_polls = es.nic_polls - polls0;
 	}
+	if (reset)
+		polls0 = es.nic_polls;
 	return 0;
 }
 

@@ -49,6 +49,9 @@ struct rcp_ep {
 	unsigned flags;
 	struct rcpi_waiter waiter; /* every wait on this endpoint (common/wait.c) */
 	uint64_t frames_in;        /* frames taken: a look that took some had news */
+	uint64_t polls;            /* progress rounds: nic polls (rcp_ep_stats.nic_polls) */
+	uint64_t look_polls;       /* polls, frames_in at the end of ep_look's last look */
+	uint64_t look_frames;
 	uint64_t sleep_slack_ns;   /* RCP_EP_SLEEP: see wake_at() */
 	unsigned idle_polls;
 	int burst;
@@ -475,6 +478,7 @@ int rcp_ep_get_stats(const rcp_ep *ep, struct rcp_ep_stats *st)
 	if (!ep || !st)
 		return RCP_EINVAL;
 	rcpc_core_stats(ep->core, st);
+	st->nic_polls = ep->polls;
 	return 0;
 }
 
@@ -483,6 +487,7 @@ static int progress(rcp_ep *ep)
 {
 	int n;
 
+	ep->polls++;
 	/* Idle polls ask for one frame (udp: recvfrom, not a 32-slot
 	 * recvmmsg, ~0.5 us cheaper per poll); once frames flow, bursts. */
 	n = ep->nic->ops->recv(ep->nic, ep->frames, ep->burst); /* as rcp_nic_recv, unchecked */
@@ -607,12 +612,29 @@ int rcp_ep_arm(rcp_ep *ep)
 
 /* ---- the endpoint as a wait source (common/wait.c) ---- */
 
-/* One look: news if frames came or requests completed. */
+/* One look: news if frames came or requests completed.
+ *
+ * ONE POLL PER LOOK.  A wait asks its DONE first in every round, and a
+ * DONE often progresses this endpoint itself: relinked PVM's precv tests
+ * the receive it posted (rcp_test) or probes its channel (rcp_probe).
+ * Polling again right after it finds the ring as it just was and only
+ * makes the round longer (until session 19 every look of a blocked precv
+ * polled twice).  So when the endpoint progressed since this source's
+ * last look, that progress was this look's poll: news if it took frames.
+ * Every round still polls at least once (DONE's progress, or this one),
+ * except at worst the first of a wait after the caller progressed
+ * between waits; a round whose DONE does not progress (rcp_wait's)
+ * polls here as before.  rcp_ep_stats.nic_polls counts the polls
+ * (tests/test_rcp_api.c, t_one_poll_per_look). */
 static int ep_look(void *arg)
 {
 	rcp_ep *ep = arg;
-	uint64_t f = ep->frames_in;
-	int rc = progress(ep);
+	uint64_t f = ep->look_frames;
+	int rc = 0;
+	if (ep->polls == ep->look_polls)
+		rc = progress(ep);
+	ep->look_polls = ep->polls;
+	ep->look_frames = ep->frames_in;
 	return rc < 0 ? rc : rc > 0 || ep->frames_in != f;
 }
 

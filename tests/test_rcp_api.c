@@ -1,7 +1,7 @@
 /*
  * tests/test_rcp_api.c — RCP endpoints and channels in one process:
  * the API's argument checks, posting order, address reuse, ack arming and
- * sleep slack, and CRC by default.
+ * sleep slack, CRC by default, and one nic poll per look of a wait.
  * Shared: tests/rcp_test.h.
  */
 #include "rcp_test.h"
@@ -311,6 +311,83 @@ static void t_arm_acks_and_slack(void **state)
 	rcp_ep_close(a);
 }
 
+/* ONE POLL PER LOOK (rcp/endpoint.c, ep_look).  A wait's DONE that
+ * progresses the endpoint itself (rcp_test, rcp_probe: relinked PVM's
+ * precv does) is that look's nic poll: the endpoint's own look does not
+ * poll again.  A DONE that does not progress leaves the poll to the
+ * endpoint's look, one a look.  Counted (nic_polls against DONE's calls
+ * and the waiter's looks), on a receive nothing ever matches; a wait
+ * source whose arm says RCP_EAGAIN keeps the wait from sleeping. */
+struct look_done {
+	rcp_ep *ep;
+	rcp_req *req;
+	int how; /* 0 no progress, 1 rcp_test, 2 rcp_probe */
+	int calls, stop;
+};
+
+static int look_done(void *arg)
+{
+	struct look_done *d = arg;
+	struct rcp_status st;
+	d->calls++;
+	if (d->how == 1 && rcp_test(d->req, &st) != RCP_EAGAIN)
+		return -1;
+	if (d->how == 2 && rcp_probe(d->ep, RCP_ANY_CHAN, 77, &st) != 0)
+		return -1;
+	return d->calls >= d->stop;
+}
+
+static int awake_arm(void *arg, int64_t *timeout_ns)
+{
+	(void)arg;
+	(void)timeout_ns;
+	return RCP_EAGAIN;
+}
+
+static void t_one_poll_per_look(void **state)
+{
+	char an[64], bn[64], buf[8];
+	struct rcp_wait_src awake = {.fd = -1, .arm = awake_arm};
+	rcp_ep *a, *b;
+	rcp_chan *ab, *ba;
+	rcp_req *r;
+	int id;
+	(void)state;
+
+	snprintf(an, sizeof an, "shm:tpl-%d-a", (int)getpid());
+	snprintf(bn, sizeof bn, "shm:tpl-%d-b", (int)getpid());
+	assert_int_equal(rcp_ep_open(an, NULL, &a), 0);
+	assert_int_equal(rcp_ep_open(bn, NULL, &b), 0);
+	assert_int_equal(rcp_connect(a, bn, &ab), 0);
+	assert_int_equal(rcp_connect(b, an, &ba), 0);
+	assert_int_equal(rcp_irecv(a, ab, 9, buf, sizeof buf, &r), 0);
+	id = rcp_ep_wait_add(a, &awake);
+	assert_true(id > 0);
+	/* how 0 first: nothing progressed A before its first look. */
+	for (int how = 0; how < 3; how++) {
+		struct look_done d = {a, r, how, 0, 200};
+		struct rcp_ep_stats s0, s1;
+		struct rcp_wait_stats ws;
+		unsigned long long polls;
+		rcp_ep_get_stats(a, &s0);
+		rcp_ep_wait_stats(a, NULL, 1);
+		assert_int_equal(rcp_ep_wait(a, look_done, &d, WAIT_NS), 0);
+		rcp_ep_get_stats(a, &s1);
+		rcp_ep_wait_stats(a, &ws, 0);
+		polls = (unsigned long long)(s1.nic_polls - s0.nic_polls);
+		assert_int_equal(ws.looks, d.stop - 1);
+		if (polls != (how ? (unsigned long long)d.calls : ws.looks))
+			fail_msg("DONE %s: %llu nic polls in %llu looks (%d calls of DONE)",
+			         how == 0 ? "without progress" : how == 1 ? "rcp_test" : "rcp_probe",
+			         polls, ws.looks, d.calls);
+	}
+	assert_int_equal(rcp_ep_wait_remove(a, id), 0);
+	assert_int_equal(rcp_cancel(r), 0);
+	assert_int_equal(rcp_wait(r, NULL, WAIT_NS), RCP_ECANCELED);
+	rcp_ep_close(b);
+	rcp_ep_close(a);
+}
+
 /* A completion callback that records its calls and the status. */
 struct got {
 	int calls;
@@ -410,6 +487,7 @@ int main(void)
 	    cmocka_unit_test(t_arm_acks_and_slack),
 	    cmocka_unit_test(t_address_reuse),
 	    cmocka_unit_test(t_zero_config_crc),
+	    cmocka_unit_test(t_one_poll_per_look),
 	};
 	return cmocka_run_group_tests_name("rcp channels: api", tests, NULL, NULL);
 }

@@ -84,6 +84,8 @@ struct pvm_rcp_waitstats {
 	                               alone, without yielding or sleeping */
 	unsigned long long crowded; /* yields that kept this task off the CPU long
 	                               (other tasks want it: sleep rather than yield) */
+	unsigned long long nic_polls; /* the first endpoint's nic polls, waiting or not:
+	                                 one per look (polls) and a few per message */
 };
 int pvm_rcp_waitstats(struct pvm_rcp_waitstats *st, int reset);
 

@@ -128,6 +128,11 @@ struct rcp_ep_stats {
 	 * resent because a frame sent after them arrived (RACK); timeouts
 	 * above counts the retransmission timeouts. */
 	uint64_t tlp_probes, rack_resends;
+	/* Looks at the nic for frames (progress rounds; a sleep's blocking
+	 * receive is not one).  A wait looks once per round of its waiter
+	 * (docs/waiting.md, one poll per look): tests count these per
+	 * message, never time them. */
+	uint64_t nic_polls;
 };
 
 /* ---- endpoints ---- */

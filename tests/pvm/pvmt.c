@@ -699,6 +699,76 @@ static int t_shared_cpu(void)
 #endif
 }
 
+#ifndef PVMT_STOCK
+/* N round trips of 1 byte with TID, our precv asking for tag TAG (-1:
+ * any); *WS: our waits and nic polls over them. */
+static int polls_run(int tid, int n, int tag, struct pvm_rcp_waitstats *ws)
+{
+	int atid, atag, alen;
+	char c = 1;
+	pvm_rcp_waitstats(NULL, 1);
+	for (int i = 0; i < n; i++)
+		CHECK(pvm_psend(tid, T_ECHO, &c, 1, PVM_BYTE) == 0 &&
+		          pvm_precv(tid, tag, &c, 1, PVM_BYTE, &atid, &atag, &alen) == 0 &&
+		          atag == T_ECHO,
+		      "round trip %d (precv tag %d)", i, tag);
+	pvm_rcp_waitstats(ws, 0);
+	return 0;
+}
+#endif
+
+/* One nic poll per look (rcp/endpoint.c, ep_look; docs/pvm.md, "The fast
+ * path of pvm_precv"): a blocked precv's look tests the receive it posted
+ * (a tag given) or probes its peer's channel (tag -1), which progresses
+ * the endpoint; the waiter must not poll the nic again in that look
+ * (session 18: it did, every look twice).  Counted with an echo child on
+ * shm: a precv polls once before it blocks, once a look and once in the
+ * call that takes the echo, so nic polls <= looks + 2 a message (slack
+ * N/4); a second poll a look adds the looks again.  Meaningful when the
+ * waits looked at least twice a message (the echo takes a round trip):
+ * else tried again, then skipped. */
+static int t_polls_per_look(void)
+{
+#ifdef PVMT_STOCK
+	return 1;
+#else
+	enum { N = 2000 };
+	static const int tags[2] = {T_ECHO, -1};
+	struct pvm_rcp_waitstats ws;
+	int tid, rc = 0;
+
+	CHECK(spawn("echo", 1, &tid, NULL) == 0, "spawn");
+	CHECK(polls_run(tid, 10, T_ECHO, &ws) == 0, "first round trips");
+	if (strcmp(pvm_rcp_transport(tid), "shm")) {
+		snprintf(why, sizeof why, "the pair is on %s, not shm", pvm_rcp_transport(tid));
+		quit(&tid, 1);
+		return 1;
+	}
+	for (int k = 0; k < 2 && !rc; k++) {
+		for (int tries = 0; tries < 3; tries++) {
+			if ((rc = polls_run(tid, N, tags[k], &ws)) != 0 || ws.polls >= 2 * N)
+				break;
+		}
+		if (rc)
+			break;
+		fprintf(stderr, "polls-per-look, precv tag %d: %d messages, %llu looks, %llu nic polls\n",
+		        tags[k], N, ws.polls, ws.nic_polls);
+		if (ws.polls < 2 * N) {
+			snprintf(why, sizeof why, "waits looked %llu times in %d round trips",
+			         ws.polls, N);
+			rc = 1;
+			break;
+		}
+		if (ws.nic_polls > ws.polls + 2 * N + N / 4)
+			rc = fail("precv tag %d: %llu nic polls for %llu looks and %d messages "
+			          "(at most looks + 2 a message)",
+			          tags[k], ws.nic_polls, ws.polls, N);
+	}
+	quit(&tid, 1);
+	return rc;
+#endif
+}
+
 #include "pvmt_contact.h"
 
 static const struct {
@@ -723,6 +793,7 @@ static const struct {
     {"source-select", t_srcsel},
     {"pmcast-bad-tid", t_pmcast_bad},
     {"shared-cpu", t_shared_cpu},
+    {"polls-per-look", t_polls_per_look},
     {"transport-hosts", t_hosts},
     {"packed-raw-xdr", t_packed},
     {"packed-order", t_packed_order},
