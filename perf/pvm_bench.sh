@@ -14,7 +14,9 @@
 # stock PVM's best route.  Run it on a quiet machine:
 #   flock -x /tmp/bench.lock perf/pvm_bench.sh
 # Env: PVMPP (the rcp-pvm-pingpong binary), OUT (CSV file, default
-# perf/results/pvm-pingpong-DATE.csv).
+# perf/results/pvm-pingpong-DATE.csv).  The tasks inherit the environment
+# of the pvmd started here: PVMRCP_INPLACE_MAX=-1 gathers in-place
+# messages of every size over RCP (by default above 128 KiB by pvmd).
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 iters=${1:-2000}

@@ -29,8 +29,13 @@
  * fragment for all the data instead of one per pack: a raw message is a
  * byte stream for pvm_upk* (lpvmpack.c's byteupk crosses fragments), so
  * the receiver cannot tell, and it rebuilds a raw buffer from the bytes
- * anyway (recv.c).  The copy into the message is the one copy the
- * sender makes; stock's direct route makes one too (writev to a socket).
+ * anyway (recv.c).  pvm_send hands RCP the header and the noted pieces
+ * as segments (pvmrcpi_ip_iov, rcp_isendv: since session 19 no copy of
+ * the message on the sender's side; RCP reads the pieces as its frames
+ * go out, as stock's direct route writev()s them to its socket) and
+ * waits for the send, as PVM lets the user change the arrays once
+ * pvm_send returns.  pvm_mcast still gathers a copy (pvmrcpi_ip_gather):
+ * RCP has no gather multicast.
  */
 #include <dlfcn.h>
 #include <malloc.h>
@@ -155,6 +160,27 @@ int pvmrcpi_ip_gather(int bufid, long len, int enc, char **out, size_t *outlen)
 	}
 	*out = b;
 	*outlen = n;
+	return 0;
+}
+
+int pvmrcpi_ip_iov(int bufid, long len, int enc, unsigned char *head, size_t *headlen,
+                   struct rcp_iov **iov, int *n)
+{
+	const struct rec *r = rec_of(bufid);
+	int hdr[PR_PK_HDR + 1] = {(int)len, 0, 0, 0, enc, 0, 0, 0, (int)len};
+	struct rcp_iov *v;
+
+	if (!r || r->total != len)
+		return PvmBadMsg;
+	if (!(v = malloc((r->n + 1) * sizeof *v)))
+		return PvmNoMem;
+	*headlen = sizeof(int) * (PR_PK_HDR + (len ? 1 : 0));
+	memcpy(head, hdr, *headlen);
+	v[0] = (struct rcp_iov){head, *headlen};
+	for (size_t i = 0; i < r->n; i++)
+		v[i + 1] = (struct rcp_iov){r->v[i].p, r->v[i].len};
+	*iov = v;
+	*n = (int)r->n + 1;
 	return 0;
 }
 

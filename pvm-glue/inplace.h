@@ -8,6 +8,8 @@
 
 #include <stddef.h>
 
+#include <rcp/rcp.h>
+
 #define PRI_IP __attribute__((visibility("hidden")))
 
 /* Does our record of in-place buffer BUFID hold all of its data: every
@@ -22,6 +24,14 @@ PRI_IP int pvmrcpi_ip_ok(int bufid, long len);
  * native byte order; packed.c's pvmrcpi_pk_to_wire makes it wire order.
  * malloc'd into *OUT, *OUTLEN bytes.  0 or PvmNoMem. */
 PRI_IP int pvmrcpi_ip_gather(int bufid, long len, int enc, char **out, size_t *outlen);
+
+/* The same message as segments for rcp_isendv, nothing copied: HEAD
+ * (room for PR_PK_HDR + 1 ints) gets the header and the fragment's
+ * length in native order (*HEADLEN bytes; packed.c's
+ * pvmrcpi_pk_head_to_wire makes them wire order), *IOV (malloc'd, *N
+ * entries) HEAD then the user's noted pieces.  0, PvmBadMsg, PvmNoMem. */
+PRI_IP int pvmrcpi_ip_iov(int bufid, long len, int enc, unsigned char *head, size_t *headlen,
+                          struct rcp_iov **iov, int *n);
 
 /* Once: glibc's heap keeps freed memory and serves large blocks, so a
  * packed message's buffers do not fault their pages in per message

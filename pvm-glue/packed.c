@@ -79,3 +79,18 @@ int pvmrcpi_pk_from_wire(unsigned char *b, size_t len)
 {
 	return walk(b, len, 0);
 }
+
+int pvmrcpi_pk_head_to_wire(unsigned char *b, size_t hdrlen)
+{
+	int32_t len;
+
+	if (!b || hdrlen < PR_PK_HDR * 4)
+		return PvmBadMsg;
+	len = (int32_t)get32(b);
+	if (len < 0 || hdrlen != PR_PK_HDR * 4 + (len ? 4u : 0u) ||
+	    (len && (int32_t)get32(b + PR_PK_HDR * 4) != len))
+		return PvmBadMsg;
+	for (size_t off = 0; off < hdrlen; off += 4)
+		put32(b + off, htonl(get32(b + off)));
+	return 0;
+}

@@ -16,6 +16,13 @@
  * if it is not a well-formed message (then B is unspecified). */
 int pvmrcpi_pk_to_wire(unsigned char *b, size_t len);
 
+/* The head of a message whose one fragment's bytes are sent from
+ * elsewhere (a gathered in-place message, send.c): the header and, if
+ * the header's len is not 0, that fragment's length, HDRLEN bytes in B
+ * (PR_PK_HDR ints, or one more), turned into wire order in place.  0, or
+ * PvmBadMsg (HDRLEN does not fit what the header says). */
+int pvmrcpi_pk_head_to_wire(unsigned char *b, size_t hdrlen);
+
 /* The message in B (LEN bytes) as it came off the wire, checked and
  * turned into native order in place, ready for pvm_upkmesg: the header,
  * then fragments {length, bytes} whose lengths are >= 0 and add up to

@@ -758,6 +758,45 @@ static int packed_bytes(int sbuf, int how, const struct pvmminfo *mi, char **out
 	return 0;
 }
 
+/* An in-place message gathered from the user's memory (inplace.c): the
+ * header and the user's pieces as the segments of one RCP message
+ * (rcp_isendv), no copy on this side; waited for, as a large psend is,
+ * since PVM lets the user change the arrays once pvm_send returns (other
+ * tasks' messages are taken meanwhile, so two tasks sending to each
+ * other do not wait for each other).  1 sent, or a PVM code. */
+static int packed_send_gather(struct pr_peer *p, int ctx, int tag, int sbuf,
+                              const struct pvmminfo *mi)
+{
+	unsigned char head[(PR_PK_HDR + 1) * sizeof(int)];
+	struct rcp_iov *iov = NULL;
+	struct rcp_status st;
+	size_t hl;
+	rcp_req *r;
+	int n, rc, tid = p->tid;
+
+	rc = pvmrcpi_ip_iov(sbuf, mi->len, enc_sig[0], head, &hl, &iov, &n); /* PVM codes */
+	if (!rc && (rc = pvmrcpi_pk_head_to_wire(head, hl)) < 0)
+		free(iov);
+	if (rc)
+		return rc;
+	rc = pvmrcpi_prepare(p, ctx); /* RCP codes from here */
+	pr_dirty(p);
+	if (!rc)
+		rc = rcp_isendv(p->ch, pr_rtag(ctx, tag) | PR_PACKED, iov, n, &r);
+	free(iov); /* rcp_isendv keeps a copy of the array */
+	if (rc == RCP_EPEER || rc == RCP_ECLOSED) {
+		pvmrcpi_peer_dead(p);
+		return PvmNoTask;
+	}
+	if (rc)
+		return pvmrcpi_err(rc);
+	packed_sent++;
+	rc = pvmrcpi_wait_req(r, &st, &tid, 1, 1);
+	if (rc == PvmNoTask)
+		pvmrcpi_peer_dead(p);
+	return rc < 0 ? rc : 1;
+}
+
 /* pvm_send over RCP when TID's pair is: 1 sent, 0 not for RCP (stock),
  * <0 a PVM code. */
 static int packed_send(int tid, int tag)
@@ -781,6 +820,8 @@ static int packed_send(int tid, int tag)
 		return pvmrcpi_lost(p);
 	if (pvmrcpi_route(p) != PR_RCP)
 		return 0;
+	if (how == 2)
+		return packed_send_gather(p, ctx, tag, sbuf, &mi);
 	rc = packed_bytes(sbuf, how, &mi, &bytes, &len);
 	if (rc < 0)
 		return rc;

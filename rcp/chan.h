@@ -146,6 +146,12 @@ struct rcp_req {
 	rcp_req *cb_next;  /* core->cbq */
 	struct list clink; /* posted recv: chan->posted, core->posted_any, or none (direct) */
 	uint64_t pseq;     /* posted recv: posting order across both */
+	/* gather send (rcp_isendv; start.c, GATHER SENDS): its segments, none
+	 * empty (a copy, own_buf set), else NULL; gv_i the one holding byte
+	 * gv_base + 0 .. of the message where the last frame was cut */
+	struct rcp_iov *gv;
+	uint32_t gv_cnt, gv_i;
+	size_t gv_base;
 };
 
 struct slot {
@@ -417,6 +423,11 @@ void rcpi_hdr_seal(const rcpc_core *c, struct rcpw_hdr *h, const void *payload, 
 int rcpi_xmit(rcp_chan *ch, const void *hdr, uint32_t hlen, const void *payload, uint32_t plen,
               unsigned more);
 int rcpi_slot_send(rcp_chan *ch, struct slot *s, uint64_t now);
+/* Checks IOVCNT segments of IOV (start.c, GATHER SENDS): *V a malloc'd
+ * copy of those with data (*N of them, *TOTAL bytes).  0, RCP_EINVAL,
+ * RCP_ENOMEM. */
+int rcpi_gv_make(const struct rcp_iov *iov, int iovcnt, struct rcp_iov **v, uint32_t *n,
+                 size_t *total);
 struct slot *rcpi_slot_new(rcp_chan *ch, rcp_req *req, uint8_t type, uint16_t flags, uint32_t msg,
                            uint64_t tag, uint64_t arg, const void *payload, uint32_t plen,
                            int copy);

@@ -493,34 +493,18 @@ static RCPI_HOT_INLINE rcp_req *req_sent(rcpc_core *c, rcp_chan *ch, uint64_t ta
 	return r;
 }
 
-static int isend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, int sync, uint64_t now,
-                 rcp_req **req)
+/* Posts send R (buf, len, total, sync set) on CH with TAG. */
+static RCPI_HOT_INLINE void send_post(rcp_chan *ch, rcp_req *r, uint64_t tag, uint64_t now)
 {
-	rcpc_core *c;
-	rcp_req *r;
+	rcpc_core *c = ch->core;
+	size_t len = r->total;
 
-	if (!ch || !req || tag == RCP_ANY_TAG || (!buf && len))
-		return RCP_EINVAL;
-	if (ch->failed)
-		return ch->failed;
-	c = ch->core;
-	if (!sync && c->free_reqs && send_small(ch, tag, buf, len, now)) {
-		*req = req_sent(c, ch, tag, len);
-		return 0;
-	}
-	r = rcpi_req_alloc(c);
-	if (!r)
-		return RCP_ENOMEM;
 	chan_touch(ch, now);
 	r->kind = REQ_SEND;
 	r->chan = ch;
 	r->tag = tag;
-	r->buf = (unsigned char *)(uintptr_t)buf;
-	r->len = r->total = len;
 	r->msg = ch->tx_msg_next++;
 	r->state = S_QUEUED;
-	r->sync = (uint8_t)sync;
-	*req = r;
 	/* Start at once if the window allows: latency matters more than
 	 * batching for a lone message.  Nothing queued ahead of it (resends,
 	 * control frames, earlier starts) and room in the window: straight to
@@ -542,6 +526,31 @@ static int isend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, int sy
 		rcpi_chan_pump(ch, now);
 	}
 	core_push(c);
+}
+
+static int isend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, int sync, uint64_t now,
+                 rcp_req **req)
+{
+	rcpc_core *c;
+	rcp_req *r;
+
+	if (!ch || !req || tag == RCP_ANY_TAG || (!buf && len))
+		return RCP_EINVAL;
+	if (ch->failed)
+		return ch->failed;
+	c = ch->core;
+	if (!sync && c->free_reqs && send_small(ch, tag, buf, len, now)) {
+		*req = req_sent(c, ch, tag, len);
+		return 0;
+	}
+	r = rcpi_req_alloc(c);
+	if (!r)
+		return RCP_ENOMEM;
+	r->buf = (unsigned char *)(uintptr_t)buf;
+	r->len = r->total = len;
+	r->sync = (uint8_t)sync;
+	*req = r;
+	send_post(ch, r, tag, now);
 	return 0;
 }
 
@@ -559,6 +568,34 @@ int rcpc_issend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, uint64_
                 rcp_req **req)
 {
 	return isend(ch, tag, buf, len, 1, now, req);
+}
+
+int rcpc_isendv(rcp_chan *ch, uint64_t tag, const struct rcp_iov *iov, int iovcnt, uint64_t now,
+                rcp_req **req)
+{
+	struct rcp_iov *v;
+	uint32_t n;
+	size_t total;
+	rcp_req *r;
+	int rc = !ch || !req || tag == RCP_ANY_TAG ? RCP_EINVAL : ch->failed;
+
+	if (!rc)
+		rc = rcpi_gv_make(iov, iovcnt, &v, &n, &total);
+	if (rc)
+		return rc;
+	if (!(r = rcpi_req_alloc(ch->core))) {
+		free(v);
+		return RCP_ENOMEM;
+	}
+	r->gv = v;
+	r->gv_cnt = n;
+	r->gv_i = 0;
+	r->gv_base = 0;
+	r->own_buf = 1; /* V is freed with the request */
+	r->len = r->total = total;
+	*req = r;
+	send_post(ch, r, tag, now);
+	return 0;
 }
 
 /* A send nobody waits for (rcp_send_detached).  Most small sends are done

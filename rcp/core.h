@@ -181,6 +181,11 @@ int rcpc_issend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, uint64_
                 rcp_req **req);
 int rcpc_isend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, uint64_t now,
                rcp_req **req);
+/* rcp_isendv's gather send (rcp/start.c, GATHER SENDS), of any number of
+ * segments (one too: by frames, never RMA; rcp_isendv sends one of data
+ * by rcpc_isend); the same codes. */
+int rcpc_isendv(rcp_chan *ch, uint64_t tag, const struct rcp_iov *iov, int iovcnt, uint64_t now,
+                rcp_req **req);
 /* A send of one frame's message that nobody waits for: BUF is free when
  * it returns 0 with *REQ NULL (sent, or copied: the request is the
  * library's, its completion goes to DROP).  *REQ non-NULL: no memory for

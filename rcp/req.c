@@ -116,6 +116,10 @@ inline void rcpi_req_free(rcp_req *r)
 {
 	rcpc_core *c = r->core;
 	if (r->own_buf) {
+		if (r->gv) { /* a gather send's segments (start.c) */
+			free(r->gv);
+			r->gv = NULL;
+		}
 		free(r->buf);
 		r->own_buf = 0;
 	}

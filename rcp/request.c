@@ -72,6 +72,31 @@ int rcp_issend_cb(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, rcp_r
 	return isend(ch, tag, buf, len, 1, req ? req : &r, cb, user);
 }
 
+/* One segment of data (empty ones left out) is rcp_isend, by the same
+ * path; several go to the core's gather send, whose RMA-free frames need
+ * no rcpi_ep_rma here (a put a send queued before it asked for goes at
+ * the next progress; a second caller would also take rcpi_ep_rma out of
+ * line, +10 instructions per rcp_isend). */
+int rcp_isendv(rcp_chan *ch, uint64_t tag, const struct rcp_iov *iov, int iovcnt, rcp_req **req)
+{
+	rcp_ep *ep;
+	int n = 0, one = 0;
+	if (!ch || !req || iovcnt < 0 || (!iov && iovcnt))
+		return RCP_EINVAL;
+	for (int i = 0; i < iovcnt && n < 2; i++)
+		if (iov[i].len) {
+			n++;
+			one = i;
+		}
+	if (n < 2)
+		return isend(ch, tag, n ? iov[one].base : NULL, n ? iov[one].len : 0, 0, req, NULL,
+		             NULL);
+	ep = rcpi_ep_of_chan(ch);
+	if (rcpi_ep_closing(ep))
+		return RCP_ECLOSED;
+	return rcpc_isendv(ch, tag, iov, iovcnt, rcpi_ep_now(ep), req);
+}
+
 int rcp_isend_detached(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, rcp_req **req)
 {
 	rcp_ep *ep;

@@ -20,6 +20,146 @@
 /* The smallest RTS an endpoint that sleeps at once offers to split. */
 #define SLEEPER_SPLIT_MIN (512u << 10)
 
+/* GATHER SENDS (rcp_isendv).  A message given as segments is read from
+ * them frame by frame, as a contiguous one is read from its buffer; no
+ * copy of the whole message is made.
+ * - A frame whose bytes lie in one segment points into it, as any
+ *   non-inline frame points into a user buffer (resends read it again).
+ * - A frame that would cross a segment's end: if the segment still holds
+ *   INLINE_CAP bytes or more, the frame ends with the segment (one short
+ *   frame); else its bytes, up to INLINE_CAP, are gathered across the
+ *   segments into the inline buffer of the slot that will carry it.  So a
+ *   boundary costs at most one short frame and one copy of under 2 KiB,
+ *   and many tiny segments go as 2 KiB frames, never one each; nothing
+ *   is allocated on the way (a frame that could not be built would stall
+ *   the stream).  Stream frames may have any length on the wire: the
+ *   receiver places each at its offset (msg.c, place).
+ * - An eager message (one frame) is gathered into its slot's inline
+ *   buffer, or above INLINE_CAP into a pool buffer (s->own, counted in
+ *   sendbuf_used); so it completes at once unless synchronous.  No memory
+ *   for the pool buffer: it goes by rendezvous, whose frames need none.
+ * - No RMA: a message of several segments always goes by frames.  RMA
+ *   moves one registered region: an RTS, a FIN(SPLIT) and the peer's get
+ *   carry one key (a key per segment is a wire change), and a put per
+ *   segment into a READY promise would need several transfers in flight
+ *   per request where rma.c tracks one.  On shm frames are two copies
+ *   (ours into the ring, the receiver's out) against RMA's one, but both
+ *   processes copy at once, in frame-sized pieces that stay in cache.
+ *   A single segment of data (empty ones left out) is a plain send,
+ *   RMA included (rcp_isendv: the core's rcpc_isendv gathers whatever it
+ *   is given, so that rcpc_isend keeps one caller of its body; a second
+ *   cost every rcp_isend ~10 instructions, callgrind chan row).
+ * The cursor (gv_i, gv_base) follows the stream forward; a stream begun
+ * again from byte 0 (READY after RTS) starts it again. */
+int rcpi_gv_make(const struct rcp_iov *iov, int iovcnt, struct rcp_iov **v, uint32_t *n,
+                 size_t *total)
+{
+	size_t sum = 0;
+	uint32_t k = 0;
+
+	if (iovcnt < 0 || (!iov && iovcnt))
+		return RCP_EINVAL;
+	for (int i = 0; i < iovcnt; i++) {
+		if (!iov[i].len)
+			continue;
+		if (!iov[i].base || iov[i].len > SIZE_MAX - sum)
+			return RCP_EINVAL;
+		sum += iov[i].len;
+		k++;
+	}
+	if (!(*v = malloc(sizeof **v * (k ? k : 1))))
+		return RCP_ENOMEM;
+	*total = sum;
+	*n = k;
+	k = 0;
+	for (int i = 0; i < iovcnt; i++)
+		if (iov[i].len)
+			(*v)[k++] = iov[i];
+	return 0;
+}
+
+/* Copies N bytes of gather send R from byte OFF, which segment I (from
+ * message byte BASE) holds, to DST. */
+static void gv_copy(const rcp_req *r, uint32_t i, size_t base, size_t off, unsigned char *dst,
+                    size_t n)
+{
+	size_t at = off - base;
+
+	while (n) {
+		size_t m = r->gv[i].len - at;
+		if (m > n)
+			m = n;
+		memcpy(dst, (const unsigned char *)r->gv[i].base + at, m);
+		dst += m;
+		n -= m;
+		i++;
+		at = 0;
+	}
+}
+
+/* The payload of gather send R's frame from byte OFF, *NP bytes at most
+ * (at least 1): where it lies, or gathered into the inline buffer of the
+ * slot the next frame takes; *NP becomes the frame's length. */
+static __attribute__((noinline)) const unsigned char *gv_frame(rcp_chan *ch, rcp_req *r, size_t off,
+                                                                size_t *np)
+{
+	const struct rcp_iov *v = r->gv;
+	uint32_t i = r->gv_i;
+	size_t base = r->gv_base, rem;
+	unsigned char *inl;
+
+	if (off < base) {
+		i = 0;
+		base = 0;
+	}
+	while (off - base >= v[i].len) {
+		base += v[i].len;
+		i++;
+	}
+	r->gv_i = i;
+	r->gv_base = base;
+	rem = base + v[i].len - off;
+	if (rem >= *np || rem >= INLINE_CAP) {
+		if (rem < *np)
+			*np = rem; /* ends with the segment */
+		return (const unsigned char *)v[i].base + (off - base);
+	}
+	if (*np > INLINE_CAP)
+		*np = INLINE_CAP;
+	inl = slot_of(ch, ch->tx_next)->inl;
+	gv_copy(r, i, base, off, inl, *np);
+	return inl;
+}
+
+/* Gather send R of one frame: gathered into the frame (GATHER SENDS).
+ * Returns 0, RCP_EAGAIN, or 1 (no memory: nothing changed). */
+static __attribute__((noinline)) int gv_eager(rcp_chan *ch, rcp_req *r, uint64_t now)
+{
+	rcpc_core *c = ch->core;
+	unsigned char *own = NULL, *dst = slot_of(ch, ch->tx_next)->inl;
+	int at_once = !r->sync;
+	struct slot *s;
+
+	if (r->total > INLINE_CAP) {
+		if (!(own = rcpi_buf_get(c)))
+			return 1;
+		c->sendbuf_used += c->payload_max;
+		dst = own;
+	}
+	gv_copy(r, 0, 0, 0, dst, r->total);
+	s = rcpi_slot_new(ch, at_once ? NULL : r, RCPW_DATA,
+	                  RCPW_F_FIRST | RCPW_F_EAGER | (at_once ? 0 : RCPW_F_ACKREQ), r->msg, r->tag,
+	                  r->total, dst, (uint32_t)r->total, 0);
+	s->own = own;
+	if (at_once) {
+		rcpi_complete(r, 0);
+	} else {
+		r->state = S_WAITACK;
+		list_add_tail(&ch->busyq, &r->link);
+	}
+	return rcpi_slot_send(ch, s, now);
+}
+
 /* Receiver first, large message, RMA both ways: rather than one process
  * copying the whole message while the other waits, both copy half at once.
  * FIN(FIRST|SPLIT, key to our buffer) goes out first, so the receiver
@@ -62,10 +202,13 @@ static int stream_start(rcp_chan *ch, rcp_req *r, uint64_t now)
 	rcpc_core *c = ch->core;
 	struct slot *s;
 
+	size_t n = c->payload_max;
+	const unsigned char *p = RCPI_UNLIKELY(r->gv != NULL) ? gv_frame(ch, r, 0, &n) : r->buf;
+
 	c->st.rndv_msgs++;
-	r->next_off = c->payload_max;
+	r->next_off = n;
 	s = rcpi_slot_new(ch, r, RCPW_DATA, RCPW_F_FIRST | RCPW_F_STREAM, r->msg, r->tag, r->total,
-	                  r->buf, c->payload_max, 0);
+	                  p, (uint32_t)n, 0);
 	r->state = S_STREAM;
 	list_add_tail(&ch->streamq, &r->link);
 	chan_dirty(ch);
@@ -156,7 +299,7 @@ int rcpi_send_start(rcp_chan *ch, rcp_req *r, uint64_t now)
 	ch->tx_msg_start++;
 	if (ready_fits(ch, r)) {
 		ch->ready_valid = 0;
-		if ((ch->ready.flags & RCPW_F_RMA) && rma_ok_ch(ch) &&
+		if ((ch->ready.flags & RCPW_F_RMA) && rma_ok_ch(ch) && !r->gv &&
 		    r->total >= ready_rma_min(c)) {
 			rc = send_split(ch, r, now);
 			if (rc <= 0)
@@ -181,8 +324,11 @@ int rcpi_send_start(rcp_chan *ch, rcp_req *r, uint64_t now)
 	/* Every other start takes a credit (CREDITS). */
 	assert(ch->credits_used != ch->credits_granted);
 	ch->credits_used++;
+	if (RCPI_UNLIKELY(r->gv != NULL) && r->total <= c->payload_max &&
+	    (rc = gv_eager(ch, r, now)) <= 0)
+		return rc;
 	/* Eager: sync and data in one frame. */
-	if (r->total <= c->payload_max) {
+	if (r->total <= c->payload_max && !r->gv) {
 		int inl = !r->sync && r->total <= c->p.inline_max && r->total <= INLINE_CAP;
 		unsigned char *own = NULL;
 		int at_once;
@@ -214,7 +360,7 @@ int rcpi_send_start(rcp_chan *ch, rcp_req *r, uint64_t now)
 	c->st.rndv_msgs++;
 	r->state = S_RTS;
 	list_add_tail(&ch->busyq, &r->link);
-	if (rma_ok_ch(ch) && r->total >= rcpi_rma_min(c)) {
+	if (rma_ok_ch(ch) && r->total >= rcpi_rma_min(c) && !r->gv) {
 		unsigned char rkey[RKEY_MAX];
 		size_t rklen = sizeof rkey;
 		/* SPLIT offers to put half when the receiver answers
@@ -280,17 +426,20 @@ void rcpi_chan_pump(rcp_chan *ch, uint64_t now)
 		} else if (!list_empty(&ch->streamq)) {
 			rcp_req *r = container_of(ch->streamq.next, rcp_req, link);
 			size_t n = r->total - r->next_off;
+			const unsigned char *p;
 			uint16_t fl = 0;
 			if (n > c->payload_max)
 				n = c->payload_max;
+			p = RCPI_UNLIKELY(r->gv != NULL) ? gv_frame(ch, r, r->next_off, &n)
+			                                 : r->buf + r->next_off;
 			if (r->next_off + n == r->total) {
 				fl = RCPW_F_ACKREQ;
 				list_del(&r->link);
 				r->state = S_WAITACK;
 				list_add_tail(&ch->busyq, &r->link);
 			}
-			s = rcpi_slot_new(ch, r, RCPW_DATA, fl, r->msg, r->tag, r->next_off,
-			                  r->buf + r->next_off, (uint32_t)n, 0);
+			s = rcpi_slot_new(ch, r, RCPW_DATA, fl, r->msg, r->tag, r->next_off, p,
+			                  (uint32_t)n, 0);
 			r->next_off += n;
 			rc = rcpi_slot_send(ch, s, now);
 		} else {

@@ -265,6 +265,12 @@ TESTS += tests/test_rcp_api tests/test_rcp_handshake
 tests_test_rcp_api_SOURCES = tests/test_rcp_api.c tests/rcp_test.h tests/testutil.h
 tests_test_rcp_api_CFLAGS = $(TEST_CFLAGS)
 tests_test_rcp_api_LDADD = $(TEST_LDADD)
+
+check_PROGRAMS += tests/test_rcp_gather
+TESTS += tests/test_rcp_gather
+tests_test_rcp_gather_SOURCES = tests/test_rcp_gather.c tests/rcp_test.h tests/testutil.h
+tests_test_rcp_gather_CFLAGS = $(TEST_CFLAGS)
+tests_test_rcp_gather_LDADD = $(TEST_LDADD)
 tests_test_rcp_handshake_SOURCES = tests/test_rcp_handshake.c tests/rcp_test.h tests/testutil.h
 tests_test_rcp_handshake_CFLAGS = $(TEST_CFLAGS)
 tests_test_rcp_handshake_LDADD = $(TEST_LDADD)

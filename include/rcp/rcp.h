@@ -246,6 +246,29 @@ int rcp_chan_reconnect(rcp_chan **ch);
  * RCP_EINVAL, RCP_ENOMEM, RCP_EPEER (channel already failed),
  * RCP_ECLOSED. */
 int rcp_isend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, rcp_req **req);
+/* One segment of a gathered message (rcp_isendv): LEN bytes at BASE. */
+struct rcp_iov {
+	const void *base;
+	size_t len;
+};
+/* GATHER SEND.  Like rcp_isend, of the message that is the IOVCNT segments
+ * of IOV one after the other (each LEN bytes at BASE; the receiver sees
+ * one message of their total length and cannot tell).  The bytes are
+ * read from the segments as frames go out, never copied whole: the
+ * segments' memory must stay untouched until the request completes; the
+ * IOV array itself is copied and may be reused when the call returns.
+ * Zero-length segments are allowed (a NULL BASE with them too), IOVCNT 0
+ * sends an empty message, and with one segment of data (after leaving
+ * out the empty ones) it is exactly rcp_isend, at the same cost, RMA
+ * included.  Several segments never move by RMA: they go by frames
+ * (rcp/start.c, GATHER SENDS, says why).  Completes as rcp_isend does (a
+ * message of one frame is copied into it and may complete at once), with
+ * the same statuses, and rcp_cancel applies.  Returns 0 (and *REQ), or
+ * RCP_EINVAL (CH or REQ NULL, TAG RCP_ANY_TAG, IOVCNT < 0, IOV NULL with
+ * IOVCNT > 0, a segment with LEN > 0 and BASE NULL, a total past
+ * SIZE_MAX), RCP_ENOMEM, RCP_EPEER (channel already failed),
+ * RCP_ECLOSED. */
+int rcp_isendv(rcp_chan *ch, uint64_t tag, const struct rcp_iov *iov, int iovcnt, rcp_req **req);
 /* Like rcp_isend, but the request completes only when the peer's RCP has
  * acknowledged the whole message (it is matched or buffered there), never
  * at once from a copy.  Acks are cumulative, so everything sent on CH
