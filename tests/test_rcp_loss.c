@@ -13,17 +13,27 @@
  *   resent, one probe, no retransmission timeout.
  * - t_random_loss: 1 MiB ping-pong, 5% and 1% of frames lost each way (data
  *   and acks).  Bandwidth over the simulator's virtual time against the
- *   same run without loss: >= 0.8x at 5% (the issue asks 0.75x), >= 0.9x
- *   at 1%; and the frames resent stay below the frames lost plus a few
- *   per message.  This is what the loss floor of the congestion window
- *   (rcp/send.c, LOSS_CWND_MIN) buys: halving down to 2 frames on every
- *   window of random loss gave 0.65x at 5%.
+ *   same run without loss: >= 0.85x at 5% (the issue asks 0.75x), >= 0.95x
+ *   at 1%; the frames resent stay below the frames lost plus a few per
+ *   message; and the ACK frames stay below the loss-free run's plus three
+ *   per frame lost.  The loss floor of the congestion window (rcp/send.c,
+ *   LOSS_CWND_MIN) bought the first (halving down to 2 frames on every
+ *   window of random loss gave 0.65x at 5%); the last is the receiver's
+ *   (rcp/recv.c): a frame held past a gap is acked every ACK_EVERY like an
+ *   in-order one, only the first past a new gap at once.  One ACK per frame
+ *   held (session 18) sent 86 per message at 5%, 31 without loss: on the
+ *   real 10 Gbit/s link a send each on a CPU the frames already fill.
  * - t_timeouts: the same at 1 Gbit/s MTU 1500 and 5% loss, where the
  *   32-frame window keeps ~0.4 ms of frames queued and srtt grows to
  *   that: the retransmission timeout must not come before a resent
  *   hole's reordering window (srtt x 5/4) can act (rcp/send.c,
  *   rcpi_update_rto: at least 2 srtt).  At most 0.8 timeouts per
- *   message; without the bound 1.0-1.1.
+ *   message; without the bound 1.0-1.1.  And >= 0.965x of loss-free: the
+ *   window counts the frames in flight the receiver has not selectively
+ *   acked (chan.h window(), sacked_out: RFC 6675's pipe), so a hole does
+ *   not hold the sender to cwnd frames past it until its resend is acked;
+ *   counting every frame past tx_una, with the thinned acks above, gave
+ *   0.941-0.953x over seeds 1-8 (this rule 0.978-0.987x).
  * - t_congestion: no random loss, but a tail-drop queue of 48 or 96 jumbo
  *   frames in front of the link (bneck_fate), where the loss-free run
  *   keeps a whole 1 MiB message queued.  The window must come down to
@@ -237,8 +247,11 @@ static void pingpong(uint64_t seed, double drop, const struct link *l, int round
 }
 
 /* Bandwidth at DROP against the loss-free run, over virtual time: at least
- * MIN; frames resent at most those lost plus two per round trip; and
- * retransmission timeouts per message at most MAX_RTO. */
+ * MIN; frames resent at most those lost plus two per round trip;
+ * retransmission timeouts per message at most MAX_RTO; and ACK frames at
+ * most the loss-free run's plus three per frame lost (a frame held past a
+ * gap is acked every ACK_EVERY like an in-order one, only the first past a
+ * new gap at once: rcp/recv.c). */
 static void lossy(const struct link *l, double drop, double min, double max_rto)
 {
 	uint64_t seed = test_seed(42);
@@ -251,29 +264,31 @@ static void lossy(const struct link *l, double drop, double min, double max_rto)
 	ratio = (double)base.ns / (double)r.ns;
 	rto = r.rto / (2.0 * rounds);
 	printf("# %s, %.0f%% loss: %.3fx of loss-free; per message %.2f lost, %.2f resent, "
-	       "%.2f probes, %.2f timeouts\n",
+	       "%.2f probes, %.2f timeouts, %.2f acks (loss-free %.2f)\n",
 	       l->name, drop * 100, ratio, r.lost / (2.0 * rounds), r.resent / (2.0 * rounds),
-	       r.probes / (2.0 * rounds), rto);
-	if (ratio < min || r.resent > r.lost + 2 * (uint64_t)rounds || rto > max_rto)
+	       r.probes / (2.0 * rounds), rto, r.acks / (2.0 * rounds), base.acks / (2.0 * rounds));
+	if (ratio < min || r.resent > r.lost + 2 * (uint64_t)rounds || rto > max_rto ||
+	    r.acks > base.acks + 3 * r.lost)
 		fail_msg(
-		    "%s, %.0f%% loss: %.3fx of the loss-free bandwidth (want >= %.2f), "
-		    "%llu frames resent for %llu lost, %.2f timeouts per message (want <= %.2f; "
-		    "seed %#llx)",
+		    "%s, %.0f%% loss: %.3fx of the loss-free bandwidth (want >= %.3f), "
+		    "%llu frames resent for %llu lost, %.2f timeouts per message (want <= %.2f), "
+		    "%llu acks (loss-free %llu; want <= that + 3 per frame lost; seed %#llx)",
 		    l->name, drop * 100, ratio, min, (unsigned long long)r.resent,
-		    (unsigned long long)r.lost, rto, max_rto, (unsigned long long)seed);
+		    (unsigned long long)r.lost, rto, max_rto, (unsigned long long)r.acks,
+		    (unsigned long long)base.acks, (unsigned long long)seed);
 }
 
 static void t_random_loss(void **state)
 {
 	(void)state;
-	lossy(&G10, 0.05, 0.80, 0.5);
-	lossy(&G10, 0.01, 0.90, 0.5);
+	lossy(&G10, 0.05, 0.85, 0.5);
+	lossy(&G10, 0.01, 0.95, 0.5);
 }
 
 static void t_timeouts(void **state)
 {
 	(void)state;
-	lossy(&G1, 0.05, 0.90, 0.8);
+	lossy(&G1, 0.05, 0.965, 0.8);
 }
 
 /* A tail-drop queue of QUEUE bytes in front of each sender's link: the
