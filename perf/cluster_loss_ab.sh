@@ -42,7 +42,8 @@ for r in $(seq 1 "$rounds"); do
 		C up 2 --rate "$rate" --mtu "$mtu" --loss "$loss" >/dev/null || exit 1
 		for lab in $order; do
 			port=$((port + 1)) name=${lab%%:*} lib=${lab#*:} proto=udp loc="--local udp:198.18.0.1:"
-			if [ "$lab" = tcp ]; then name=tcp lib="" proto=tcp loc=""; fi
+			# tcp: the build's own library (the binary needs one to start)
+			if [ "$lab" = tcp ]; then name=tcp lib=.libs proto=tcp loc=""; fi
 			case $lib in /* | "") ;; *) lib=$PWD/$lib ;; esac
 			rm -f "$tmp/fifo" && mkfifo "$tmp/fifo"
 			C exec h2 env LD_LIBRARY_PATH="$lib" timeout 60 "$bin" --listen \
