@@ -69,11 +69,8 @@ inline void rcpi_hdr_fill(rcp_chan *ch, struct rcpw_hdr *h, uint8_t type, uint16
 		 * right after the next frame arrives (chan_flush arms it only
 		 * when unset) and send a pure ACK ahead of the reply. */
 		ch->ack_due = 0;
-		/* Frames held past a gap are counted toward the next ACK
-		 * frame (rcp/recv.c) until one goes: a frame of ours that
-		 * carries only the cumulative ack tells nothing of them. */
-		ch->since_ack = 0;
 	}
+	ch->since_ack = 0;
 }
 
 /* Converts to wire order (the compact layout if h->hlen says so) and fills
