@@ -17,7 +17,7 @@
 #
 #   perf/cluster_bench.sh [--links LIST] [--losses LIST] [--rounds R]
 #                         [--parts LIST] [--sizes LIST] [--hogs N]
-#                         [--out DIR]                       (root; build dir)
+#                         [--out DIR] [--name NAME]         (root; build dir)
 #
 # --links: RATE:MTU[:PARTS] items (default "1gbit:1500 10gbit:9000
 # 1gbit:9000:mcast": the last one is the issue's pmcast target link);
@@ -26,6 +26,8 @@
 # --sizes the pp sizes (default 8,1M,4M); --hogs N CPU hogs (`while :;
 # do :; done` shells outside the cluster, killed at the end) beside every
 # measurement (default 0): the busy-machine rows of the wait policy.
+# --name the rcp-cluster name (default bench): two engineers' runs side
+# by side each take their own name (their hosts never see each other).
 # The 8 B round trip alone, idle and beside one hog, in short runs:
 #   perf/cluster_bench.sh --parts pp --links 1gbit:1500 --losses 0 \
 #       --rounds 2 --sizes 8 --hogs 1
@@ -61,6 +63,7 @@ parts=pp,pvm,mcast,ceil
 sizes=8,1M,4M
 nhogs=0
 out=""
+cname=bench
 while [ $# -gt 0 ]; do
 	[ $# -ge 2 ] || { echo "$0: $1 needs a value" >&2; exit 2; }
 	case $1 in
@@ -71,8 +74,9 @@ while [ $# -gt 0 ]; do
 	--sizes) sizes=$2 ;;
 	--hogs) nhogs=$2 ;;
 	--out) out=$2 ;;
+	--name) cname=$2 ;;
 	*) echo "usage: $0 [--links LIST] [--losses LIST] [--rounds R] [--parts LIST]" \
-		"[--sizes LIST] [--hogs N] [--out DIR]" >&2
+		"[--sizes LIST] [--hogs N] [--out DIR] [--name NAME]" >&2
 		exit 2 ;;
 	esac
 	shift 2
@@ -81,7 +85,7 @@ done
 out=${out:-$here/results/cluster-$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$out/raw" || exit 1
 csv=$out/cluster.csv
-C() { "$rcpc" --name bench "$@"; }
+C() { "$rcpc" --name "$cname" "$@"; }
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/cluster-bench.XXXXXX") || exit 1
 hogs=""
 stop_hogs() { for h in $hogs; do kill "$h" 2>/dev/null; done; }
@@ -158,7 +162,7 @@ part_pvm() {
 		"stock-direct stock direct sleep"; do
 		# shellcheck disable=SC2086
 		set -- $cfg
-		(cd "$tmp/ep" && PVMPP_HOST=h2 timeout 90 "$rcpc" --name bench exec h1 \
+		(cd "$tmp/ep" && PVMPP_HOST=h2 timeout 90 "$rcpc" --name "$cname" exec h1 \
 			"$tmp/ep/rcp-pvm-pingpong" "$1" "$2" "$3" "$4" 100) >"$tmp/pvm.out" 2>&1 ||
 			log "$tag pvm $1 failed: $(tail -n 2 "$tmp/pvm.out")"
 		cat "$tmp/pvm.out" >>"$out/raw/pvm-$tag.txt"
@@ -174,7 +178,7 @@ part_mcast() {
 	for cfg in "pmcast rcp pmcast" "unicast rcp unicast" "stock-mcast stock mcast"; do
 		# shellcheck disable=SC2086
 		set -- $cfg
-		(cd "$tmp/ep" && timeout 90 "$rcpc" --name bench exec h1 "$tmp/ep/rcp-pvm-mcast" \
+		(cd "$tmp/ep" && timeout 90 "$rcpc" --name "$cname" exec h1 "$tmp/ep/rcp-pvm-mcast" \
 			"$1" "$2" "$3" 1048576 10 h2 h3 h4 h5) >"$tmp/mc.out" 2>&1 ||
 			log "$tag mcast $1 failed: $(tail -n 2 "$tmp/mc.out")"
 		cat "$tmp/mc.out" >>"$out/raw/mcast-$tag.txt"

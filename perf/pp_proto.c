@@ -214,8 +214,9 @@ uint64_t rpp_ep_retransmits(const rcp_ep *ep)
 /* Prints on stderr what loss recovery cost WHO's endpoint EP since
  * snapshot *S0 over MSGS messages of SIZE bytes: frames resent, of those
  * by RACK (a later frame arrived), tail-loss probes, retransmission
- * timeouts, and frames the endpoint took twice or out of order
- * (perf/cluster_bench.sh adds both ends' lines to its CSV). */
+ * timeouts, frames the endpoint took twice or out of order, and the
+ * ACK frames and all frames it sent (perf/cluster_bench.sh adds both
+ * ends' lines to its CSV). */
 void rpp_loss_stats(const rcp_ep *ep, const struct rcp_ep_stats *s0, const char *who, size_t size,
                     uint64_t msgs)
 {
@@ -225,12 +226,14 @@ void rpp_loss_stats(const rcp_ep *ep, const struct rcp_ep_stats *s0, const char 
 		return;
 	fprintf(stderr,
 	        "loss-stats %s size %zu msgs %llu retx %llu rack %llu tlp %llu rto %llu dup %llu "
-	        "ooo %llu\n",
+	        "ooo %llu acks %llu frames %llu\n",
 	        who, size, (unsigned long long)msgs,
 	        (unsigned long long)(s.retransmits - s0->retransmits),
 	        (unsigned long long)(s.rack_resends - s0->rack_resends),
 	        (unsigned long long)(s.tlp_probes - s0->tlp_probes),
 	        (unsigned long long)(s.timeouts - s0->timeouts),
 	        (unsigned long long)(s.dup_frames - s0->dup_frames),
-	        (unsigned long long)(s.ooo_frames - s0->ooo_frames));
+	        (unsigned long long)(s.ooo_frames - s0->ooo_frames),
+	        (unsigned long long)(s.acks_sent - s0->acks_sent),
+	        (unsigned long long)(s.frames_sent - s0->frames_sent));
 }

@@ -185,8 +185,9 @@ static const char usage_text[] =
     "timer (tail-loss probe, retransmission timeout): a process stalled longer than\n"
     "those timers (descheduled) draws resends on a link that lost nothing.  Each\n"
     "end also prints per size on stderr \"loss-stats WHO size N msgs M retx R rack K\n"
-    "tlp T rto O dup D ooo O\": its own resends, of those by RACK, tail-loss probes,\n"
-    "timeouts, frames taken twice or out of order.\n"
+    "tlp T rto O dup D ooo O acks A frames F\": its own resends, of those by RACK,\n"
+    "tail-loss probes, timeouts, frames taken twice or out of order, ACK frames and\n"
+    "all frames sent.\n"
     "--verify ends with a line \"verified: N messages, N bytes\" (both directions).\n"
     "Exit status: 0 ok, 1 failure (no row for the failed size), 2 usage.\n";
 

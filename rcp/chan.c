@@ -108,6 +108,7 @@ void rcpi_chan_reset(rcp_chan *ch, int error)
 	ch->unsent = 0;
 	ch->have_sack = 0;
 	ch->highest_sacked = 0;
+	ch->sacked_out = 0;
 	ch->recover = 1;
 	ch->ack_now = ch->ack_pending = 0;
 	ch->acked_upto = 1;

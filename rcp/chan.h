@@ -259,6 +259,7 @@ struct rcp_chan {
 	uint32_t tx_next, tx_una, nslots;
 	struct slot *slots;
 	uint32_t cwnd, ssthresh, peer_wnd, recover, highest_sacked, unsent, max_inflight;
+	uint32_t sacked_out; /* frames in [tx_una, tx_next) selectively acked (window) */
 	int have_sack;
 	uint64_t srtt, rttvar, rto;
 	uint64_t rto_base; /* last time the cumulative ack advanced */
@@ -638,9 +639,17 @@ static inline void chan_touch(rcp_chan *ch, uint64_t now)
 		ch->last_heard = now;
 }
 
+/* How far past tx_una CH may send (send.c, WINDOW).  cwnd counts only the
+ * frames still in the network: a frame the peer selectively acked has left
+ * it (sacked_out).  Counted from tx_una as before, one lost frame held the
+ * sender to cwnd frames past it until its resend was acked (RACK waits
+ * srtt x 5/4, the resend a round trip more): at 10 Gbit/s with 5% loss the
+ * window sat at LOSS_CWND_MIN and half the sending time was that wait
+ * (docs/results.md, session 19).  The receiver's window and the ring still
+ * bound every frame from tx_una on: those it must hold. */
 static inline uint32_t window(const rcp_chan *ch)
 {
-	uint32_t w = ch->cwnd / CWND_ONE;
+	uint32_t w = ch->cwnd / CWND_ONE + ch->sacked_out;
 	if (w > ch->peer_wnd)
 		w = ch->peer_wnd;
 	if (w > ch->nslots)

@@ -19,8 +19,11 @@
  * (RFC 6298: srtt + 4 rttvar, clamped, doubled per expiry, Karn's rule for
  * samples) every frame out longer than the RTO is resent.
  *
- * WINDOW.  Frames in flight <= min(cwnd, peer's advertised window, ring).
- * The advertised window is what the peer's nic holds per sender
+ * WINDOW.  Frames past tx_una <= min(cwnd + those selectively acked,
+ * peer's advertised window, ring): cwnd bounds the frames in the network
+ * (sent, neither cumulatively nor selectively acked: RFC 6675's pipe), the
+ * other two every frame the receiver may hold from tx_una on (chan.h,
+ * window()).  The advertised window is what the peer's nic holds per sender
  * (rcp_nic_info.rx_frames), sent in every header.  cwnd does AIMD: +1 per
  * acked frame below ssthresh, +1/cwnd above; halved once per window of
  * loss (fast retransmit; not below the initial window, LOSS_CWND_MIN) or
@@ -429,6 +432,8 @@ inline int rcpi_process_ack_fields(rcp_chan *ch, const struct rcpw_hdr *h, uint6
 			struct slot *s = slot_of(ch, ch->tx_una);
 			if (!s->sacked)
 				slot_acked(ch, s, now);
+			else
+				ch->sacked_out--;
 			if (!s->sent_at)
 				ch->unsent--;
 			slot_free(ch, s);
@@ -483,6 +488,7 @@ void rcpi_process_sack(rcp_chan *ch, const struct rcpw_hdr *h, const unsigned ch
 			if (s->sacked)
 				continue;
 			s->sacked = 1;
+			ch->sacked_out++;
 			slot_acked(ch, s, now);
 			if (!ch->have_sack || rcpw_seq_lt(ch->highest_sacked, seq))
 				ch->highest_sacked = seq;

@@ -13,17 +13,33 @@
  *   resent, one probe, no retransmission timeout.
  * - t_random_loss: 1 MiB ping-pong, 5% and 1% of frames lost each way (data
  *   and acks).  Bandwidth over the simulator's virtual time against the
- *   same run without loss: >= 0.8x at 5% (the issue asks 0.75x), >= 0.9x
- *   at 1%; and the frames resent stay below the frames lost plus a few
- *   per message.  This is what the loss floor of the congestion window
- *   (rcp/send.c, LOSS_CWND_MIN) buys: halving down to 2 frames on every
- *   window of random loss gave 0.65x at 5%.
+ *   same run without loss: >= 0.85x at 5% (the issue asks 0.75x), >= 0.95x
+ *   at 1%; the frames resent stay below the frames lost plus a few per
+ *   message; and the ACK frames stay below the loss-free run's plus three
+ *   per frame lost.  The loss floor of the congestion window (rcp/send.c,
+ *   LOSS_CWND_MIN) bought the first (halving down to 2 frames on every
+ *   window of random loss gave 0.65x at 5%); the last is the receiver's
+ *   (rcp/recv.c): a frame held past a gap is acked every ACK_EVERY like an
+ *   in-order one, only the first past a new gap at once.  One ACK per frame
+ *   held (session 18) sent 86 per message at 5%, 31 without loss: on the
+ *   real 10 Gbit/s link a send each on a CPU the frames already fill.
  * - t_timeouts: the same at 1 Gbit/s MTU 1500 and 5% loss, where the
  *   32-frame window keeps ~0.4 ms of frames queued and srtt grows to
  *   that: the retransmission timeout must not come before a resent
  *   hole's reordering window (srtt x 5/4) can act (rcp/send.c,
  *   rcpi_update_rto: at least 2 srtt).  At most 0.8 timeouts per
- *   message; without the bound 1.0-1.1.
+ *   message; without the bound 1.0-1.1.  And >= 0.965x of loss-free: the
+ *   window counts the frames in flight the receiver has not selectively
+ *   acked (chan.h window(), sacked_out: RFC 6675's pipe), so a hole does
+ *   not hold the sender to cwnd frames past it until its resend is acked;
+ *   counting every frame past tx_una, with the thinned acks above, gave
+ *   0.941-0.953x over seeds 1-8 (this rule 0.978-0.987x).
+ * - t_congestion: no random loss, but a tail-drop queue of 48 or 96 jumbo
+ *   frames in front of the link (bneck_fate), where the loss-free run
+ *   keeps a whole 1 MiB message queued.  The window must come down to
+ *   what the queue holds and stay there: at most one frame dropped per
+ *   message, >= 0.9x the bandwidth with an unbounded queue.  Without the
+ *   halving on a loss RACK finds, 90 frames per message were dropped.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -180,10 +196,16 @@ struct run {
 	uint64_t resent;      /* frames resent, both ends */
 	uint64_t lost;        /* frames the link dropped */
 	uint64_t probes, rto; /* tail-loss probes, timeouts, both ends */
+	uint64_t acks;        /* ACK frames sent, both ends */
 };
 
-/* ROUNDS 1 MiB round trips 0 -> 1 -> 0 after two to warm up. */
-static void pingpong(uint64_t seed, double drop, const struct link *l, int rounds, struct run *out)
+static struct sim *cur_sim; /* pingpong_fate's, for a fate that needs the time */
+
+/* ROUNDS 1 MiB round trips 0 -> 1 -> 0 after two to warm up.  FATE (may
+ * be NULL) decides each frame's fate before the random loss. */
+static void pingpong_fate(uint64_t seed, double drop, const struct link *l, int rounds,
+                          int64_t (*fate)(void *, int, int, const void *, size_t), void *arg,
+                          struct run *out)
 {
 	struct sim *s = fast_pair(seed, drop, l);
 	static unsigned char b0[SIZE], b1[SIZE];
@@ -191,6 +213,9 @@ static void pingpong(uint64_t seed, double drop, const struct link *l, int round
 	struct sim_stats x = {0}, y;
 	uint64_t t0 = 0;
 
+	cur_sim = s;
+	if (fate)
+		sim_set_fate(s, fate, arg);
 	test_fill(b0, SIZE, 5);
 	for (int r = -2; r < rounds; r++) {
 		if (r == 0) {
@@ -211,13 +236,22 @@ static void pingpong(uint64_t seed, double drop, const struct link *l, int round
 	out->resent = b[0].retransmits + b[1].retransmits - a[0].retransmits - a[1].retransmits;
 	out->probes = b[0].tlp_probes + b[1].tlp_probes - a[0].tlp_probes - a[1].tlp_probes;
 	out->rto = b[0].timeouts + b[1].timeouts - a[0].timeouts - a[1].timeouts;
+	out->acks = b[0].acks_sent + b[1].acks_sent - a[0].acks_sent - a[1].acks_sent;
 	out->lost = y.dropped - x.dropped;
 	sim_free(s);
 }
 
+static void pingpong(uint64_t seed, double drop, const struct link *l, int rounds, struct run *out)
+{
+	pingpong_fate(seed, drop, l, rounds, NULL, NULL, out);
+}
+
 /* Bandwidth at DROP against the loss-free run, over virtual time: at least
- * MIN; frames resent at most those lost plus two per round trip; and
- * retransmission timeouts per message at most MAX_RTO. */
+ * MIN; frames resent at most those lost plus two per round trip;
+ * retransmission timeouts per message at most MAX_RTO; and ACK frames at
+ * most the loss-free run's plus three per frame lost (a frame held past a
+ * gap is acked every ACK_EVERY like an in-order one, only the first past a
+ * new gap at once: rcp/recv.c). */
 static void lossy(const struct link *l, double drop, double min, double max_rto)
 {
 	uint64_t seed = test_seed(42);
@@ -230,29 +264,94 @@ static void lossy(const struct link *l, double drop, double min, double max_rto)
 	ratio = (double)base.ns / (double)r.ns;
 	rto = r.rto / (2.0 * rounds);
 	printf("# %s, %.0f%% loss: %.3fx of loss-free; per message %.2f lost, %.2f resent, "
-	       "%.2f probes, %.2f timeouts\n",
+	       "%.2f probes, %.2f timeouts, %.2f acks (loss-free %.2f)\n",
 	       l->name, drop * 100, ratio, r.lost / (2.0 * rounds), r.resent / (2.0 * rounds),
-	       r.probes / (2.0 * rounds), rto);
-	if (ratio < min || r.resent > r.lost + 2 * (uint64_t)rounds || rto > max_rto)
+	       r.probes / (2.0 * rounds), rto, r.acks / (2.0 * rounds), base.acks / (2.0 * rounds));
+	if (ratio < min || r.resent > r.lost + 2 * (uint64_t)rounds || rto > max_rto ||
+	    r.acks > base.acks + 3 * r.lost)
 		fail_msg(
-		    "%s, %.0f%% loss: %.3fx of the loss-free bandwidth (want >= %.2f), "
-		    "%llu frames resent for %llu lost, %.2f timeouts per message (want <= %.2f; "
-		    "seed %#llx)",
+		    "%s, %.0f%% loss: %.3fx of the loss-free bandwidth (want >= %.3f), "
+		    "%llu frames resent for %llu lost, %.2f timeouts per message (want <= %.2f), "
+		    "%llu acks (loss-free %llu; want <= that + 3 per frame lost; seed %#llx)",
 		    l->name, drop * 100, ratio, min, (unsigned long long)r.resent,
-		    (unsigned long long)r.lost, rto, max_rto, (unsigned long long)seed);
+		    (unsigned long long)r.lost, rto, max_rto, (unsigned long long)r.acks,
+		    (unsigned long long)base.acks, (unsigned long long)seed);
 }
 
 static void t_random_loss(void **state)
 {
 	(void)state;
-	lossy(&G10, 0.05, 0.80, 0.5);
-	lossy(&G10, 0.01, 0.90, 0.5);
+	lossy(&G10, 0.05, 0.85, 0.5);
+	lossy(&G10, 0.01, 0.95, 0.5);
 }
 
 static void t_timeouts(void **state)
 {
 	(void)state;
-	lossy(&G1, 0.05, 0.90, 0.8);
+	lossy(&G1, 0.05, 0.965, 0.8);
+}
+
+/* A tail-drop queue of QUEUE bytes in front of each sender's link: the
+ * simulator serialises a node's frames at the link rate (tests/sim.c,
+ * enqueue), mirrored here (a frame dropped takes no time on the link); a
+ * frame that finds QUEUE bytes waiting ahead of it is dropped. */
+struct bneck {
+	uint64_t bw, queue;
+	uint64_t free_at[2];
+	uint64_t overflowed;
+};
+
+static int64_t bneck_fate(void *arg, int from, int to, const void *frame, size_t len)
+{
+	struct bneck *b = arg;
+	uint64_t now = sim_now(cur_sim), waiting;
+	(void)to;
+	(void)frame;
+	if (b->free_at[from] < now)
+		b->free_at[from] = now;
+	waiting = (b->free_at[from] - now) * b->bw / SEC;
+	if (waiting + len > b->queue) {
+		b->overflowed++;
+		return -1;
+	}
+	b->free_at[from] += (uint64_t)len * SEC / b->bw;
+	return 0;
+}
+
+/* Real congestion, no random loss: a queue of QFRAMES jumbo frames in
+ * front of the 10 Gbit/s link, where the loss-free run keeps a whole 1 MiB
+ * message (117 frames) queued.  The window must come down to what the
+ * queue holds and stay there: frames the queue drops at most MAX_DROPS per
+ * message, bandwidth at least 0.9x the run with an unbounded queue. */
+static void congested(uint32_t qframes, double max_drops)
+{
+	uint64_t seed = test_seed(7);
+	const int rounds = 40;
+	struct bneck b = {0};
+	struct run base, r;
+	double ratio, drops;
+
+	b.bw = G10.bandwidth;
+	b.queue = (uint64_t)qframes * G10.mtu;
+	pingpong(seed, 0, &G10, rounds, &base);
+	pingpong_fate(seed, 0, &G10, rounds, bneck_fate, &b, &r);
+	ratio = (double)base.ns / (double)r.ns;
+	drops = r.lost / (2.0 * rounds);
+	printf("# %s, %u-frame queue: %.3fx of unbounded; per message %.2f dropped by the queue "
+	       "(%llu in all with warm-up), %.2f resent, %.2f timeouts\n",
+	       G10.name, qframes, ratio, drops, (unsigned long long)b.overflowed,
+	       r.resent / (2.0 * rounds), r.rto / (2.0 * rounds));
+	if (ratio < 0.9 || drops > max_drops)
+		fail_msg("%u-frame queue: %.3fx of the unbounded queue's bandwidth (want >= 0.9), "
+		         "%.2f frames dropped per message (want <= %.2f; seed %#llx)",
+		         qframes, ratio, drops, max_drops, (unsigned long long)seed);
+}
+
+static void t_congestion(void **state)
+{
+	(void)state;
+	congested(48, 1.0);
+	congested(96, 1.0);
 }
 
 int main(void)
@@ -261,6 +360,7 @@ int main(void)
 	    cmocka_unit_test(t_tail_lost),
 	    cmocka_unit_test(t_random_loss),
 	    cmocka_unit_test(t_timeouts),
+	    cmocka_unit_test(t_congestion),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

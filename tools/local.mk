@@ -37,3 +37,5 @@ EXTRA_DIST += tests/cluster_down.sh
 EXTRA_DIST += perf/cluster_bench.sh perf/cluster_plot.py
 # perf/cluster_rtt_ab.sh: 8 B round trip, two librcp builds vs TCP (issue 20)
 EXTRA_DIST += perf/cluster_rtt_ab.sh
+# perf/cluster_loss_ab.sh: 1 MiB under loss, librcp builds interleaved vs TCP (issue 20)
+EXTRA_DIST += perf/cluster_loss_ab.sh
