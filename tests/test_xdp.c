@@ -817,6 +817,118 @@ static void t_rcp_channels(void **state)
 	free(back);
 }
 
+/* An RCP ping-pong of 8-byte messages over xdp costs one frame and one
+ * kick (sendto, the system call copy mode needs) each way per round trip:
+ * each reply carries the ack of the message it answers, and the next
+ * message the ack of the reply, so no ack frame goes alone while the
+ * peer answers within the ack delay (RCP_ACK_DELAY_US, 50 us).  Counted
+ * at the client over ROUNDS round trips: frames sent and received,
+ * kicks, standalone acks.  Slack for a descheduled peer (a timer's ack,
+ * probe or resend) keeps counts, not times, the test.  Mutants seen
+ * failing (session 19): RCP_ACK_DELAY_US=0 (every ack alone: 821 frames
+ * out, 407 acks alone), tx_kick kicking a second time after the kernel
+ * took the frame (830 kicks). */
+static void t_rcp_round_trip_frames(void **state)
+{
+	enum { ROUNDS = 400, WARM = 20, SLACK = ROUNDS / 8 };
+	char addr[RCP_NIC_ADDRSTR_MAX], local[32];
+	struct rcp_ep_config cfg = {0};
+	struct rcp_nic_stats n0, n1;
+	struct rcp_ep_stats e0, e1;
+	unsigned char ping[8], pong[8];
+	int pp[2];
+	pid_t child;
+	rcp_ep *ep;
+	rcp_chan *ch;
+	(void)state;
+
+	assert_int_equal(pipe(pp), 0);
+	child = test_fork();
+	assert_true(child >= 0);
+	if (child == 0) {
+		struct rcp_ep_config scfg = {.flags = RCP_EP_ACCEPT};
+		unsigned char buf[64];
+		struct rcp_status st;
+		char a[RCP_NIC_ADDRSTR_MAX] = "";
+		rcp_req *r;
+		snprintf(addr, sizeof addr, "xdp:%s", if_b);
+		if (enter_raw(ns_b) || rcp_ep_open(addr, &scfg, &ep) || rcp_ep_addr(ep, a, sizeof a))
+			_exit(2);
+		if (write(pp[1], a, sizeof a) != (ssize_t)sizeof a)
+			_exit(3);
+		/* The next receive is posted before the echo, as a server does. */
+		if (rcp_irecv(ep, RCP_ANY_CHAN, RCP_ANY_TAG, buf, sizeof buf, &r))
+			_exit(4);
+		for (;;) {
+			rcp_req *s;
+			if (rcp_wait(r, &st, 30 * 1000000000ll) || st.error)
+				_exit(4);
+			if (st.tag == 99)
+				break;
+			memcpy(pong, buf, sizeof pong);
+			if (rcp_irecv(ep, RCP_ANY_CHAN, RCP_ANY_TAG, buf, sizeof buf, &r) ||
+			    rcp_isend(st.chan, st.tag, pong, st.len, &s) ||
+			    rcp_wait(s, NULL, 30 * 1000000000ll))
+				_exit(5);
+		}
+		rcp_ep_close(ep);
+		_exit(0);
+	}
+	close(pp[1]);
+	assert_int_equal(read(pp[0], addr, sizeof addr), (ssize_t)sizeof addr);
+	close(pp[0]);
+	snprintf(local, sizeof local, "xdp:%s", if_a);
+	enter(ns_a);
+	assert_int_equal(rcp_ep_open(local, &cfg, &ep), 0);
+	leave();
+	assert_int_equal(rcp_connect(ep, addr, &ch), 0);
+	for (int i = 0; i < WARM + ROUNDS; i++) {
+		struct rcp_status st;
+		rcp_req *r, *s;
+		if (i == WARM) {
+			assert_int_equal(rcp_nic_get_stats(rcp_ep_nic(ep), &n0), 0);
+			assert_int_equal(rcp_ep_get_stats(ep, &e0), 0);
+		}
+		test_fill(ping, sizeof ping, seed + (uint64_t)i);
+		/* tags from 100: 99 ends the server */
+		assert_int_equal(rcp_irecv(ep, ch, 100 + (uint64_t)i, pong, sizeof pong, &r), 0);
+		assert_int_equal(rcp_isend(ch, 100 + (uint64_t)i, ping, sizeof ping, &s), 0);
+		assert_int_equal(rcp_wait(s, NULL, 30 * 1000000000ll), 0);
+		assert_int_equal(rcp_wait(r, &st, 30 * 1000000000ll), 0);
+		assert_int_equal(st.error, 0);
+		assert_int_equal(test_check(pong, sizeof pong, seed + (uint64_t)i), -1);
+	}
+	assert_int_equal(rcp_nic_get_stats(rcp_ep_nic(ep), &n1), 0);
+	assert_int_equal(rcp_ep_get_stats(ep, &e1), 0);
+	{
+		unsigned long long tx = n1.tx_frames - n0.tx_frames, rx = n1.rx_frames - n0.rx_frames,
+		                   kicks = n1.wakeups - n0.wakeups, acks = e1.acks_sent - e0.acks_sent;
+		print_message("# %d round trips: %llu frames out, %llu in, %llu kicks, %llu acks "
+		              "alone\n",
+		              ROUNDS, tx, rx, kicks, acks);
+		if (tx < ROUNDS || tx > ROUNDS + SLACK || rx < ROUNDS || rx > ROUNDS + SLACK ||
+		    kicks > tx + SLACK || acks > SLACK)
+			fail_msg("%d round trips: %llu frames out, %llu in, %llu kicks, %llu acks alone "
+			         "(each at most %d + %d)",
+			         ROUNDS, tx, rx, kicks, acks, ROUNDS, SLACK);
+	}
+	assert_int_equal(rcp_send(ch, 99, "", 0), 0);
+	for (;;) {
+		int wst;
+		pid_t w = waitpid(child, &wst, WNOHANG);
+		if (w == child) {
+			assert_true(WIFEXITED(wst));
+			assert_int_equal(WEXITSTATUS(wst), 0);
+			break;
+		}
+		assert_int_equal(w, 0);
+		assert_true(rcp_progress(ep) >= 0);
+	}
+	enter(ns_a);
+	rcp_ep_close(ep);
+	leave();
+}
+
 int main(void)
 {
 	static char faults_spec[96];
@@ -838,6 +950,7 @@ int main(void)
 	    cmocka_unit_test_teardown(t_unprivileged, close_all),
 	    cmocka_unit_test_teardown(t_small_rings, close_all),
 	    cmocka_unit_test_prestate_setup_teardown(t_rcp_channels, NULL, close_all, ""),
+	    cmocka_unit_test_teardown(t_rcp_round_trip_frames, close_all),
 	    /* The faults wrapper on top: RCP recovers what it loses. */
 	    {"t_rcp_channels_faults", t_rcp_channels, NULL, close_all, faults_spec},
 	};
