@@ -107,6 +107,7 @@ struct outq {
 	uint64_t tag;      /* TAG_REQ or TAG_RESP */
 };
 #define RSQ 8 /* response queues of a server (by channel hash) */
+#define HALF_MIN 4 /* fewest calls a batch HALVES sends early (batch.c) */
 
 struct peer {
 	rcp_chan *ch;
@@ -121,6 +122,7 @@ struct peer {
 	uint32_t trimming;   /* posted response receives being canceled (idle) */
 	int trimq;           /* on the context's trim list (client.c, TRIMMING) */
 	struct peer *tnext;  /* trim list */
+	uint32_t flight;     /* most calls pending at once since idle (HALVES, batch.c) */
 };
 
 struct rcp_rpc_req {
@@ -188,6 +190,7 @@ struct rcp_rpc {
 	int closing;         /* destroy: request receives are no longer handled */
 	int depth;           /* progress rounds running (nested): forwards are batched */
 	int batch;           /* RCP_RPC_BATCH */
+	uint32_t split;      /* RCP_RPC_SPLIT: batches in flight a peer (HALVES, batch.c) */
 	struct outq *dirty;  /* queues with messages */
 	struct peer *trim;   /* peers whose surplus receives wait for the round's end */
 	struct outq sq[RSQ]; /* batches of responses, by channel hash */
