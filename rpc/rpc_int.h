@@ -289,7 +289,14 @@ void rpci_flush_all(rcp_rpc *rpc);
 int rpci_queue_msg(rcp_rpc *rpc, struct outq *q, const void *msg, size_t len, uint32_t *gen);
 /* IN PLACE (batch.c): room at the end of Q (*ROOM bytes, NULL: no memory)
  * for one message written there, then added by rpci_queue_commit. */
-unsigned char *rpci_queue_room(rcp_rpc *rpc, struct outq *q, size_t *room);
+unsigned char *rpci_queue_room_slow(rcp_rpc *rpc, struct outq *q, size_t *room);
+static inline unsigned char *rpci_queue_room(rcp_rpc *rpc, struct outq *q, size_t *room)
+{
+	if (RCPI_UNLIKELY(q->cap < rpc->msg_max || q->len + HDR_LEN > rpc->msg_max))
+		return rpci_queue_room_slow(rpc, q, room);
+	*room = rpc->msg_max - q->len;
+	return q->buf + q->len;
+}
 void rpci_queue_commit(rcp_rpc *rpc, struct outq *q, size_t len, uint32_t *gen);
 
 /* client.c: response receives up to a peer's expectations; surplus ones

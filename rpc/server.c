@@ -110,8 +110,10 @@ static void handle_put(rcp_rpc *rpc, struct rcp_rpc_handle *h)
 		rpci_rbuf_unref(rpc, h->rb);
 		h->rb = NULL;
 	}
-	free(h->ovf_in);
-	h->ovf_in = NULL;
+	if (h->ovf_in) {
+		free(h->ovf_in);
+		h->ovf_in = NULL;
+	}
 	h->next = rpc->freeh;
 	rpc->freeh = h;
 }
