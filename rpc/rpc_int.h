@@ -180,6 +180,7 @@ struct rcp_rpc {
 	/* peers: open addressing on channel pointer */
 	struct peer **peers;
 	uint32_t npeers, peercap;
+	struct peer *last_peer; /* rpci_peer_get's last answer */
 	/* client requests, by index */
 	struct rcp_rpc_req **reqs;
 	uint32_t nreqs, reqcap;
@@ -271,7 +272,16 @@ void rpci_aux_end(struct aux *a);
 
 /* peer.c: peers by channel. */
 uint32_t rpci_ptr_hash(const void *p);
-struct peer *rpci_peer_get(rcp_rpc *rpc, rcp_chan *ch);
+struct peer *rpci_peer_get_slow(rcp_rpc *rpc, rcp_chan *ch);
+/* The peer of CH (made if new), or NULL (no memory).  The last one found
+ * is kept: a client mostly forwards to one server in a row (~15
+ * instructions a call less than the hash probe, session 19). */
+static inline struct peer *rpci_peer_get(rcp_rpc *rpc, rcp_chan *ch)
+{
+	if (RCPI_LIKELY(rpc->last_peer && rpc->last_peer->ch == ch))
+		return rpc->last_peer;
+	return rpci_peer_get_slow(rpc, ch);
+}
 
 /* deadline.c: the deadline heap. */
 int rpci_timer_add(rcp_rpc *rpc, struct rcp_rpc_req *r);
