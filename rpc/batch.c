@@ -37,7 +37,9 @@
  * rpc_instr.sh, one thread, so no overlap to gain: 1,027 instructions an
  * empty call with one batch, 1,304 with halves), which two CPUs pay in
  * parallel.  A peer with fewer than HALF_MIN * split calls in flight is
- * not split (a lone call, a small fan: one message as before).  Batches
+ * not split (a lone call, a small fan: one message as before), and a
+ * client that lowers its calls in flight without going idle keeps the
+ * larger count: its batches then leave whole at the round's end.  Batches
  * do not merge again by themselves (k answers bring k forwards), which is
  * why the split follows the calls in flight and not the message sizes.
  *
