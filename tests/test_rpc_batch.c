@@ -29,7 +29,9 @@
  *                      batch of 16 came back; the server answers each
  *                      request message with one message of its own.  Counts
  *                      the messages both ways, every output, and each
- *                      callback exactly once.
+ *                      callback exactly once.  Then, the server idle, a
+ *                      fan of 12 from one callback goes as one message
+ *                      (the 16 of before are forgotten once idle).
  *   test_batch_answer_each the raw endpoint sends two request messages of 2;
  *                      the server takes both in one round (the first
  *                      message's first handler progresses the endpoint,
@@ -334,6 +336,32 @@ static void half_first_cb(rcp_rpc_req *req, int status, void *out, void *arg)
 		h_forward();
 }
 
+#define IDLE_FAN 12
+static int idle_fan;
+
+static void idle_cb(rcp_rpc_req *req, int status, void *out, void *arg)
+{
+	(void)req;
+	(void)out;
+	(void)arg;
+	assert_int_equal(status, 0);
+	idle_fan++;
+}
+
+static void idle_first_cb(rcp_rpc_req *req, int status, void *out, void *arg)
+{
+	static uint32_t ins[IDLE_FAN], outs12[IDLE_FAN];
+	(void)req;
+	(void)out;
+	(void)arg;
+	assert_int_equal(status, 0);
+	idle_fan++;
+	for (int k = 0; k < IDLE_FAN; k++)
+		assert_int_equal(rcp_rpc_forward(C.rpc, h_ch, id_inc, &ins[k], &outs12[k], -1,
+		                                 idle_cb, NULL, NULL),
+		                 0);
+}
+
 static void test_batch_halves(void **state)
 {
 	static uint32_t in = 1, out;
@@ -377,6 +405,18 @@ static void test_batch_halves(void **state)
 		fail_msg("%llu request messages, %llu answer messages (want %d each)",
 		         (unsigned long long)cmsgs, (unsigned long long)smsgs, 2 + HMORE / 8);
 	assert_int_equal(cs.bad_msgs, 0);
+	/* idle: the next fan is split by what is in flight now */
+	for (n = 0; n < 1000; n++)
+		round_all();
+	rcp_ep_get_stats(C.ep, &ce0);
+	idle_fan = 0;
+	assert_int_equal(
+	    rcp_rpc_forward(C.rpc, h_ch, id_inc, &in, &out, -1, idle_first_cb, NULL, NULL), 0);
+	for (n = 0; n < ROUNDS && idle_fan < 1 + IDLE_FAN; n++)
+		round_all();
+	assert_int_equal(idle_fan, 1 + IDLE_FAN);
+	rcp_ep_get_stats(C.ep, &ce);
+	assert_int_equal(ce.msgs_sent - ce0.msgs_sent, 2); /* the first call, the 12 */
 }
 
 /* ---- raw messages ---- */
