@@ -84,6 +84,8 @@ static const struct rcpi_env_var vars[] = {
     {"RCP_RPC_MODE", "", "rpc: reply or fetch: force the client mode of every context"},
     {"RCP_RPC_BATCH", "1",
      "rpc: calls and answers made in one progress round go several to a message (0: never)"},
+    {"RCP_RPC_SPLIT", "2",
+     "rpc: a client's calls to a server leave in this many batches (1: one batch a round)"},
     {"RCP_RFP_SLOTS", "64", "rpc remote fetch: request/result slots per client"},
     {"RCP_RFP_FS_MIN", "256", "rpc remote fetch: smallest fetch size FS, bytes"},
     {"RCP_RFP_FS_MAX", "1024", "rpc remote fetch: largest fetch size FS, bytes"},

@@ -29,6 +29,11 @@
  * progress round, as one batch; from then on each round completes a batch:
  * the count is the work of a call in full batches.  rcp-rpcbench's two
  * processes need not batch as well (it prints its calls per message).
+ * Since session 19 a client sends its calls in RCP_RPC_SPLIT (default 2)
+ * batches (rpc/batch.c, HALVES), so the steady state is two messages of
+ * INFLIGHT/2 each way: rcp's per-message work counts twice, and the
+ * overlap it buys between two CPUs cannot show in one thread
+ * (RCP_RPC_SPLIT=1 counts the one-batch figure).
  */
 #include <stdint.h>
 #include <stdio.h>

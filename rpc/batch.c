@@ -22,6 +22,27 @@
  * responses: the client's surplus receives stay posted while calls are
  * pending and are canceled when none is (rpci_peer_repost, client.c).
  *
+ * HALVES (session 19).  With one batch a round the two sides took turns:
+ * the client encoded 16 calls while the server waited, the server ran 16
+ * handlers while the client waited, so a call cost the sum of both sides'
+ * work (perf/rpc_instr.sh counts ~1,000 instructions for the two).  Now a
+ * client's batch to a peer leaves once it holds 1/RCP_RPC_SPLIT (default
+ * 2) of the calls the peer had in flight (peer->flight: the most pending
+ * at once, seen when a response message arrives or a call goes outside a
+ * round; 0 again when the peer is idle), and a server sends the answers
+ * to each request message as soon as that message's handlers have run,
+ * not at the round's end.  So at 16 in flight two messages of 8 travel
+ * each way, and each side works on one half while the other side works
+ * on the other.  Each message costs rcp's per-message work again (perf/
+ * rpc_instr.sh, one thread, so no overlap to gain: 1,027 instructions an
+ * empty call with one batch, 1,304 with halves), which two CPUs pay in
+ * parallel.  A peer with fewer than HALF_MIN * split calls in flight is
+ * not split (a lone call, a small fan: one message as before), and a
+ * client that lowers its calls in flight without going idle keeps the
+ * larger count: its batches then leave whole at the round's end.  Batches
+ * do not merge again by themselves (k answers bring k forwards), which is
+ * why the split follows the calls in flight and not the message sizes.
+ *
  * Every queued message is sent by the end of the progress round that
  * queued it (rpc.c's progress calls rpci_flush_all).
  *
@@ -85,8 +106,11 @@ void rpci_flush_all(rcp_rpc *rpc)
  * Before, each was encoded into a buffer of its own (the request's, the
  * handle's) and copied in (rpci_queue_msg, still used where that buffer
  * exists anyway); per empty call the copy, its size checks and the own
- * buffer's growth cost ~60 instructions (perf/rpc_instr.sh). */
-unsigned char *rpci_queue_room(rcp_rpc *rpc, struct outq *q, size_t *room)
+ * buffer's growth cost ~60 instructions (perf/rpc_instr.sh).  The common
+ * case (room left, buffer grown) is inline in rpc_int.h: as a call it cost
+ * ~26 instructions a call on each side, mostly saving registers for the
+ * flush it never made (session 19). */
+unsigned char *rpci_queue_room_slow(rcp_rpc *rpc, struct outq *q, size_t *room)
 {
 	if (q->n && q->len + HDR_LEN > rpc->msg_max)
 		rpci_flush_q(rpc, q);

@@ -70,7 +70,10 @@ static struct rcp_rpc_req *req_by_cookie(rcp_rpc *rpc, uint64_t cookie)
 /* Cancels P's surplus response receives if no call on P is pending. */
 static void trim(struct peer *p)
 {
-	if (p->expect + p->watch || p->posted.n <= p->trimming)
+	if (p->expect + p->watch)
+		return;
+	p->flight = 0; /* idle: HALVES counts from the next call */
+	if (p->posted.n <= p->trimming)
 		return;
 	for (struct rbuf *b = p->posted.tail; b; b = b->lprev)
 		if (!b->canceling && rcp_cancel(b->rq) == 0) {
@@ -207,6 +210,8 @@ static void on_response(rcp_rpc *rpc, struct peer *p, struct rbuf *b, const stru
 	}
 	if (n > 1)
 		rpc->st.batched_in += n;
+	if (p->expect > p->flight)
+		p->flight = p->expect; /* HALVES, batch.c */
 	for (size_t off = 0; off < st->len; off += HDR_LEN + h.len)
 		on_response_one(rpc, p, b, &h, off, rpci_hdr_read(b->data, off, &h));
 	rpci_rbuf_unref(rpc, b); /* ours (rbuf_get's) */
@@ -348,7 +353,13 @@ int rcp_rpc_forward(rcp_rpc *rpc, rcp_chan *ch, uint64_t id, const void *in, voi
 			goto fail;
 		if (rc == 0) {
 			p->expect++;
-			rpci_peer_repost(rpc, p); /* pre-posted before the batch leaves */
+			/* pre-posted before the batch leaves (the test inline: the
+			 * surplus of a batch of answers mostly covers it) */
+			if (p->posted.n - p->trimming < p->expect + p->watch)
+				rpci_peer_repost(rpc, p);
+			if (p->rq.n * rpc->split >= p->flight && p->flight >= HALF_MIN * rpc->split &&
+			    rpc->split > 1)
+				rpci_flush_q(rpc, &p->rq); /* HALVES, batch.c */
 			goto sent;
 		}
 	}
@@ -444,6 +455,8 @@ int rcp_rpc_forward(rcp_rpc *rpc, rcp_chan *ch, uint64_t id, const void *in, voi
 		}
 	}
 sent:
+	if (!rpc->depth && p->expect > p->flight)
+		p->flight = p->expect; /* HALVES, batch.c */
 	live_add(p, r);
 	if (timeout_ns > 0) {
 		r->deadline = rcpi_now_ns() + (uint64_t)timeout_ns;

@@ -89,8 +89,10 @@ void rpci_req_release(struct rcp_rpc_req *r)
 		rpci_rbuf_unref(rpc, r->resp);
 		r->resp = NULL;
 	}
-	free(r->ovf_resp);
-	r->ovf_resp = NULL;
+	if (r->ovf_resp) {
+		free(r->ovf_resp);
+		r->ovf_resp = NULL;
+	}
 	r->state = Q_FREE;
 	r->dnext = rpc->freereqs;
 	rpc->freereqs = r;

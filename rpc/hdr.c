@@ -24,6 +24,7 @@
  *
  * A leaf: it calls no other file of rpc/.
  */
+#include <stddef.h>
 #include <string.h>
 
 #include "rpc/rpc_int.h"
@@ -50,8 +51,18 @@ static int sub_hdr(const unsigned char *msg, size_t len, size_t off, int kind, s
 	int swapped = 0;
 	if (len - off < HDR_LEN)
 		return -1;
-	memcpy(h, msg + off, HDR_LEN);
-	if (h->order != RPC_ORDER) {
+	/* Only the fields checked, and the length that leads to the next
+	 * header, are read: copying the whole header to check it cost ~16
+	 * instructions a call on each side (session 19; the foreign order,
+	 * rare, takes the whole copy and swap). */
+	memcpy(&h->order, msg + off + offsetof(struct rpc_hdr, order), sizeof h->order);
+	if (RCPI_LIKELY(h->order == RPC_ORDER)) {
+		h->kind = msg[off + offsetof(struct rpc_hdr, kind)];
+		h->version = msg[off + offsetof(struct rpc_hdr, version)];
+		memcpy(&h->flags, msg + off + offsetof(struct rpc_hdr, flags), sizeof h->flags);
+		memcpy(&h->len, msg + off + offsetof(struct rpc_hdr, len), sizeof h->len);
+	} else {
+		memcpy(h, msg + off, HDR_LEN);
 		if (h->order != __builtin_bswap32(RPC_ORDER))
 			return -1;
 		rpci_bswap_hdr(h);

@@ -37,12 +37,14 @@ static struct peer *peer_find(rcp_rpc *rpc, rcp_chan *ch)
 	}
 }
 
-struct peer *rpci_peer_get(rcp_rpc *rpc, rcp_chan *ch)
+struct peer *rpci_peer_get_slow(rcp_rpc *rpc, rcp_chan *ch)
 {
 	struct peer *p = peer_find(rpc, ch);
 	uint32_t i;
-	if (p)
+	if (p) {
+		rpc->last_peer = p;
 		return p;
+	}
 	if ((rpc->npeers + 1) * 2 > rpc->peercap) {
 		uint32_t cap = rpc->peercap ? rpc->peercap * 2 : 16;
 		struct peer **n = calloc(cap, sizeof *n);
@@ -72,5 +74,6 @@ struct peer *rpci_peer_get(rcp_rpc *rpc, rcp_chan *ch)
 		;
 	rpc->peers[i] = p;
 	rpc->npeers++;
+	rpc->last_peer = p;
 	return p;
 }

@@ -131,6 +131,10 @@ int rcp_rpc_create(rcp_ep *ep, const struct rcp_rpc_config *cfg, rcp_rpc **out)
 	rpc->msg_max = (size_t)mm;
 	rpc->donetail = &rpc->doneq;
 	rpc->batch = rcpi_env_int("RCP_RPC_BATCH", 1) != 0;
+	{
+		int64_t sp = rcpi_env_int("RCP_RPC_SPLIT", 2);
+		rpc->split = sp < 1 ? 1 : sp > 64 ? 64 : (uint32_t)sp;
+	}
 	for (int i = 0; i < RSQ; i++)
 		rpc->sq[i].tag = TAG_RESP;
 	if (rfp_init(rpc)) {

@@ -107,6 +107,7 @@ struct outq {
 	uint64_t tag;      /* TAG_REQ or TAG_RESP */
 };
 #define RSQ 8 /* response queues of a server (by channel hash) */
+#define HALF_MIN 4 /* fewest calls a batch HALVES sends early (batch.c) */
 
 struct peer {
 	rcp_chan *ch;
@@ -121,6 +122,7 @@ struct peer {
 	uint32_t trimming;   /* posted response receives being canceled (idle) */
 	int trimq;           /* on the context's trim list (client.c, TRIMMING) */
 	struct peer *tnext;  /* trim list */
+	uint32_t flight;     /* most calls pending at once since idle (HALVES, batch.c) */
 };
 
 struct rcp_rpc_req {
@@ -178,6 +180,7 @@ struct rcp_rpc {
 	/* peers: open addressing on channel pointer */
 	struct peer **peers;
 	uint32_t npeers, peercap;
+	struct peer *last_peer; /* rpci_peer_get's last answer */
 	/* client requests, by index */
 	struct rcp_rpc_req **reqs;
 	uint32_t nreqs, reqcap;
@@ -188,6 +191,7 @@ struct rcp_rpc {
 	int closing;         /* destroy: request receives are no longer handled */
 	int depth;           /* progress rounds running (nested): forwards are batched */
 	int batch;           /* RCP_RPC_BATCH */
+	uint32_t split;      /* RCP_RPC_SPLIT: batches in flight a peer (HALVES, batch.c) */
 	struct outq *dirty;  /* queues with messages */
 	struct peer *trim;   /* peers whose surplus receives wait for the round's end */
 	struct outq sq[RSQ]; /* batches of responses, by channel hash */
@@ -268,7 +272,16 @@ void rpci_aux_end(struct aux *a);
 
 /* peer.c: peers by channel. */
 uint32_t rpci_ptr_hash(const void *p);
-struct peer *rpci_peer_get(rcp_rpc *rpc, rcp_chan *ch);
+struct peer *rpci_peer_get_slow(rcp_rpc *rpc, rcp_chan *ch);
+/* The peer of CH (made if new), or NULL (no memory).  The last one found
+ * is kept: a client mostly forwards to one server in a row (~15
+ * instructions a call less than the hash probe, session 19). */
+static inline struct peer *rpci_peer_get(rcp_rpc *rpc, rcp_chan *ch)
+{
+	if (RCPI_LIKELY(rpc->last_peer && rpc->last_peer->ch == ch))
+		return rpc->last_peer;
+	return rpci_peer_get_slow(rpc, ch);
+}
 
 /* deadline.c: the deadline heap. */
 int rpci_timer_add(rcp_rpc *rpc, struct rcp_rpc_req *r);
@@ -286,7 +299,14 @@ void rpci_flush_all(rcp_rpc *rpc);
 int rpci_queue_msg(rcp_rpc *rpc, struct outq *q, const void *msg, size_t len, uint32_t *gen);
 /* IN PLACE (batch.c): room at the end of Q (*ROOM bytes, NULL: no memory)
  * for one message written there, then added by rpci_queue_commit. */
-unsigned char *rpci_queue_room(rcp_rpc *rpc, struct outq *q, size_t *room);
+unsigned char *rpci_queue_room_slow(rcp_rpc *rpc, struct outq *q, size_t *room);
+static inline unsigned char *rpci_queue_room(rcp_rpc *rpc, struct outq *q, size_t *room)
+{
+	if (RCPI_UNLIKELY(q->cap < rpc->msg_max || q->len + HDR_LEN > rpc->msg_max))
+		return rpci_queue_room_slow(rpc, q, room);
+	*room = rpc->msg_max - q->len;
+	return q->buf + q->len;
+}
 void rpci_queue_commit(rcp_rpc *rpc, struct outq *q, size_t len, uint32_t *gen);
 
 /* client.c: response receives up to a peer's expectations; surplus ones

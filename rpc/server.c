@@ -110,8 +110,10 @@ static void handle_put(rcp_rpc *rpc, struct rcp_rpc_handle *h)
 		rpci_rbuf_unref(rpc, h->rb);
 		h->rb = NULL;
 	}
-	free(h->ovf_in);
-	h->ovf_in = NULL;
+	if (h->ovf_in) {
+		free(h->ovf_in);
+		h->ovf_in = NULL;
+	}
 	h->next = rpc->freeh;
 	rpc->freeh = h;
 }
@@ -256,6 +258,12 @@ static void on_request(rcp_rpc *rpc, struct rbuf *b, const struct rcp_status *st
 	 * theirs, at once */
 	for (size_t off = 0; off < st->len; off += HDR_LEN + hd.len)
 		on_request_one(rpc, b, st->chan, &hd, off, rpci_hdr_read(b->data, off, &hd));
+	if (rpc->split > 1) {
+		/* HALVES (batch.c): the answers to this message leave now */
+		struct outq *q = &rpc->sq[rpci_ptr_hash(st->chan) & (RSQ - 1)];
+		if (q->n && q->ch == st->chan)
+			rpci_flush_q(rpc, q);
+	}
 	rpci_rbuf_unref(rpc, b);
 }
 

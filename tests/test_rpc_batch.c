@@ -23,6 +23,20 @@
  *                      the client takes that batch by rcp_progress too: its
  *                      7 surplus receives are not canceled before the
  *                      callbacks' round (TRIMMING), and are after it.
+ *   test_batch_halves  HALVES (batch.c): a client keeping 16 calls in flight,
+ *                      each callback forwarding the next (rcp-rpcbench's
+ *                      loop), sends them 8 to a message once its first
+ *                      batch of 16 came back; the server answers each
+ *                      request message with one message of its own.  Counts
+ *                      the messages both ways, every output, and each
+ *                      callback exactly once.  Then, the server idle, a
+ *                      fan of 12 from one callback goes as one message
+ *                      (the 16 of before are forgotten once idle).
+ *   test_batch_answer_each the raw endpoint sends two request messages of 2;
+ *                      the server takes both in one round (the first
+ *                      message's first handler progresses the endpoint,
+ *                      which takes the second): 2 answer messages of 2,
+ *                      not one of 4, each answer to its own request.
  *   test_batch_bad_req batches a server must drop whole (bad_msgs +1, no
  *                      handler run): a payload running past the message,
  *                      trailing bytes shorter than a header, an overflow
@@ -35,6 +49,7 @@
  *                      message: dropped whole (bad_msgs +1, the call still
  *                      pending), then the good response completes it.
  */
+#include <stddef.h>
 #include <string.h>
 
 #include <rcp/rpc.h>
@@ -277,6 +292,133 @@ static void test_batch_answer_look(void **state)
 	look_trims(ch);
 }
 
+/* ---- test_batch_halves ---- */
+
+#define HFLIGHT 16
+#define HMORE   (8 * 25) /* calls after the first 16: 25 messages of 8 */
+#define HTOTAL  (HFLIGHT + HMORE)
+static uint32_t h_in[HTOTAL], h_out[HTOTAL], h_done[HTOTAL];
+static uint32_t h_next;
+static rcp_chan *h_ch;
+
+static void h_forward(void);
+
+static void half_cb(rcp_rpc_req *req, int status, void *out, void *arg)
+{
+	uintptr_t i = (uintptr_t)arg;
+	(void)req;
+	assert_int_equal(status, 0);
+	assert_ptr_equal(out, &h_out[i]);
+	h_done[i]++;
+	h_forward();
+}
+
+static void h_forward(void)
+{
+	uint32_t i;
+	if (h_next == HTOTAL)
+		return;
+	i = h_next++;
+	h_in[i] = 3 * i;
+	assert_int_equal(rcp_rpc_forward(C.rpc, h_ch, id_inc, &h_in[i], &h_out[i], -1, half_cb,
+	                                 (void *)(uintptr_t)i, NULL),
+	                 0);
+}
+
+/* The first call's callback starts the 16 (one round: one batch). */
+static void half_first_cb(rcp_rpc_req *req, int status, void *out, void *arg)
+{
+	(void)req;
+	(void)out;
+	(void)arg;
+	assert_int_equal(status, 0);
+	for (int k = 0; k < HFLIGHT; k++)
+		h_forward();
+}
+
+#define IDLE_FAN 12
+static int idle_fan;
+
+static void idle_cb(rcp_rpc_req *req, int status, void *out, void *arg)
+{
+	(void)req;
+	(void)out;
+	(void)arg;
+	assert_int_equal(status, 0);
+	idle_fan++;
+}
+
+static void idle_first_cb(rcp_rpc_req *req, int status, void *out, void *arg)
+{
+	static uint32_t ins[IDLE_FAN], outs12[IDLE_FAN];
+	(void)req;
+	(void)out;
+	(void)arg;
+	assert_int_equal(status, 0);
+	idle_fan++;
+	for (int k = 0; k < IDLE_FAN; k++)
+		assert_int_equal(rcp_rpc_forward(C.rpc, h_ch, id_inc, &ins[k], &outs12[k], -1,
+		                                 idle_cb, NULL, NULL),
+		                 0);
+}
+
+static void test_batch_halves(void **state)
+{
+	static uint32_t in = 1, out;
+	struct rcp_rpc_stats cs0, cs;
+	struct rcp_ep_stats ce0, ce, se0, se;
+	uint64_t cmsgs, smsgs;
+	int n, all = 0;
+	(void)state;
+	assert_int_equal(rcp_connect(C.ep, saddr, &h_ch), 0);
+	for (n = 0; n < 100; n++)
+		round_all(); /* the channel of the tests before settles */
+	rcp_rpc_get_stats(C.rpc, &cs0);
+	rcp_ep_get_stats(C.ep, &ce0);
+	rcp_ep_get_stats(S.ep, &se0);
+	assert_int_equal(
+	    rcp_rpc_forward(C.rpc, h_ch, id_inc, &in, &out, -1, half_first_cb, NULL, NULL), 0);
+	for (n = 0; n < ROUNDS && !all; n++) {
+		round_all();
+		all = h_next == HTOTAL;
+		for (int i = 0; all && i < HTOTAL; i++)
+			all = h_done[i] != 0;
+	}
+	assert_true(all);
+	for (n = 0; n < 100; n++)
+		round_all(); /* a second completion would show now */
+	for (int i = 0; i < HTOTAL; i++) {
+		if (h_done[i] != 1 || h_out[i] != 3 * (uint32_t)i + 1)
+			fail_msg("call %d: completed %u times, output %u (want 1, %u)", i, h_done[i],
+			         h_out[i], 3 * i + 1);
+	}
+	rcp_rpc_get_stats(C.rpc, &cs);
+	rcp_ep_get_stats(C.ep, &ce);
+	rcp_ep_get_stats(S.ep, &se);
+	assert_int_equal(cs.completed_ok - cs0.completed_ok, 1 + HTOTAL);
+	assert_int_equal(cs.forwarded - cs0.forwarded, 1 + HTOTAL);
+	cmsgs = ce.msgs_sent - ce0.msgs_sent;
+	smsgs = se.msgs_sent - se0.msgs_sent;
+	/* the first call, the 16 in one message (its round knew of 1 call in
+	 * flight), then 8 a message: 1 + 1 + 25 each way */
+	if (cmsgs != 2 + HMORE / 8 || smsgs != cmsgs)
+		fail_msg("%llu request messages, %llu answer messages (want %d each)",
+		         (unsigned long long)cmsgs, (unsigned long long)smsgs, 2 + HMORE / 8);
+	assert_int_equal(cs.bad_msgs, 0);
+	/* idle: the next fan is split by what is in flight now */
+	for (n = 0; n < 1000; n++)
+		round_all();
+	rcp_ep_get_stats(C.ep, &ce0);
+	idle_fan = 0;
+	assert_int_equal(
+	    rcp_rpc_forward(C.rpc, h_ch, id_inc, &in, &out, -1, idle_first_cb, NULL, NULL), 0);
+	for (n = 0; n < ROUNDS && idle_fan < 1 + IDLE_FAN; n++)
+		round_all();
+	assert_int_equal(idle_fan, 1 + IDLE_FAN);
+	rcp_ep_get_stats(C.ep, &ce);
+	assert_int_equal(ce.msgs_sent - ce0.msgs_sent, 2); /* the first call, the 12 */
+}
+
 /* ---- raw messages ---- */
 
 static size_t put_hdr(unsigned char *m, int kind, uint16_t flags, int32_t status, uint32_t len,
@@ -409,6 +551,92 @@ static void test_batch_bad_req(void **state)
 	assert_int_equal(s.batched_in - s0.batched_in, 2);
 }
 
+/* t.nest: the first call progresses the server's endpoint before it
+ * answers, so the round that took its message takes the next one too. */
+static int nest_armed;
+
+static void h_nest(rcp_rpc_handle *h, void *arg)
+{
+	uint32_t v = 0, out;
+	(void)arg;
+	if (nest_armed) {
+		nest_armed = 0;
+		rcp_progress(S.ep);
+	}
+	assert_int_equal(rcp_rpc_get_input(h, &v), 0);
+	out = v + 1;
+	rcp_rpc_respond(h, &out, 0);
+}
+
+static void test_batch_answer_each(void **state)
+{
+	unsigned char m[2][512], got[2][512];
+	struct rcp_rpc_stats s0, s;
+	struct rcp_status st;
+	struct rcp_ep_stats e0, e;
+	rcp_req *rr[2], *sr;
+	rcp_chan *ch;
+	uint64_t id_nest;
+	size_t n[2];
+	int i, seen[4] = {0};
+	(void)state;
+	assert_int_equal(rcp_rpc_register(S.rpc, "t.nest", proc_u32, proc_u32, &id_nest), 0);
+	assert_int_equal(rcp_rpc_set_handler(S.rpc, id_nest, h_nest, NULL), 0);
+	assert_int_equal(rcp_connect(raw, saddr, &ch), 0);
+	settle();
+	for (int k = 0; k < 2; k++)
+		assert_int_equal(rcp_irecv(raw, ch, TAG_RESP, got[k], sizeof got[k], &rr[k]), 0);
+	/* message 0: t.nest (cookie 10), t.inc (11); message 1: t.inc (12, 13) */
+	n[0] = put_req(m[0], 10, 100);
+	memcpy(m[0] + offsetof(struct rpc_hdr, id), &id_nest, sizeof id_nest);
+	n[0] += put_req(m[0] + n[0], 11, 110);
+	n[1] = put_req(m[1], 12, 120);
+	n[1] += put_req(m[1] + n[1], 13, 130);
+	rcp_rpc_get_stats(S.rpc, &s0);
+	rcp_ep_get_stats(S.ep, &e0);
+	for (int k = 0; k < 2; k++) {
+		assert_int_equal(rcp_isend(ch, TAG_REQ, m[k], n[k], &sr), 0);
+		/* small: rcp has sent it (or holds a copy) by now */
+		assert_int_not_equal(rcp_test(sr, &st), RCP_EAGAIN);
+	}
+	nest_armed = 1;
+	s = s0;
+	for (i = 0; i < ROUNDS && s.handled - s0.handled < 4; i++) {
+		rcp_rpc_progress(S.rpc); /* rounds of the context only */
+		rcp_rpc_get_stats(S.rpc, &s);
+	}
+	assert_int_equal(s.handled - s0.handled, 4);
+	assert_int_equal(nest_armed, 0);
+	for (i = 0; i < ROUNDS && (rcp_test(rr[0], &st) == RCP_EAGAIN ||
+	                           rcp_test(rr[1], &st) == RCP_EAGAIN);
+	     i++)
+		round_all();
+	rcp_ep_get_stats(S.ep, &e);
+	/* one answer message a request message, though one round took both */
+	assert_int_equal(e.msgs_sent - e0.msgs_sent, 2);
+	assert_int_equal(rcp_test(rr[0], &st), 0);
+	assert_int_equal(st.len, 2 * (HDR_LEN + 4));
+	assert_int_equal(rcp_test(rr[1], &st), 0);
+	assert_int_equal(st.len, 2 * (HDR_LEN + 4));
+	for (int k = 0; k < 2; k++) {
+		struct rpc_hdr h[2];
+		uint32_t v;
+		for (int j = 0; j < 2; j++) {
+			memcpy(&h[j], got[k] + j * (HDR_LEN + 4), HDR_LEN);
+			memcpy(&v, got[k] + j * (HDR_LEN + 4) + HDR_LEN, 4);
+			assert_int_equal(h[j].kind, K_RESP);
+			assert_int_equal(h[j].status, 0);
+			assert_in_range(h[j].cookie, 10, 13);
+			assert_int_equal(v, 10 * h[j].cookie + 1);
+			seen[h[j].cookie - 10]++;
+		}
+		/* the two answers of one request message together */
+		assert_int_equal(h[0].cookie / 2, h[1].cookie / 2);
+	}
+	for (int c = 0; c < 4; c++)
+		assert_int_equal(seen[c], 1);
+}
+
 static int resp_done, resp_status;
 static uint32_t resp_out;
 
@@ -472,7 +700,9 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_batch_calls),
 	    cmocka_unit_test(test_batch_answer_look),
+	    cmocka_unit_test(test_batch_halves),
 	    cmocka_unit_test(test_batch_bad_req),
+	    cmocka_unit_test(test_batch_answer_each),
 	    cmocka_unit_test(test_batch_bad_resp),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
