@@ -128,6 +128,9 @@ struct rcp_ep_stats {
 	 * resent because a frame sent after them arrived (RACK); timeouts
 	 * above counts the retransmission timeouts. */
 	uint64_t tlp_probes, rack_resends;
+	/* Frames taken by the express input (rcp/express.c): the plain frame
+	 * of a small exchange, in one pass; frames_recv counts them too. */
+	uint64_t express_in;
 };
 
 /* ---- endpoints ---- */
