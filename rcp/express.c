@@ -79,8 +79,8 @@ RCPI_HOT_INLINE rcp_chan *rcpi_input_express(rcpc_core *c, int peer, const void 
 		return NULL;
 	src = ld32(p + 12);
 	dst = ld32(p + 16);
-	if (!src || !dst || dst != ch->my_epoch || src != ch->peer_epoch ||
-	    src == ch->gone_epoch || ch->failed || ch->accepted)
+	if (!src || !dst || dst != ch->my_epoch || src != ch->peer_epoch || src == ch->gone_epoch ||
+	    ch->failed || ch->accepted)
 		return NULL;
 	/* The ack: at most what is out (an older one, reordered, is the
 	 * general path's). */
@@ -92,8 +92,7 @@ RCPI_HOT_INLINE rcp_chan *rcpi_input_express(rcpc_core *c, int peer, const void 
 	r = ch->direct;
 	memcpy(&tag, p + 32, 8);
 	if (ld32(p + 20) != ch->rx_next || ch->rx_gaps || ld32(p + 44) != ch->rx_msg_next ||
-	    ch->credits_taken == ch->credits_given || ch->reserved || !r ||
-	    !tag_match(r->tag, tag))
+	    ch->credits_taken == ch->credits_given || ch->reserved || !r || !tag_match(r->tag, tag))
 		return NULL;
 
 	/* Taken: the effects of the general path, in its order. */
@@ -155,8 +154,8 @@ RCPI_HOT_INLINE struct slot *rcpi_slot_express(rcp_chan *ch, uint32_t msg, uint6
 	uint32_t inflight = ch->tx_next - ch->tx_una;
 	unsigned char *h = (unsigned char *)&s->hdr;
 	uint64_t w0 = EXPRESS_W0;
-	uint32_t f[6] = {c->p.session, ch->my_epoch, ch->peer_epoch, seq, ch->rx_next,
-	                 ch->credits_given};
+	uint32_t f[6] = {c->p.session, ch->my_epoch, ch->peer_epoch,
+	                 seq,          ch->rx_next,  ch->credits_given};
 	uint32_t tail[2] = {0, msg}; /* crc (none), msg */
 
 	assert(!s->in_use);
