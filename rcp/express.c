@@ -15,8 +15,8 @@
  * (DATA, FIRST|EAGER, maybe ACKREQ; no CRC), on an established channel
  * (both epochs named, as its own), the next frame in sequence with no hole
  * held, the channel's next message with a credit, acking at most what we
- * have out, for the channel's direct receive (chan.h, DIRECT) of a
- * matching tag.  Its first 8 bytes are then one of two words, so the
+ * have out, for a posted receive of a matching tag (the channel's direct
+ * one, chan.h DIRECT, or the first the posted lists give).  Its first 8 bytes are then one of two words, so the
  * gate's checks of magic, version, header length, type and flags are one
  * compare; the session, the epochs, the sequence, the message id and the
  * ack range are compared against the channel as they lie in the frame.
@@ -88,12 +88,20 @@ RCPI_HOT_INLINE rcp_chan *rcpi_input_express(rcpc_core *c, int peer, const void 
 	if (h.ack - ch->tx_una > ch->tx_next - ch->tx_una)
 		return NULL;
 	/* Delivery (core.c input_small): in order, the next message, a
-	 * credit taken, the direct receive's tag. */
+	 * credit taken, a posted receive: the direct one if its tag matches,
+	 * else the one the posted lists give (a layer with receives for any
+	 * channel, as relinked PVM, has no direct one). */
 	r = ch->direct;
 	memcpy(&tag, p + 32, 8);
 	if (ld32(p + 20) != ch->rx_next || ch->rx_gaps || ld32(p + 44) != ch->rx_msg_next ||
-	    ch->credits_taken == ch->credits_given || ch->reserved || !r || !tag_match(r->tag, tag))
+	    ch->credits_taken == ch->credits_given || ch->reserved)
 		return NULL;
+	if (!r || !tag_match(r->tag, tag)) {
+		if (r || (!ch->posted_specific && list_empty(&c->posted_any)))
+			return NULL; /* unexpected, or the general path's */
+		if (!(r = rcpi_match_posted(c, ch, tag)))
+			return NULL;
+	}
 
 	/* Taken: the effects of the general path, in its order. */
 	c->st.express_in++;
@@ -108,10 +116,14 @@ RCPI_HOT_INLINE rcp_chan *rcpi_input_express(rcpc_core *c, int peer, const void 
 		ch->ack_now = 1;
 	ch->rx_msg_next++;
 	ch->credits_taken++;
-	ch->direct = NULL;
-	if (RCPI_UNLIKELY(ch->next_rx == r))
-		ch->next_rx = NULL;
-	ch->posted_specific--;
+	if (r == ch->direct) {
+		ch->direct = NULL;
+		if (RCPI_UNLIKELY(ch->next_rx == r))
+			ch->next_rx = NULL;
+		ch->posted_specific--;
+	} else {
+		rcpi_recv_unpost(r);
+	}
 	n = (uint32_t)(len - RCPW_CHLEN);
 	r->src = ch;
 	r->msg = ld32(p + 44);

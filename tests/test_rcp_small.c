@@ -402,7 +402,8 @@ static void keep_last(void *arg, int from, int to, const void *frame, size_t len
  * in one pass, under the compact header the express slot writes (48 +
  * 8 bytes).  What it declines goes the general way and keeps order: a
  * frame past a hole (the one before it held back), the frame that fills
- * the hole (frames held past it), a message with no receive posted.
+ * the hole (frames held past it), a message with no receive posted;
+ * receives for any channel are matched in posting order.
  * Hostile copies of a real frame (another session, another epoch, an
  * unknown flag, an ack of frames never sent) are refused and
  * counted as the general path counts them, and take no receive. */
@@ -463,6 +464,16 @@ static void t_express(void **state)
 	r1 = post(s, ba, 4, b1);
 	send_one(s, 4, 0x54);
 	assert_int_equal(got(s, r1, b1, seed), 0x54);
+	assert_int_equal(express_in(s, 1), e0 + 1);
+	/* A receive for any channel posted first (so none is direct): the
+	 * posted lists give the receive, in posting order, express too. */
+	r2 = post(s, NULL, RCP_ANY_TAG, b2);
+	r1 = post(s, ba, 6, b1);
+	send_one(s, 6, 0x61);
+	assert_int_equal(got(s, r2, b2, seed), 0x61);
+	send_one(s, 6, 0x62);
+	assert_int_equal(got(s, r1, b1, seed), 0x62);
+	e0 += 2;
 	assert_int_equal(express_in(s, 1), e0 + 1);
 	/* Hostile copies of that frame, made to look like the next one, for
 	 * a posted receive: refused, counted, nothing taken. */
