@@ -3,8 +3,10 @@
  * SENDS): a send of one inline frame with nothing ahead of it is done when
  * rcpc_isend returns, with its own status, and needs no request when
  * detached; but never past what the general path would refuse (no credit
- * left, frames queued ahead), and never out of order.  Run on the
- * simulator (tests/sim.c): deterministic, seeded.
+ * left, frames queued ahead), and never out of order; the express input
+ * (rcp/express.c) takes the plain frame and leaves every other to the
+ * general path (t_express).  Run on the simulator (tests/sim.c):
+ * deterministic, seeded.
  */
 #include <setjmp.h>
 #include <stdarg.h>
