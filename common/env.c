@@ -52,7 +52,8 @@ static const struct rcpi_env_var vars[] = {
      "frames without it are dropped (needs libsodium)"},
     {"RCP_CRC", "auto", "payload CRC32C: auto (where the nic does not check), 0, 1"},
     {"RCP_RTO_MIN_US", "250", "smallest retransmission timeout, us"},
-    {"RCP_ACK_DELAY_US", "50", "how long an ack may wait for a piggyback, us"},
+    {"RCP_ACK_DELAY_US", "50",
+     "how long an ack may wait for a piggyback, us (1000 on a nic that loses nothing)"},
     {"RCP_CREDITS", "64",
      "unexpected messages (eager or RTS) a channel may hold; a sender without a credit waits "
      "(config.credits overrides)"},

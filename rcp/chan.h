@@ -8,8 +8,8 @@
  * named in capitals, as (CREDITS), is the head comment of the file that
  * holds it: CHANNELS chan.c, HANDSHAKE handshake.c, RELIABILITY and WINDOW
  * send.c, RECEIVING recv.c, MESSAGES, CREDITS and DEMAND msg.c, TIMERS
- * timers.c, COMPLETION req.c, RMA EVENTS rmaq.c, TRANSFERS DONE rma.c,
- * FLUSH, CLOSE and LAYERS core.c.
+ * timers.c, EXPRESS express.c, COMPLETION req.c, RMA EVENTS rmaq.c,
+ * TRANSFERS DONE rma.c, FLUSH, CLOSE and LAYERS core.c.
  *
  * INVARIANTS.  tx_una <= tx_next <= tx_una + nslots; slot(s) in use iff
  * tx_una <= s < tx_next; a send request completes only when no slot
@@ -474,6 +474,23 @@ void rcpi_process_reliable(rcp_chan *ch, const struct rcpw_hdr *h, const unsigne
 rcp_chan *rcpi_admit(rcpc_core *c, int peer, const void *src, size_t srclen,
                      const struct rcpw_hdr *h, uint64_t now);
 void rcpi_chans_sweep(rcpc_core *c, uint64_t now);
+
+/* ---- express.c: the plain frame of a small exchange (EXPRESS) ---- */
+rcp_chan *rcpi_input_express(rcpc_core *c, int peer, const void *frame, size_t len, uint64_t now);
+struct slot *rcpi_slot_express(rcp_chan *ch, uint32_t msg, uint64_t tag, const void *buf,
+                               uint32_t len);
+/* A whole small message of CH may go under rcpi_slot_express's header: the
+ * peer has our window (wnd_told: compact headers may go) and is named (not
+ * blind), no CRC, and the host is little-endian (the wire's order). */
+static inline int rcpi_slot_express_ok(const rcp_chan *ch)
+{
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	return ch->wnd_told && ch->peer_epoch && !ch->core->p.crc;
+#else
+	(void)ch;
+	return 0;
+#endif
+}
 
 /* ---- timers.c: the timer heap, firing, flushing a channel ---- */
 void rcpi_chan_flush(rcp_chan *ch, uint64_t now);

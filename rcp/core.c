@@ -17,6 +17,8 @@
  *     |          irecv, mcast, cancel, probe; rcpc_input dispatch; flush
  *   timers.c     timer heap of channel deadlines, rcpc_timers, delayed acks
  *     |
+ *   express.c    the plain frame of a small exchange in one pass, in and
+ *     |          out (EXPRESS)
  *   rma.c        rcpc_rma_done: a transfer is back, its FIN, its completion
  *     |
  *   handshake.c  admission of each frame: epochs, restart challenges,
@@ -180,6 +182,11 @@ void rcpc_input(rcpc_core *c, int peer, const void *src, size_t srclen, const vo
 
 	c->st.frames_recv++;
 	c->now = now;
+	/* The plain frame of a small exchange, in one pass (express.c). */
+	if ((ch = rcpi_input_express(c, peer, frame, len, now))) {
+		input_done(ch, now);
+		return;
+	}
 	v = rcpw_parse(frame, len, c->p.session, c->p.crc, &h, &pl);
 	if (v != RCPW_OK) {
 		if (v == RCPW_BAD_SESSION)
@@ -446,9 +453,13 @@ static RCPI_HOT_INLINE int send_small(rcp_chan *ch, uint64_t tag, const void *bu
 		ch->ready_valid = 0;
 	ch->credit_stalled = 0;
 	ch->credits_used++;
-	s = rcpi_slot_new(ch, NULL, RCPW_DATA, RCPW_F_FIRST | RCPW_F_EAGER, msg, tag, len, buf,
-	                  (uint32_t)len, 1);
-	s->own = NULL;
+	if (RCPI_LIKELY(rcpi_slot_express_ok(ch))) {
+		s = rcpi_slot_express(ch, msg, tag, buf, (uint32_t)len); /* (EXPRESS) */
+	} else {
+		s = rcpi_slot_new(ch, NULL, RCPW_DATA, RCPW_F_FIRST | RCPW_F_EAGER, msg, tag, len,
+		                  buf, (uint32_t)len, 1);
+		s->own = NULL;
+	}
 	c->xmit_now = 1;                  /* its one frame rings the nic at once */
 	(void)rcpi_slot_send(ch, s, now); /* refused: resent from the slot; failed: ch->failed */
 	c->xmit_now = 0;
@@ -528,8 +539,10 @@ static RCPI_HOT_INLINE void send_post(rcp_chan *ch, rcp_req *r, uint64_t tag, ui
 	core_push(c);
 }
 
-static int isend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, int sync, uint64_t now,
-                 rcp_req **req)
+/* (Inlined into rcpc_isend and rcpc_issend: -20 instructions per 8 B
+ * round trip.) */
+static RCPI_HOT_INLINE int isend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, int sync,
+                                 uint64_t now, rcp_req **req)
 {
 	rcpc_core *c;
 	rcp_req *r;

@@ -283,10 +283,23 @@ uint64_t rcpc_deadline(rcpc_core *c)
 	return t < d ? t : d;
 }
 
-int rcpc_due(rcpc_core *c, uint64_t now)
+static __attribute__((noinline)) int due_slow(rcpc_core *c, uint64_t now)
 {
 	settle(c);
 	if (c->naccepted && now >= c->sweep_at)
 		return 1;
 	return top_exact(c, now) <= now;
+}
+
+/* Asked after every frame: with no channel marked and no accepted one
+ * (no sweep), a top key after NOW answers it without a call (a key is a
+ * lower bound: no deadline is earlier). */
+inline int rcpc_due(rcpc_core *c, uint64_t now)
+{
+	if (RCPI_LIKELY(list_empty(&c->retime) && !c->naccepted)) {
+		const struct rcpi_tnode *t = rcpi_heap_top(&c->theap);
+		if (!t || t->at > now)
+			return 0;
+	}
+	return due_slow(c, now);
 }

@@ -3,8 +3,10 @@
  * SENDS): a send of one inline frame with nothing ahead of it is done when
  * rcpc_isend returns, with its own status, and needs no request when
  * detached; but never past what the general path would refuse (no credit
- * left, frames queued ahead), and never out of order.  Run on the
- * simulator (tests/sim.c): deterministic, seeded.
+ * left, frames queued ahead), and never out of order; the express input
+ * (rcp/express.c) takes the plain frame and leaves every other to the
+ * general path (t_express).  Run on the simulator (tests/sim.c):
+ * deterministic, seeded.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,6 +19,7 @@
 #include <cmocka.h>
 
 #include "rcp/core.h"
+#include "rcp/wire.h"
 #include "sim.h"
 #include "testutil.h"
 
@@ -357,6 +360,162 @@ static void t_next_receive(void **state)
 	sim_free(s);
 }
 
+/* ---- the express input and slot (rcp/express.c, EXPRESS) ---- */
+
+static uint64_t express_in(struct sim *s, int node)
+{
+	struct rcp_ep_stats st;
+	rcpc_core_stats(sim_core(s, node), &st);
+	return st.express_in;
+}
+
+/* Holds node 0's next data frame back (delay 1 ms) once: the frame sent
+ * after it arrives first (sim_set_fate). */
+static int64_t hold_one(void *arg, int from, int to, const void *frame, size_t len)
+{
+	int *left = arg;
+	(void)to;
+	(void)frame;
+	if (from == 0 && len > RCPW_CHLEN - 1 && *left > 0) {
+		--*left;
+		return 1000000;
+	}
+	return 0;
+}
+
+/* The last frame node 0 sent to node 1, as delivered (sim_set_tap). */
+struct last_frame {
+	unsigned char b[RCPW_HLEN + 64];
+	size_t len;
+};
+
+static void keep_last(void *arg, int from, int to, const void *frame, size_t len)
+{
+	struct last_frame *l = arg;
+	(void)to;
+	if (from == 0 && len <= sizeof l->b) {
+		memcpy(l->b, frame, len);
+		l->len = len;
+	}
+}
+
+/* Without CRC (a nic that checks frames), the plain exchange goes
+ * express both ways: every message into a posted direct receive is taken
+ * in one pass, under the compact header the express slot writes (48 +
+ * 8 bytes).  What it declines goes the general way and keeps order: a
+ * frame past a hole (the one before it held back), the frame that fills
+ * the hole (frames held past it), a message with no receive posted;
+ * receives for any channel are matched in posting order.
+ * Hostile copies of a real frame (another session, another epoch, an
+ * unknown flag, an ack of frames never sent) are refused and
+ * counted as the general path counts them, and take no receive. */
+static void t_express(void **state)
+{
+	uint64_t seed = test_seed(1940);
+	struct sim_opts o = {0};
+	struct sim *s;
+	rcp_chan *ba;
+	unsigned char b1[8], b2[8];
+	struct last_frame last = {{0}, 0};
+	struct rcp_ep_stats st0, st1;
+	rcp_req *r1, *r2;
+	uint64_t e0;
+	int held = 0;
+
+	(void)state;
+	o.n = 2;
+	o.seed = seed;
+	o.link.latency = 5000;
+	rcpc_params_default(&o.params);
+	o.params.mtu = 4096;
+	o.params.rx_frames = 64;
+	o.params.crc = 0;
+	s = sim_new(&o);
+	sim_chan(s, 0, 1);
+	ba = sim_chan(s, 1, 0);
+	sim_set_tap(s, keep_last, &last);
+	/* The first frames carry full headers (the window); then express. */
+	for (int i = 0; i < 20; i++) {
+		r1 = post(s, ba, 1, b1);
+		send_one(s, 1, (unsigned char)i);
+		assert_int_equal(got(s, r1, b1, seed), i);
+	}
+	e0 = express_in(s, 1);
+	if (e0 < 15)
+		fail_msg("express took %llu of 20 plain frames (seed %#llx)",
+		         (unsigned long long)e0, (unsigned long long)seed);
+	assert_int_equal(last.len, RCPW_CHLEN + 8);
+	/* Out of order: the second frame arrives first, then the first. */
+	sim_set_fate(s, hold_one, &held);
+	held = 1;
+	r1 = post(s, ba, 1, b1);
+	r2 = post(s, ba, 2, b2);
+	send_one(s, 1, 0x51);
+	send_one(s, 2, 0x52);
+	assert_int_equal(got(s, r1, b1, seed), 0x51);
+	assert_int_equal(got(s, r2, b2, seed), 0x52);
+	assert_int_equal(express_in(s, 1), e0);
+	sim_set_fate(s, NULL, NULL);
+	/* No receive posted: unexpected, then taken by a receive. */
+	send_one(s, 3, 0x53);
+	sim_run(s, never, NULL, SEC / 100);
+	assert_int_equal(express_in(s, 1), e0);
+	r1 = post(s, ba, 3, b1);
+	assert_int_equal(got(s, r1, b1, seed), 0x53);
+	/* A plain one again: express. */
+	r1 = post(s, ba, 4, b1);
+	send_one(s, 4, 0x54);
+	assert_int_equal(got(s, r1, b1, seed), 0x54);
+	assert_int_equal(express_in(s, 1), e0 + 1);
+	/* A receive for any channel posted first (so none is direct): the
+	 * posted lists give the receive, in posting order, express too. */
+	r2 = post(s, NULL, RCP_ANY_TAG, b2);
+	r1 = post(s, ba, 6, b1);
+	send_one(s, 6, 0x61);
+	assert_int_equal(got(s, r2, b2, seed), 0x61);
+	send_one(s, 6, 0x62);
+	assert_int_equal(got(s, r1, b1, seed), 0x62);
+	e0 += 2;
+	assert_int_equal(express_in(s, 1), e0 + 1);
+	/* Hostile copies of that frame, made to look like the next one, for
+	 * a posted receive: refused, counted, nothing taken. */
+	assert_int_equal(last.len, RCPW_CHLEN + 8);
+	r1 = post(s, ba, 4, b1);
+	rcpc_core_stats(sim_core(s, 1), &st0);
+	for (int k = 0; k < 4; k++) {
+		unsigned char f[sizeof last.b];
+		uint32_t v;
+		memcpy(f, last.b, last.len);
+		memcpy(&v, f + 20, 4); /* seq: the next */
+		v++;
+		memcpy(f + 20, &v, 4);
+		memcpy(&v, f + 44, 4); /* msg: the next */
+		v++;
+		memcpy(f + 44, &v, 4);
+		if (k == 0)
+			f[8] ^= 1; /* session */
+		else if (k == 1)
+			f[16] ^= 1; /* dst_epoch */
+		else if (k == 2)
+			f[5] |= 2; /* flags: bit 9, no flag of the wire's */
+		else
+			f[24] += 100; /* ack: past what was sent */
+		sim_inject(s, 0, 1, f, last.len);
+	}
+	sim_run(s, never, NULL, SEC / 100);
+	rcpc_core_stats(sim_core(s, 1), &st1);
+	assert_int_equal(express_in(s, 1), e0 + 1);
+	assert_int_equal(rcpc_req_done(r1, NULL), 0);
+	/* session: stale; dst_epoch: stale; flags: bad (the gate);
+	 * ack: bad (acks frames never sent). */
+	assert_int_equal(st1.stale_frames - st0.stale_frames, 2);
+	assert_int_equal(st1.bad_frames - st0.bad_frames, 2);
+	send_one(s, 4, 0x55);
+	assert_int_equal(got(s, r1, b1, seed), 0x55);
+	assert_int_equal(express_in(s, 1), e0 + 2);
+	sim_free(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -364,6 +523,7 @@ int main(void)
 	    cmocka_unit_test(t_small_detached),
 	    cmocka_unit_test(t_direct_order),
 	    cmocka_unit_test(t_next_receive),
+	    cmocka_unit_test(t_express),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

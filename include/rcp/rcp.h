@@ -133,6 +133,9 @@ struct rcp_ep_stats {
 	 * (docs/waiting.md, one poll per look): tests count these per
 	 * message, never time them. */
 	uint64_t nic_polls;
+	/* Frames taken by the express input (rcp/express.c): the plain frame
+	 * of a small exchange, in one pass; frames_recv counts them too. */
+	uint64_t express_in;
 };
 
 /* ---- endpoints ---- */
