@@ -725,8 +725,10 @@ static int polls_run(int tid, int n, int tag, struct pvm_rcp_waitstats *ws)
  * shm: a precv polls once before it blocks, once a look and once in the
  * call that takes the echo, so nic polls <= looks + 2 a message (slack
  * N/4); a second poll a look adds the looks again.  Meaningful when the
- * waits looked at least twice a message (the echo takes a round trip):
- * else tried again, then skipped. */
+ * waits looked at least once a message (then that second poll would add
+ * N or more, past the slack): else tried again, then skipped.  (Session
+ * 19 asked twice a message, and an idle machine's spinning waits, which
+ * find the echo in 1.7 looks, skipped it every run.) */
 static int t_polls_per_look(void)
 {
 #ifdef PVMT_STOCK
@@ -746,14 +748,14 @@ static int t_polls_per_look(void)
 	}
 	for (int k = 0; k < 2 && !rc; k++) {
 		for (int tries = 0; tries < 3; tries++) {
-			if ((rc = polls_run(tid, N, tags[k], &ws)) != 0 || ws.polls >= 2 * N)
+			if ((rc = polls_run(tid, N, tags[k], &ws)) != 0 || ws.polls >= N)
 				break;
 		}
 		if (rc)
 			break;
 		fprintf(stderr, "polls-per-look, precv tag %d: %d messages, %llu looks, %llu nic polls\n",
 		        tags[k], N, ws.polls, ws.nic_polls);
-		if (ws.polls < 2 * N) {
+		if (ws.polls < N) {
 			snprintf(why, sizeof why, "waits looked %llu times in %d round trips",
 			         ws.polls, N);
 			rc = 1;
