@@ -36,7 +36,7 @@
 #include "rcp/ep_int.h"
 #include "rcp/wire.h"
 
-#define BURST 32
+#define BURST                 32
 #define RELIABLE_ACK_DELAY_NS 1000000u /* see rcp_ep_open */
 
 struct peer_name {
@@ -53,7 +53,7 @@ struct rcp_ep {
 	uint64_t polls;            /* progress rounds: nic polls (rcp_ep_stats.nic_polls) */
 	uint64_t look_polls;       /* polls, frames_in at the end of ep_look's last look */
 	uint64_t look_frames;
-	uint64_t sleep_slack_ns;   /* RCP_EP_SLEEP: see wake_at() */
+	uint64_t sleep_slack_ns; /* RCP_EP_SLEEP: see wake_at() */
 	unsigned idle_polls;
 	int burst;
 	uint64_t now_cache, now_tsc; /* see ep_now() */

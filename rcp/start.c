@@ -101,7 +101,7 @@ static void gv_copy(const rcp_req *r, uint32_t i, size_t base, size_t off, unsig
  * (at least 1): where it lies, or gathered into the inline buffer of the
  * slot the next frame takes; *NP becomes the frame's length. */
 static __attribute__((noinline)) const unsigned char *gv_frame(rcp_chan *ch, rcp_req *r, size_t off,
-                                                                size_t *np)
+                                                               size_t *np)
 {
 	const struct rcp_iov *v = r->gv;
 	uint32_t i = r->gv_i;
@@ -148,8 +148,8 @@ static __attribute__((noinline)) int gv_eager(rcp_chan *ch, rcp_req *r, uint64_t
 	}
 	gv_copy(r, 0, 0, 0, dst, r->total);
 	s = rcpi_slot_new(ch, at_once ? NULL : r, RCPW_DATA,
-	                  RCPW_F_FIRST | RCPW_F_EAGER | (at_once ? 0 : RCPW_F_ACKREQ), r->msg, r->tag,
-	                  r->total, dst, (uint32_t)r->total, 0);
+	                  RCPW_F_FIRST | RCPW_F_EAGER | (at_once ? 0 : RCPW_F_ACKREQ), r->msg,
+	                  r->tag, r->total, dst, (uint32_t)r->total, 0);
 	s->own = own;
 	if (at_once) {
 		rcpi_complete(r, 0);

@@ -38,7 +38,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#define RCPW_MAGIC   0x5243u
+#define RCPW_MAGIC 0x5243u
 /* A peer of another version is refused (BAD_MAGIC, counted in bad_frames):
  * a version-3 peer (session 17) does not know READY+STREAM or FIN
  * SPLIT+STREAM and would wait on such a message instead of refusing it, so

@@ -357,8 +357,8 @@ int rcp_rpc_forward(rcp_rpc *rpc, rcp_chan *ch, uint64_t id, const void *in, voi
 			 * surplus of a batch of answers mostly covers it) */
 			if (p->posted.n - p->trimming < p->expect + p->watch)
 				rpci_peer_repost(rpc, p);
-			if (p->rq.n * rpc->split >= p->flight && p->flight >= HALF_MIN * rpc->split &&
-			    rpc->split > 1)
+			if (p->rq.n * rpc->split >= p->flight &&
+			    p->flight >= HALF_MIN * rpc->split && rpc->split > 1)
 				rpci_flush_q(rpc, &p->rq); /* HALVES, batch.c */
 			goto sent;
 		}

@@ -106,7 +106,7 @@ struct outq {
 	struct peer *peer; /* requests: the calls' peer; responses: NULL */
 	uint64_t tag;      /* TAG_REQ or TAG_RESP */
 };
-#define RSQ 8 /* response queues of a server (by channel hash) */
+#define RSQ      8 /* response queues of a server (by channel hash) */
 #define HALF_MIN 4 /* fewest calls a batch HALVES sends early (batch.c) */
 
 struct peer {

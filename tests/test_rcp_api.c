@@ -378,7 +378,9 @@ static void t_one_poll_per_look(void **state)
 		assert_int_equal(ws.looks, d.stop - 1);
 		if (polls != (how ? (unsigned long long)d.calls : ws.looks))
 			fail_msg("DONE %s: %llu nic polls in %llu looks (%d calls of DONE)",
-			         how == 0 ? "without progress" : how == 1 ? "rcp_test" : "rcp_probe",
+			         how == 0   ? "without progress"
+			         : how == 1 ? "rcp_test"
+			                    : "rcp_probe",
 			         polls, ws.looks, d.calls);
 	}
 	assert_int_equal(rcp_ep_wait_remove(a, id), 0);

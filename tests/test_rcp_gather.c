@@ -96,7 +96,8 @@ static int drive(struct pair *p, int (*cond)(void *), void *arg)
 		rcp_progress(p->b);
 		if ((i & 1023) == 0) {
 			clock_gettime(CLOCK_MONOTONIC, &t);
-			if ((t.tv_sec - t0.tv_sec) * 1000000000ll + (t.tv_nsec - t0.tv_nsec) > WAIT_NS) {
+			if ((t.tv_sec - t0.tv_sec) * 1000000000ll + (t.tv_nsec - t0.tv_nsec) >
+			    WAIT_NS) {
 				dump(p->a, "sender");
 				dump(p->b, "receiver");
 				return 0;
@@ -170,10 +171,11 @@ static void send_layout(struct pair *p, const size_t *lens, int n, uint64_t seq,
 		size_t k = 0;
 		while (k < total && in[k] == ref[k])
 			k++;
-		print_error("seed %llu msg %llu: %d segments, %zu bytes, recv_first %d: send %d recv "
-		            "%d len %zu, first bad byte %zu\n",
-		            (unsigned long long)seed, (unsigned long long)seq, n, total, recv_first,
-		            d.error, o.rst.error, o.rst.len, k);
+		print_error(
+		    "seed %llu msg %llu: %d segments, %zu bytes, recv_first %d: send %d recv "
+		    "%d len %zu, first bad byte %zu\n",
+		    (unsigned long long)seed, (unsigned long long)seq, n, total, recv_first,
+		    d.error, o.rst.error, o.rst.len, k);
 		for (int i = 0; i < n; i++)
 			print_error("  seg %d: %zu\n", i, lens[i]);
 		fail();
@@ -200,25 +202,20 @@ static size_t rand_len(uint64_t *rs, size_t off, size_t pay, int big)
 {
 	size_t end;
 	switch (test_rand(rs) % 8) {
-	case 0:
-		return 0;
-	case 1:
-		return 1;
-	case 2:
-		return 1 + test_rand(rs) % 64;
+	case 0: return 0;
+	case 1: return 1;
+	case 2: return 1 + test_rand(rs) % 64;
 	case 3:
 	case 4:
 		/* straddle: end at k*pay + {-2..2} of the message */
 		end = (off / pay + 1 + test_rand(rs) % 2) * pay;
 		end = end + (size_t)(test_rand(rs) % 5) - 2;
 		return end > off ? end - off : 1;
-	case 5:
-		return 1 + test_rand(rs) % (3 * pay);
-	case 6:
-		return 2048 + test_rand(rs) % 3; /* INLINE_CAP and around it */
+	case 5: return 1 + test_rand(rs) % (3 * pay);
+	case 6: return 2048 + test_rand(rs) % 3; /* INLINE_CAP and around it */
 	default:
 		return big && test_rand(rs) % 4 == 0 ? (100u << 10) + test_rand(rs) % (1u << 20)
-		                                      : 1 + test_rand(rs) % 512;
+		                                     : 1 + test_rand(rs) % 512;
 	}
 }
 
@@ -238,11 +235,21 @@ static void t_layouts(void **state)
 			int n;
 			size_t l[6];
 		} fixed[] = {
-		    {3, {0, 0, 1}},         {3, {1, 1, 0}},          {2, {36, 4 << 20}},
-		    {3, {P - 1, 1, P + 1}}, {3, {P, P, P}},          {2, {P + 1, P - 1}},
-		    {4, {2047, 1, 1, 2048}}, {4, {2049, 3 * P, 0, 7}}, {4, {0, 300 << 10, 0, 0}},
-		    {2, {P / 2, P / 2}},    {2, {5, P - 5}},         {3, {1, 2 * P - 2, 1}},
-		    {6, {0, 0, 0, 0, 0, 0}}, {2, {P, 1}},             {3, {1, P, 1}},
+		    {3, {0, 0, 1}},
+		    {3, {1, 1, 0}},
+		    {2, {36, 4 << 20}},
+		    {3, {P - 1, 1, P + 1}},
+		    {3, {P, P, P}},
+		    {2, {P + 1, P - 1}},
+		    {4, {2047, 1, 1, 2048}},
+		    {4, {2049, 3 * P, 0, 7}},
+		    {4, {0, 300 << 10, 0, 0}},
+		    {2, {P / 2, P / 2}},
+		    {2, {5, P - 5}},
+		    {3, {1, 2 * P - 2, 1}},
+		    {6, {0, 0, 0, 0, 0, 0}},
+		    {2, {P, 1}},
+		    {3, {1, P, 1}},
 		};
 		for (size_t k = 0; k < sizeof fixed / sizeof fixed[0]; k++) {
 			send_layout(&p, fixed[k].l, fixed[k].n, seq++, (int)(k & 1), seed);
@@ -282,9 +289,9 @@ static void t_frames(void **state)
 
 	pair_open(&p, su, "tgf");
 	P = p.pay;
-	lens[0] = 36;              /* a header */
-	lens[1] = 40 * P + P / 3;  /* the data */
-	lens[2] = P / 2 + 3000;    /* a tail that is not a frame's multiple */
+	lens[0] = 36;             /* a header */
+	lens[1] = 40 * P + P / 3; /* the data */
+	lens[2] = P / 2 + 3000;   /* a tail that is not a frame's multiple */
 	rcp_ep_get_stats(p.a, &s0);
 	send_layout(&p, lens, 3, 1, 1, seed);
 	rcp_ep_get_stats(p.a, &s1);
@@ -298,7 +305,8 @@ static void t_frames(void **state)
 	 * stream but the nic may carry window updates): bounded by 4 */
 	want = (36 + lens[1] + lens[2] + P - 1) / P + 2;
 	if (s1.frames_sent - s0.frames_sent - (s1.retransmits - s0.retransmits) > want + 4)
-		fail_msg("%llu frames for %llu expected", (unsigned long long)(s1.frames_sent - s0.frames_sent),
+		fail_msg("%llu frames for %llu expected",
+		         (unsigned long long)(s1.frames_sent - s0.frames_sent),
 		         (unsigned long long)want);
 	{
 		/* segments that end where frames end: every frame points into

@@ -344,10 +344,8 @@ static void t_garbage_nocrc(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(t_garbage),
-	    cmocka_unit_test(t_garbage_nocrc),
-	    cmocka_unit_test(t_replay),
-	    cmocka_unit_test(t_compact_eager),
+	    cmocka_unit_test(t_garbage),     cmocka_unit_test(t_garbage_nocrc),
+	    cmocka_unit_test(t_replay),      cmocka_unit_test(t_compact_eager),
 	    cmocka_unit_test(t_old_version),
 	};
 	return cmocka_run_group_tests_name("rcp core on a simulated network: hostile frames", tests,

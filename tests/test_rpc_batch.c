@@ -389,8 +389,8 @@ static void test_batch_halves(void **state)
 		round_all(); /* a second completion would show now */
 	for (int i = 0; i < HTOTAL; i++) {
 		if (h_done[i] != 1 || h_out[i] != 3 * (uint32_t)i + 1)
-			fail_msg("call %d: completed %u times, output %u (want 1, %u)", i, h_done[i],
-			         h_out[i], 3 * i + 1);
+			fail_msg("call %d: completed %u times, output %u (want 1, %u)", i,
+			         h_done[i], h_out[i], 3 * i + 1);
 	}
 	rcp_rpc_get_stats(C.rpc, &cs);
 	rcp_ep_get_stats(C.ep, &ce);
@@ -607,8 +607,8 @@ static void test_batch_answer_each(void **state)
 	}
 	assert_int_equal(s.handled - s0.handled, 4);
 	assert_int_equal(nest_armed, 0);
-	for (i = 0; i < ROUNDS && (rcp_test(rr[0], &st) == RCP_EAGAIN ||
-	                           rcp_test(rr[1], &st) == RCP_EAGAIN);
+	for (i = 0; i < ROUNDS &&
+	            (rcp_test(rr[0], &st) == RCP_EAGAIN || rcp_test(rr[1], &st) == RCP_EAGAIN);
 	     i++)
 		round_all();
 	rcp_ep_get_stats(S.ep, &e);
@@ -698,12 +698,9 @@ static void test_batch_bad_resp(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_batch_calls),
-	    cmocka_unit_test(test_batch_answer_look),
-	    cmocka_unit_test(test_batch_halves),
-	    cmocka_unit_test(test_batch_bad_req),
-	    cmocka_unit_test(test_batch_answer_each),
-	    cmocka_unit_test(test_batch_bad_resp),
+	    cmocka_unit_test(test_batch_calls),       cmocka_unit_test(test_batch_answer_look),
+	    cmocka_unit_test(test_batch_halves),      cmocka_unit_test(test_batch_bad_req),
+	    cmocka_unit_test(test_batch_answer_each), cmocka_unit_test(test_batch_bad_resp),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

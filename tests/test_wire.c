@@ -313,10 +313,8 @@ static void t_version(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(t_crc_known),
-	    cmocka_unit_test(t_crc_agree),
-	    cmocka_unit_test(t_compact),
-	    cmocka_unit_test(t_exact_length),
+	    cmocka_unit_test(t_crc_known), cmocka_unit_test(t_crc_agree),
+	    cmocka_unit_test(t_compact),   cmocka_unit_test(t_exact_length),
 	    cmocka_unit_test(t_version),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

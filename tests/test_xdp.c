@@ -852,7 +852,8 @@ static void t_rcp_round_trip_frames(void **state)
 		char a[RCP_NIC_ADDRSTR_MAX] = "";
 		rcp_req *r;
 		snprintf(addr, sizeof addr, "xdp:%s", if_b);
-		if (enter_raw(ns_b) || rcp_ep_open(addr, &scfg, &ep) || rcp_ep_addr(ep, a, sizeof a))
+		if (enter_raw(ns_b) || rcp_ep_open(addr, &scfg, &ep) ||
+		    rcp_ep_addr(ep, a, sizeof a))
 			_exit(2);
 		if (write(pp[1], a, sizeof a) != (ssize_t)sizeof a)
 			_exit(3);
@@ -901,16 +902,19 @@ static void t_rcp_round_trip_frames(void **state)
 	assert_int_equal(rcp_nic_get_stats(rcp_ep_nic(ep), &n1), 0);
 	assert_int_equal(rcp_ep_get_stats(ep, &e1), 0);
 	{
-		unsigned long long tx = n1.tx_frames - n0.tx_frames, rx = n1.rx_frames - n0.rx_frames,
-		                   kicks = n1.wakeups - n0.wakeups, acks = e1.acks_sent - e0.acks_sent;
+		unsigned long long tx = n1.tx_frames - n0.tx_frames,
+		                   rx = n1.rx_frames - n0.rx_frames,
+		                   kicks = n1.wakeups - n0.wakeups,
+		                   acks = e1.acks_sent - e0.acks_sent;
 		print_message("# %d round trips: %llu frames out, %llu in, %llu kicks, %llu acks "
 		              "alone\n",
 		              ROUNDS, tx, rx, kicks, acks);
 		if (tx < ROUNDS || tx > ROUNDS + SLACK || rx < ROUNDS || rx > ROUNDS + SLACK ||
 		    kicks > tx + SLACK || acks > SLACK)
-			fail_msg("%d round trips: %llu frames out, %llu in, %llu kicks, %llu acks alone "
-			         "(each at most %d + %d)",
-			         ROUNDS, tx, rx, kicks, acks, ROUNDS, SLACK);
+			fail_msg(
+			    "%d round trips: %llu frames out, %llu in, %llu kicks, %llu acks alone "
+			    "(each at most %d + %d)",
+			    ROUNDS, tx, rx, kicks, acks, ROUNDS, SLACK);
 	}
 	assert_int_equal(rcp_send(ch, 99, "", 0), 0);
 	for (;;) {

@@ -76,13 +76,13 @@ int pvm_rcp_mcast_stats(unsigned long long *data_sent, unsigned long long *bytes
 long pvm_rcp_packed_sent(int reset);
 
 struct pvm_rcp_waitstats {
-	unsigned long long waits;   /* waits that did not end at the first look */
-	unsigned long long polls;   /* looks at the transports while waiting */
-	unsigned long long yields;  /* sched_yield calls */
-	unsigned long long sleeps;  /* sleeps on the endpoints' and pvmd's fds */
-	unsigned long long max_run; /* most looks in a row, past the few microseconds
+	unsigned long long waits;     /* waits that did not end at the first look */
+	unsigned long long polls;     /* looks at the transports while waiting */
+	unsigned long long yields;    /* sched_yield calls */
+	unsigned long long sleeps;    /* sleeps on the endpoints' and pvmd's fds */
+	unsigned long long max_run;   /* most looks in a row, past the few microseconds
 	                               alone, without yielding or sleeping */
-	unsigned long long crowded; /* yields that kept this task off the CPU long
+	unsigned long long crowded;   /* yields that kept this task off the CPU long
 	                               (other tasks want it: sleep rather than yield) */
 	unsigned long long nic_polls; /* the first endpoint's nic polls, waiting or not:
 	                                 one per look (polls) and a few per message */

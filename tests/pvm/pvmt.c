@@ -753,7 +753,8 @@ static int t_polls_per_look(void)
 		}
 		if (rc)
 			break;
-		fprintf(stderr, "polls-per-look, precv tag %d: %d messages, %llu looks, %llu nic polls\n",
+		fprintf(stderr,
+		        "polls-per-look, precv tag %d: %d messages, %llu looks, %llu nic polls\n",
 		        tags[k], N, ws.polls, ws.nic_polls);
 		if (ws.polls < N) {
 			snprintf(why, sizeof why, "waits looked %llu times in %d round trips",
