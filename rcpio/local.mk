@@ -67,14 +67,14 @@ tests_test_rcpio_xfer_LDADD = librcp.la $(CMOCKA_LIBS) $(PMEM2_LIBS)
 # A rank's client endpoint while its application stays away from rcpio.
 check_PROGRAMS += tests/test_rcpio_idle
 TESTS += tests/test_rcpio_idle
-tests_test_rcpio_idle_SOURCES = tests/test_rcpio_idle.c rcpio/xfer.c rcpio/pool.c rcpio/meta.c \
+tests_test_rcpio_idle_SOURCES = tests/test_rcpio_idle.c tests/rcpio_rt.h rcpio/xfer.c rcpio/pool.c rcpio/meta.c \
 	tests/testutil.h
 tests_test_rcpio_idle_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) $(PMEM2_CFLAGS)
 tests_test_rcpio_idle_LDADD = librcp.la $(CMOCKA_LIBS) $(PMEM2_LIBS)
 # A pull from an owner whose slot changes while frames are resent (faults).
 check_PROGRAMS += tests/test_rcpio_snap
 TESTS += tests/test_rcpio_snap
-tests_test_rcpio_snap_SOURCES = tests/test_rcpio_snap.c rcpio/xfer.c rcpio/pool.c rcpio/meta.c \
+tests_test_rcpio_snap_SOURCES = tests/test_rcpio_snap.c tests/rcpio_rt.h rcpio/xfer.c rcpio/pool.c rcpio/meta.c \
 	tests/testutil.h
 tests_test_rcpio_snap_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) $(PMEM2_CFLAGS)
 tests_test_rcpio_snap_LDADD = librcp.la $(CMOCKA_LIBS) $(PMEM2_LIBS)

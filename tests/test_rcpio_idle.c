@@ -43,37 +43,7 @@
 #define FID     4343u
 #define TIMEOUT 1000 /* RCP_PEER_TIMEOUT, ms (set in main) */
 
-static char dir[64];
-
-/* One rcpio runtime: pool, table, endpoints and progress thread. */
-struct rt {
-	pthread_mutex_t lock;
-	rcpio_pool *pool;
-	rcpio_meta *meta;
-	rcpio_net *net;
-	char path[128];
-	unsigned char blob[RCPIO_BLOB];
-};
-
-static void rt_start(struct rt *r, const char *name)
-{
-	struct rcpio_pool_cfg cfg = {BLOCK, 4};
-	pthread_mutex_init(&r->lock, NULL);
-	snprintf(r->path, sizeof r->path, "%s/%s.pool", dir, name);
-	assert_int_equal(rcpio_pool_open(r->path, &cfg, &r->pool, NULL), 0);
-	assert_int_equal(rcpio_meta_create(&r->meta), 0);
-	assert_int_equal(rcpio_net_start("udp", &r->lock, r->meta, r->pool, &r->net), 0);
-	assert_int_equal(rcpio_net_blob(r->net, r->blob), 0);
-}
-
-static void rt_stop(struct rt *r)
-{
-	rcpio_net_stop(r->net);
-	rcpio_meta_destroy(r->meta);
-	rcpio_pool_close(r->pool);
-	unlink(r->path);
-	pthread_mutex_destroy(&r->lock);
-}
+#include "tests/rcpio_rt.h"
 
 static void mkdir_tmp(void)
 {
