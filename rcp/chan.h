@@ -20,6 +20,7 @@
 #ifndef RCP_CHAN_H
 #define RCP_CHAN_H
 
+#include <assert.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -713,6 +714,46 @@ static inline void slot_free(rcp_chan *ch, struct slot *s)
 		rcpi_buf_put(c, s->own);
 		s->own = NULL;
 		c->sendbuf_used -= c->payload_max;
+	}
+}
+
+/* Claims the slot of CH's next sequence number for a reliable frame of
+ * PLEN payload bytes sent for REQ: the state every new slot starts with
+ * (send.c rcpi_slot_new; express.c rcpi_slot_express, which writes its
+ * header straight).  The caller sets the payload and the header. */
+static RCPI_HOT_INLINE struct slot *slot_claim(rcp_chan *ch, rcp_req *req, uint32_t plen,
+                                               int ackreq)
+{
+	uint32_t seq = ch->tx_next++;
+	struct slot *s = slot_of(ch, seq);
+	uint32_t inflight = ch->tx_next - ch->tx_una;
+
+	assert(!s->in_use);
+	s->in_use = 1;
+	s->sacked = 0;
+	s->nsent = 0;
+	s->sent_at = 1; /* becomes the real time in slot_send */
+	s->seq = seq;
+	s->req = req;
+	s->plen = plen;
+	s->ackreq = (uint8_t)(ackreq != 0);
+	if (inflight > ch->max_inflight)
+		ch->max_inflight = inflight;
+	return s;
+}
+
+/* Takes receive R, just matched to a message of CH, off CH's posted
+ * receives (core.c input_small, express.c): the channel's direct receive
+ * in place, any other by rcpi_recv_unpost. */
+static RCPI_HOT_INLINE void recv_take(rcp_chan *ch, rcp_req *r)
+{
+	if (r == ch->direct) {
+		ch->direct = NULL;
+		if (RCPI_UNLIKELY(ch->next_rx == r))
+			ch->next_rx = NULL;
+		ch->posted_specific--;
+	} else {
+		rcpi_recv_unpost(r);
 	}
 }
 

@@ -147,14 +147,7 @@ static RCPI_HOT_INLINE int input_small(rcp_chan *ch, const struct rcpw_hdr *h,
 	ch->rx_msg_next++;
 	ch->credits_taken++;
 	/* The receive is matched (msg.c recv_matched, unpost). */
-	if (r == ch->direct) {
-		ch->direct = NULL;
-		if (RCPI_UNLIKELY(ch->next_rx == r))
-			ch->next_rx = NULL;
-		ch->posted_specific--;
-	} else {
-		rcpi_recv_unpost(r);
-	}
+	recv_take(ch, r);
 	r->src = ch;
 	r->msg = h->msg;
 	r->tag = h->tag;

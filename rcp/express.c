@@ -116,14 +116,7 @@ RCPI_HOT_INLINE rcp_chan *rcpi_input_express(rcpc_core *c, int peer, const void 
 		ch->ack_now = 1;
 	ch->rx_msg_next++;
 	ch->credits_taken++;
-	if (r == ch->direct) {
-		ch->direct = NULL;
-		if (RCPI_UNLIKELY(ch->next_rx == r))
-			ch->next_rx = NULL;
-		ch->posted_specific--;
-	} else {
-		rcpi_recv_unpost(r);
-	}
+	recv_take(ch, r);
 	n = (uint32_t)(len - RCPW_CHLEN);
 	r->src = ch;
 	r->msg = ld32(p + 44);
@@ -161,30 +154,17 @@ RCPI_HOT_INLINE struct slot *rcpi_slot_express(rcp_chan *ch, uint32_t msg, uint6
 {
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 	const rcpc_core *c = ch->core;
-	uint32_t seq = ch->tx_next++;
-	struct slot *s = slot_of(ch, seq);
-	uint32_t inflight = ch->tx_next - ch->tx_una;
+	struct slot *s = slot_claim(ch, NULL, len, 0);
 	unsigned char *h = (unsigned char *)&s->hdr;
 	uint64_t w0 = EXPRESS_W0;
 	uint32_t f[6] = {c->p.session, ch->my_epoch, ch->peer_epoch,
-	                 seq,          ch->rx_next,  ch->credits_given};
+	                 s->seq,       ch->rx_next,  ch->credits_given};
 	uint32_t tail[2] = {0, msg}; /* crc (none), msg */
 
-	assert(!s->in_use);
-	s->in_use = 1;
-	s->sacked = 0;
-	s->nsent = 0;
-	s->sent_at = 1; /* becomes the real time in slot_send */
-	s->seq = seq;
-	s->req = NULL;
-	s->plen = len;
-	s->ackreq = 0;
 	copy_bytes(s->inl, buf, len);
 	s->payload = s->inl;
 	s->own = NULL;
 	s->hlen = RCPW_CHLEN;
-	if (inflight > ch->max_inflight)
-		ch->max_inflight = inflight;
 	memcpy(h, &w0, 8);
 	memcpy(h + 8, f, sizeof f);
 	memcpy(h + 32, &tag, 8);

@@ -211,20 +211,10 @@ RCPI_HOT_INLINE struct slot *rcpi_slot_new(rcp_chan *ch, rcp_req *req, uint8_t t
                                            uint32_t msg, uint64_t tag, uint64_t arg,
                                            const void *payload, uint32_t plen, int copy)
 {
-	uint32_t seq = ch->tx_next++;
-	struct slot *s = slot_of(ch, seq);
-	uint32_t inflight = ch->tx_next - ch->tx_una;
+	struct slot *s;
 
 	assert(ch->slots); /* an accepted channel is claimed before it sends */
-	assert(!s->in_use);
-	s->in_use = 1;
-	s->sacked = 0;
-	s->nsent = 0;
-	s->sent_at = 1; /* becomes the real time in slot_send */
-	s->seq = seq;
-	s->req = req;
-	s->plen = plen;
-	s->ackreq = (flags & RCPW_F_ACKREQ) != 0;
+	s = slot_claim(ch, req, plen, flags & RCPW_F_ACKREQ);
 	if (copy) {
 		assert(plen <= INLINE_CAP);
 		copy_bytes(s->inl, payload, plen);
@@ -234,9 +224,7 @@ RCPI_HOT_INLINE struct slot *rcpi_slot_new(rcp_chan *ch, rcp_req *req, uint8_t t
 	}
 	if (req)
 		req->frames_out++;
-	if (inflight > ch->max_inflight)
-		ch->max_inflight = inflight;
-	rcpi_hdr_fill(ch, &s->hdr, type, flags, seq, msg, tag, arg, plen);
+	rcpi_hdr_fill(ch, &s->hdr, type, flags, s->seq, msg, tag, arg, plen);
 	/* A whole message goes under the compact header once the peer has our
 	 * window (only full headers carry it). */
 	if (type == RCPW_DATA && (flags & RCPW_F_EAGER) && ch->wnd_told)
