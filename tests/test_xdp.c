@@ -719,6 +719,23 @@ static void t_unprivileged(void **state)
 	assert_int_equal(prog_ids(ns_a, if_a), 0);
 }
 
+/* Keeps EP going until CHILD exits (it must exit 0): the peer may still
+ * need our acks or resends for its last frames. */
+static void progress_until_exit(rcp_ep *ep, pid_t child)
+{
+	for (;;) {
+		int wst;
+		pid_t w = waitpid(child, &wst, WNOHANG);
+		if (w == child) {
+			assert_true(WIFEXITED(wst));
+			assert_int_equal(WEXITSTATUS(wst), 0);
+			return;
+		}
+		assert_int_equal(w, 0);
+		assert_true(rcp_progress(ep) >= 0);
+	}
+}
+
 /* RCP channels over xdp: a child in B echoes what a parent in A sends,
  * from one frame to 4 MiB (thousands of frames: the window must hold). */
 static void t_rcp_channels(void **state)
@@ -799,17 +816,7 @@ static void t_rcp_channels(void **state)
 	assert_int_equal(rcp_send(ch, 99, "", 0), 0);
 	/* Keep our end going until the child has it: under faults the
 	 * last frame may need resending. */
-	for (;;) {
-		int wst;
-		pid_t w = waitpid(child, &wst, WNOHANG);
-		if (w == child) {
-			assert_true(WIFEXITED(wst));
-			assert_int_equal(WEXITSTATUS(wst), 0);
-			break;
-		}
-		assert_int_equal(w, 0);
-		assert_true(rcp_progress(ep) >= 0);
-	}
+	progress_until_exit(ep, child);
 	enter(ns_a);
 	rcp_ep_close(ep);
 	leave();
@@ -917,17 +924,7 @@ static void t_rcp_round_trip_frames(void **state)
 			    ROUNDS, tx, rx, kicks, acks, ROUNDS, SLACK);
 	}
 	assert_int_equal(rcp_send(ch, 99, "", 0), 0);
-	for (;;) {
-		int wst;
-		pid_t w = waitpid(child, &wst, WNOHANG);
-		if (w == child) {
-			assert_true(WIFEXITED(wst));
-			assert_int_equal(WEXITSTATUS(wst), 0);
-			break;
-		}
-		assert_int_equal(w, 0);
-		assert_true(rcp_progress(ep) >= 0);
-	}
+	progress_until_exit(ep, child);
 	enter(ns_a);
 	rcp_ep_close(ep);
 	leave();
