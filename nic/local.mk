@@ -12,5 +12,5 @@ endif
 if HAVE_VERBS
 librcp_la_SOURCES += nic/verbs/verbs.c nic/verbs/ud.c nic/verbs/addr.c nic/verbs/api.c \
 	nic/verbs/api.h nic/verbs/verbs_int.h nic/verbs/umad.c nic/verbs/umad.h \
-	nic/verbs/rc.c nic/verbs/mr.c nic/verbs/mcjoin.c
+	nic/verbs/rc.c nic/verbs/mr.c nic/verbs/mcjoin.c nic/verbs/memwatch.c
 endif

@@ -18,6 +18,9 @@
 #include <rcp/rcp.h>
 #include <rcp/rpc.h>
 
+#include <malloc.h>
+#include <sys/mman.h>
+
 #include "nic/nic_int.h"
 #include "nic/verbs/verbs_int.h"
 #include "tests/verbs_mock.h"
@@ -306,6 +309,73 @@ static void t_regcache(void **state)
 	CHECK(rcp_nic_mr_dereg(mr) == 0);
 	pair_close(&p);
 	free(bufs);
+}
+
+/* Session 20: memory freed behind the cache's back.  A cached buffer
+ * unmapped and mapped again at the same address, madvise(DONTNEED)'d,
+ * moved by mremap, and a large malloc block freed: each time the next
+ * transfer there registers afresh (a miss, reg_unmapped counted) instead
+ * of using the entry naming the old pages, and the bytes land.  The
+ * model cannot show the wrong-page corruption itself (its HCA writes by
+ * virtual address), so the counts are the check. */
+static void t_regcache_unmapped(void **state)
+{
+	enum { PG = 4096, LEN = 2 * PG };
+	static uint8_t region[LEN];
+	uint8_t key[RCP_NIC_RKEY_MAX], *buf, *again, *moved, *big;
+	size_t klen = sizeof key;
+	rcp_nic_mr *mr;
+	struct pair p;
+
+	(void)state;
+	pair_open(&p);
+	test_fill(region, LEN, 7);
+	CHECK(rcp_nic_mr_reg(p.b, region, LEN, RCP_NIC_ACCESS_READ, &mr) == 0);
+	CHECK(rcp_nic_mr_pack(mr, key, &klen) == 0);
+	buf = mmap(NULL, LEN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	CHECK(buf != MAP_FAILED);
+	CHECK(rcp_nic_get(p.a, p.pa, buf, LEN, key, klen, 0) == 0);
+	CHECK(rcp_nic_get(p.a, p.pa, buf, LEN, key, klen, 0) == 0);
+	CHECK(rs(p.a).reg_misses == 1 && rs(p.a).reg_hits == 1 && rs(p.a).reg_unwatched == 0);
+	/* Unmapped, and new pages at the same address. */
+	CHECK(munmap(buf, LEN) == 0);
+	again = mmap(buf, LEN, PROT_READ | PROT_WRITE,
+	             MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+	CHECK(again == buf);
+	CHECK(rcp_nic_get(p.a, p.pa, buf, LEN, key, klen, 0) == 0);
+	CHECK(test_check(buf, LEN, 7) < 0);
+	CHECK(rs(p.a).reg_misses == 2 && rs(p.a).reg_unmapped == 1);
+	/* madvise(DONTNEED): the pages are gone, fresh zero pages on touch. */
+	CHECK(madvise(buf + PG, PG, MADV_DONTNEED) == 0);
+	CHECK(rcp_nic_get(p.a, p.pa, buf, LEN, key, klen, 0) == 0);
+	CHECK(rs(p.a).reg_misses == 3 && rs(p.a).reg_unmapped == 2);
+	/* mremap moves the pages away: the old addresses are no longer them. */
+	moved = mremap(buf, LEN, LEN, MREMAP_MAYMOVE);
+	CHECK(moved != MAP_FAILED);
+	if (moved == buf) { /* grown in place is not a move: force one */
+		moved = mmap(NULL, LEN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		CHECK(mremap(buf, LEN, LEN, MREMAP_MAYMOVE | MREMAP_FIXED, moved) == moved);
+	}
+	CHECK(rcp_nic_get(p.a, p.pa, moved, LEN, key, klen, 0) == 0); /* a miss: new range */
+	CHECK(rs(p.a).reg_unmapped == 3 && rs(p.a).reg_misses == 4);
+	CHECK(munmap(moved, LEN) == 0);
+	/* free() of a block malloc mapped by itself (glibc's internal
+	 * munmap, which no interposed munmap would see). */
+	mallopt(M_MMAP_THRESHOLD, 128 << 10);
+	big = malloc(32 << 20); /* more than the heap holds free, so mapped */
+	CHECK(big && (*(volatile size_t *)((uintptr_t)big - sizeof(size_t)) & 2)); /* IS_MMAPPED */
+	CHECK(rcp_nic_get(p.a, p.pa, big + 4096, LEN, key, klen, 0) == 0);
+	CHECK(rcp_nic_get(p.a, p.pa, big + 4096, LEN, key, klen, 0) == 0);
+	CHECK(rs(p.a).reg_misses == 5 && rs(p.a).reg_hits == 2);
+	free(big);
+	again = mmap(NULL, LEN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	CHECK(again != MAP_FAILED);
+	CHECK(rcp_nic_get(p.a, p.pa, again, 64, key, klen, 0) == 0); /* any lookup applies it */
+	CHECK(rs(p.a).reg_unmapped == 5); /* `moved` and `big` */
+	CHECK(rs(p.a).reg_unwatched == 0 && rcpi_vb_watch_events() >= 5);
+	CHECK(munmap(again, LEN) == 0);
+	CHECK(rcp_nic_mr_dereg(mr) == 0);
+	pair_close(&p);
 }
 
 /* RCP channels over the backend: a rendezvous (RTS offered with a key,
@@ -616,6 +686,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(t_hostile_keys, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_remote_refusal, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_regcache, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_regcache_unmapped, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_rcp_rma, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_rpc, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_bulk, setup, teardown),

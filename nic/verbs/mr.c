@@ -42,11 +42,13 @@
  * and its addresses mapped again, the entry names the old pages and a
  * transfer would silently move the wrong bytes.  Every cache has this
  * hazard (UCX and libfabric hook munmap/free or use userfaultfd for it).
- * Here: deregistering a peers' region (rcp_nic_mr_dereg, RCP's signal
- * that it is done with a buffer) drops every cached entry overlapping it,
- * and so does close.  Memory freed without that, and remapped while
- * cached, is the known gap; docs/nic.md says so, and ODP (on-demand
- * paging, nothing pinned) is the way past it on HCAs that have it.
+ * Here: every cached range is watched by memwatch.c (a userfaultfd's
+ * UNMAP, REMOVE and REMAP events), and before each lookup the ranges
+ * unmapped since the last one drop the entries they overlap (since
+ * session 20).  Where memory cannot be watched the range is registered
+ * for the one transfer, never cached.  Deregistering a peers' region
+ * (rcp_nic_mr_dereg) also drops every cached entry overlapping it, and so
+ * does close.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -176,6 +178,47 @@ static void reg_evict_lru(struct verbs_nic *v)
 	v->rs.reg_evicted++;
 }
 
+/* A registration for one transfer, deregistered after it (rc.c). */
+static struct ibv_mr *reg_once(struct verbs_nic *v, uintptr_t lo, uintptr_t hi, int *temp)
+{
+	*temp = 1;
+	return v->api->reg_mr(v->pd, (void *)lo, hi - lo, IBV_ACCESS_LOCAL_WRITE);
+}
+
+/* Once per endpoint: -1 where no memory can be watched (nothing cached). */
+static int watch_start(struct verbs_nic *v)
+{
+	if (!v->watch) {
+		v->watch = rcpi_vb_watch_open(&v->watch_seq) ? -1 : 1;
+		if (v->watch < 0)
+			rcpi_warn("verbs: %s: no userfaultfd (seccomp, or vm.unprivileged_userfaultfd "
+			          "on a kernel before 5.11): local buffers registered per transfer",
+			          v->dev);
+	}
+	if (v->watch < 0)
+		v->rs.reg_unwatched++;
+	return v->watch;
+}
+
+/* Drops the entries over memory unmapped since the last lookup. */
+static void watch_apply(struct verbs_nic *v)
+{
+	uintptr_t r[16][2];
+	int n;
+
+	while ((n = rcpi_vb_watch_take(&v->watch_seq, r, 16)) != 0) {
+		uint64_t before = v->rs.reg_invalidated;
+		if (n < 0) { /* fell behind the ring: all of it */
+			rcpi_vb_reg_invalidate(v, 0, UINTPTR_MAX);
+		} else {
+			for (int i = 0; i < n; i++)
+				rcpi_vb_reg_invalidate(v, r[i][0], r[i][1]);
+		}
+		v->rs.reg_unmapped += v->rs.reg_invalidated - before;
+		v->rs.reg_invalidated = before;
+	}
+}
+
 struct ibv_mr *rcpi_vb_reg_find(struct verbs_nic *v, const void *p, size_t len, int *temp)
 {
 	uintptr_t a = (uintptr_t)p, lo = a & ~(uintptr_t)4095,
@@ -183,6 +226,9 @@ struct ibv_mr *rcpi_vb_reg_find(struct verbs_nic *v, const void *p, size_t len, 
 	struct ibv_mr *mr;
 
 	*temp = 0;
+	if (RCPI_UNLIKELY(v->watch <= 0) && watch_start(v) < 0)
+		return reg_once(v, lo, hi, temp);
+	watch_apply(v);
 	for (int i = 0; i < v->nregs; i++) {
 		if (v->regs[i].lo <= a && a + len <= v->regs[i].hi) {
 			v->regs[i].used = ++v->reg_tick;
@@ -191,9 +237,11 @@ struct ibv_mr *rcpi_vb_reg_find(struct verbs_nic *v, const void *p, size_t len, 
 		}
 	}
 	v->rs.reg_misses++;
-	if (hi - lo > VB_REG_MAX) {
-		*temp = 1;
-		return v->api->reg_mr(v->pd, (void *)lo, hi - lo, IBV_ACCESS_LOCAL_WRITE);
+	if (hi - lo > VB_REG_MAX)
+		return reg_once(v, lo, hi, temp);
+	if (rcpi_vb_watch_add(lo, hi)) { /* not watchable (a file mapping): not cached */
+		v->rs.reg_unwatched++;
+		return reg_once(v, lo, hi, temp);
 	}
 	while (v->nregs && (v->nregs == VB_REGS || v->reg_bytes + (hi - lo) > VB_REG_MAX))
 		reg_evict_lru(v);
@@ -225,6 +273,9 @@ void rcpi_vb_mr_free_all(struct verbs_nic *v)
 {
 	while (v->nregs)
 		reg_drop(v, v->nregs - 1);
+	if (v->watch > 0)
+		rcpi_vb_watch_close();
+	v->watch = 0;
 	while (v->mrs) {
 		struct vb_mr *m = v->mrs;
 		v->mrs = m->next;

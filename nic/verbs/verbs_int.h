@@ -3,7 +3,8 @@
  *
  *   verbs.c  open/close, the ops table, sleeping        (uses rc.c, mr.c, ud.c, addr.c)
  *   rc.c     RC queue pairs per peer, RDMA READ/WRITE  (uses mr.c, ud.c, addr.c)
- *   mr.c     registrations: peers' regions, the cache   (uses api.c)
+ *   mr.c     registrations: peers' regions, the cache   (uses memwatch.c, api.c)
+ *   memwatch.c unmapped memory, for the cache (process-wide userfaultfd)
  *   ud.c     the UD queue pair: send, receive, repost   (uses addr.c)
  *   addr.c   address strings and blobs, peers, AHs      (uses mcjoin.c, api.c)
  *   mcjoin.c multicast joins counted per process       (uses api.c)
@@ -98,6 +99,8 @@ struct rcpi_vb_rma_stats {
 	uint64_t gave_up; /* connections no answer came for (REQ_TRIES REQs) */
 	uint64_t not_yet; /* transfers refused at once (RCP_ENOTSUP): the out QP not up yet */
 	uint64_t reg_hits, reg_misses, reg_evicted, reg_invalidated;
+	uint64_t reg_unmapped;  /* entries dropped: their memory was unmapped (memwatch.c) */
+	uint64_t reg_unwatched; /* registrations for one transfer: memory not watchable */
 };
 
 struct verbs_nic {
@@ -175,6 +178,8 @@ struct verbs_nic {
 	int nregs;
 	uint64_t reg_tick;
 	size_t reg_bytes;
+	int watch;          /* memwatch.c: 1 open, -1 unavailable, 0 not tried */
+	uint64_t watch_seq; /* ranges taken from it so far */
 	struct vb_mr *mrs; /* peers' regions, for close */
 	struct rcpi_vb_rma_stats rs;
 };
@@ -224,6 +229,13 @@ int rcpi_vb_key_parse(const void *rkey, size_t rkeylen, struct vb_key *k);
 struct ibv_mr *rcpi_vb_reg_find(struct verbs_nic *v, const void *p, size_t len, int *temp);
 void rcpi_vb_reg_invalidate(struct verbs_nic *v, uintptr_t lo, uintptr_t hi);
 void rcpi_vb_mr_free_all(struct verbs_nic *v);
+
+/* memwatch.c: ranges unmapped since *seq (a process-wide userfaultfd). */
+int rcpi_vb_watch_open(uint64_t *seq);
+void rcpi_vb_watch_close(void);
+int rcpi_vb_watch_add(uintptr_t lo, uintptr_t hi);
+int rcpi_vb_watch_take(uint64_t *seq, uintptr_t (*out)[2], int max);
+uint64_t rcpi_vb_watch_events(void);
 
 /* rc.c */
 int rcpi_vb_rc_start(struct verbs_nic *v, int peer);
