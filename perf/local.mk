@@ -54,4 +54,4 @@ perf_rcp_xdp_pingpong_LDADD = librcp.la
 EXTRA_DIST += perf/xdp_bench.sh
 endif
 # The verbs backend on a machine with an HCA (docs/nic.md, verbs).
-EXTRA_DIST += perf/verbs_check.sh
+EXTRA_DIST += perf/verbs_check.sh perf/verbs_callgrind.sh
