@@ -11,6 +11,11 @@
 # the first one ibv_devices lists, PORT to 1.  Prints "SKIP: reason" and
 # exits 77 where there is no device.  NOT YET RUN ON HARDWARE: this machine
 # has none (docs/nic.md, verbs); read the output with that in mind.
+# Not here (session 20): relinked PVM over the device (RCP_TRANSPORT=verbs
+# PVMRCP_VERBS_ADDR=verbs:DEV:PORT across hosts, docs/pvm.md) and RPC over
+# it (tests/cluster_xdp_rpc with RCP_TRANSPORT=verbs, across hosts); on the
+# model RPC runs in test_verbs_rma's t_rpc, PVM's multicast path in
+# test_verbs_mcast's t_pvm_path.
 set -u
 build=${1:-build/check}
 dev=${2:-}
@@ -27,6 +32,8 @@ addr="verbs:$dev:$port"
 echo "== device $dev port $port"
 ibv_devinfo -d "$dev" -i "$port" 2>/dev/null | grep -E 'state|active_mtu|link_layer|port_lid' || true
 
+echo "== the nic conformance suite on the device (test_nic's verbs group: first device, port 1)"
+"$build/tests/test_nic" || exit 1
 echo "== tests on the device (t_device) and on the model"
 "$build/tests/test_verbs" || exit 1
 echo "== RMA (RC QPs, keys, the registration cache) and multicast, on the model"
@@ -35,7 +42,7 @@ echo "== RMA (RC QPs, keys, the registration cache) and multicast, on the model"
 
 echo "== RCP channels over verbs: rcp-pingpong (server and client on $addr)"
 log=$(mktemp)
-"$build/perf/rcp-pingpong" --listen "$addr" >"$log" 2>&1 &
+"$build/perf/rcp-pingpong" --transport verbs --listen "$addr" >"$log" 2>&1 &
 srv=$!
 for _ in $(seq 100); do
 	grep -q "serving" "$log" && break
@@ -45,7 +52,8 @@ saddr=$(sed -n 's/.*serving \([^ ]*\) .*/\1/p' "$log")
 if [ -z "$saddr" ]; then
 	echo "the server did not start:"; cat "$log"; kill "$srv" 2>/dev/null; rm -f "$log"; exit 1
 fi
-"$build/perf/rcp-pingpong" --connect "$saddr" --local "$addr" --sizes 8,4096,65536,1M --spin
+"$build/perf/rcp-pingpong" --transport verbs --connect "$saddr" --local "$addr" \
+	--sizes 8,4096,65536,1M --spin
 rc=$?
 wait "$srv" 2>/dev/null
 rm -f "$log"
