@@ -102,6 +102,12 @@ static void t_port(void **state)
 	assert_int_equal(me.gid[1], 0x80); /* the default subnet prefix */
 	assert_true(me.is_ib);
 	assert_int_equal(me.pkey & 0x7fff, 0x7fff);
+	{ /* the record the closing note quotes (session 20) */
+		char g[64];
+		inet_ntop(AF_INET6, me.gid, g, sizeof g);
+		printf("ibsim: H-1 port state %d LID %u SM LID %u GID %s P_Key 0x%04x\n", (int)me.state,
+		       (unsigned)me.lid, (unsigned)me.sm_lid, g, (unsigned)me.pkey);
+	}
 	assert_int_equal(rcpi_umad_port_query("no_such_ca", 1, &me), RCP_ENODEV);
 	assert_int_equal(rcpi_umad_port_query(NULL, 0, &me), 0);
 }
@@ -161,6 +167,8 @@ static void t_path(void **state)
 	assert_int_equal(pr.slid, me.lid);
 	assert_int_equal(pr.pkey & 0x7fff, 0x7fff);
 	assert_true(pr.mtu >= 1 && pr.mtu <= 5); /* IBV_MTU_256 .. IBV_MTU_4096 */
+	printf("ibsim: path record H-1 -> H-2: SLID %u DLID %u MTU %d (%u B)\n", (unsigned)pr.slid,
+	       (unsigned)pr.dlid, (int)pr.mtu, 128u << pr.mtu);
 	/* To a GID nobody has. */
 	memcpy(none, other, 16);
 	none[15] ^= 0x5a;
@@ -180,6 +188,8 @@ static void t_mcast(void **state)
 	assert_true(g.mlid >= 0xc000 && g.mlid < 0xffff);
 	assert_int_equal(g.qkey, 0x52435000u);
 	assert_int_equal(g.pkey & 0x7fff, 0x7fff);
+	printf("ibsim: joined %s: MLID 0x%04x Q_Key 0x%08x\n", MGID_RCP, (unsigned)g.mlid,
+	       (unsigned)g.qkey);
 	/* Joining again is no error and names the same group. */
 	assert_int_equal(rcpi_umad_mc_join(sa, mgid, 0x52435000u, &g2, 200), 0);
 	assert_int_equal(g2.mlid, g.mlid);
