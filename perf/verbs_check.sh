@@ -11,11 +11,11 @@
 # the first one ibv_devices lists, PORT to 1.  Prints "SKIP: reason" and
 # exits 77 where there is no device.  NOT YET RUN ON HARDWARE: this machine
 # has none (docs/nic.md, verbs); read the output with that in mind.
-# Not here (session 20): relinked PVM over the device (RCP_TRANSPORT=verbs
-# PVMRCP_VERBS_ADDR=verbs:DEV:PORT across hosts, docs/pvm.md) and RPC over
-# it (tests/cluster_xdp_rpc with RCP_TRANSPORT=verbs, across hosts); on the
-# model RPC runs in test_verbs_rma's t_rpc, PVM's multicast path in
-# test_verbs_mcast's t_pvm_path.
+# test_verbs_rma's t_device_rma runs RPC and RCP channels (RDMA from 64 KiB)
+# on the device (session 20).  Not here: relinked PVM over the device
+# (RCP_TRANSPORT=verbs PVMRCP_VERBS_ADDR=verbs:DEV:PORT across hosts,
+# docs/pvm.md); on the model PVM's multicast path is test_verbs_mcast's
+# t_pvm_path.
 set -u
 build=${1:-build/check}
 dev=${2:-}
@@ -36,7 +36,7 @@ echo "== the nic conformance suite on the device (test_nic's verbs group: first 
 "$build/tests/test_nic" || exit 1
 echo "== tests on the device (t_device) and on the model"
 "$build/tests/test_verbs" || exit 1
-echo "== RMA (RC QPs, keys, the registration cache) and multicast, on the model"
+echo "== RMA (RC QPs, keys, the registration cache) and multicast on the model; RPC and channels on the device (t_device_rma)"
 "$build/tests/test_verbs_rma" || exit 1
 "$build/tests/test_verbs_mcast" || exit 1
 

@@ -626,30 +626,14 @@ static void t_rcp_channels(void **state)
 
 static void t_device(void **state)
 {
-	struct ibv_device **l;
-	char a[96], b[96];
+	char a[96];
 	rcp_nic *x = NULL, *y = NULL;
-	int ndev = 0, rc;
 
 	(void)state;
-	mock_uninstall();
-	l = ibv_get_device_list(&ndev);
-	if (!l || !ndev) {
-		if (l)
-			ibv_free_device_list(l);
-		printf("SKIP: no RDMA device (t_device)\n");
+	if (!device_port(a, sizeof a, "t_device"))
 		return;
-	}
-	snprintf(a, sizeof a, "verbs:%s:1", ibv_get_device_name(l[0]));
-	ibv_free_device_list(l);
-	memcpy(b, a, sizeof b);
-	rc = rcp_nic_open(a, NULL, &x);
-	if (rc == RCP_ENODEV) {
-		printf("SKIP: %s: port 1 not ACTIVE (t_device)\n", a);
-		return;
-	}
-	CHECK(rc == 0);
-	CHECK(rcp_nic_open(b, NULL, &y) == 0);
+	CHECK(rcp_nic_open(a, NULL, &x) == 0);
+	CHECK(rcp_nic_open(a, NULL, &y) == 0);
 	{
 		struct pair p = {.a = x, .b = y};
 		uint8_t blob[RCP_NIC_ADDR_MAX];

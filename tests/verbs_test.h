@@ -101,6 +101,33 @@ static inline void drive_pair(rcp_ep *a, rcp_ep *b, rcp_req *sr, rcp_req *rr, si
 	}
 }
 
+/* The first real device's port 1 as "verbs:DEV:1" in A (the model
+ * uninstalled first), or NULL with the SKIP line printed for test NAME:
+ * no device, or its port 1 does not open (not ACTIVE). */
+static inline const char *device_port(char *a, size_t n, const char *name)
+{
+	struct ibv_device **l;
+	rcp_nic *x;
+	int ndev = 0;
+
+	mock_uninstall();
+	l = ibv_get_device_list(&ndev);
+	if (!l || !ndev) {
+		if (l)
+			ibv_free_device_list(l);
+		printf("SKIP: no RDMA device (%s)\n", name);
+		return NULL;
+	}
+	snprintf(a, n, "verbs:%.40s:1", ibv_get_device_name(l[0]));
+	ibv_free_device_list(l);
+	if (rcp_nic_open(a, NULL, &x) == RCP_ENODEV) {
+		printf("SKIP: %s: port 1 not ACTIVE (%s)\n", a, name);
+		return NULL;
+	}
+	rcp_nic_close(x);
+	return a;
+}
+
 static inline int teardown(void **state)
 {
 	(void)state;
