@@ -379,7 +379,7 @@ static void t_regcache_unmapped(void **state)
 	again = mmap(NULL, LEN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	CHECK(again != MAP_FAILED);
 	CHECK(rcp_nic_get(p.a, p.pa, again, 64, key, klen, 0) == 0); /* any lookup applies it */
-	CHECK(rs(p.a).reg_unmapped == 5); /* `moved` and `big` */
+	CHECK(rs(p.a).reg_unmapped == 5);                            /* `moved` and `big` */
 	CHECK(rs(p.a).reg_unwatched == 0 && rcpi_vb_watch_events() >= 5);
 	CHECK(munmap(again, LEN) == 0);
 	CHECK(rcp_nic_mr_dereg(mr) == 0);

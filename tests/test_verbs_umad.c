@@ -105,8 +105,8 @@ static void t_port(void **state)
 	{ /* the record the closing note quotes (session 20) */
 		char g[64];
 		inet_ntop(AF_INET6, me.gid, g, sizeof g);
-		printf("ibsim: H-1 port state %d LID %u SM LID %u GID %s P_Key 0x%04x\n", (int)me.state,
-		       (unsigned)me.lid, (unsigned)me.sm_lid, g, (unsigned)me.pkey);
+		printf("ibsim: H-1 port state %d LID %u SM LID %u GID %s P_Key 0x%04x\n",
+		       (int)me.state, (unsigned)me.lid, (unsigned)me.sm_lid, g, (unsigned)me.pkey);
 	}
 	assert_int_equal(rcpi_umad_port_query("no_such_ca", 1, &me), RCP_ENODEV);
 	assert_int_equal(rcpi_umad_port_query(NULL, 0, &me), 0);

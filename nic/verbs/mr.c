@@ -191,9 +191,10 @@ static int watch_start(struct verbs_nic *v)
 	if (!v->watch) {
 		v->watch = rcpi_vb_watch_open(&v->watch_seq) ? -1 : 1;
 		if (v->watch < 0)
-			rcpi_warn("verbs: %s: no userfaultfd (seccomp, or vm.unprivileged_userfaultfd "
-			          "on a kernel before 5.11): local buffers registered per transfer",
-			          v->dev);
+			rcpi_warn(
+			    "verbs: %s: no userfaultfd (seccomp, or vm.unprivileged_userfaultfd "
+			    "on a kernel before 5.11): local buffers registered per transfer",
+			    v->dev);
 	}
 	if (v->watch < 0)
 		v->rs.reg_unwatched++;
