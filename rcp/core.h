@@ -206,6 +206,10 @@ int rcpc_mcast(rcp_chan **chans, int n, uint64_t tag, const void *buf, size_t le
 /* 1 if REQ is complete (ST filled, REQ freed), 0 if not (always 0 for a
  * request with a callback: it is the library's). */
 int rcpc_req_done(rcp_req *req, struct rcp_status *st);
+/* rcpc_req_done for rcp_test: REQ's error (0, RCP_ETRUNC, ...) if it is
+ * complete (ST filled if not NULL, REQ freed), RCP_EAGAIN if not or if it
+ * has a callback (no request completes with RCP_EAGAIN). */
+int rcpc_req_finish(rcp_req *req, struct rcp_status *st);
 rcpc_core *rcpc_req_core(const rcp_req *req);
 /* Completion callbacks (rcp_req_cb in rcp/rcp.h; req.c, CALLBACKS).
  * rcpc_req_set_cb gives REQ a callback (CB non-NULL): when it completes

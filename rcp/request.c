@@ -197,28 +197,28 @@ int rcp_mcast(rcp_chan **chans, int n, uint64_t tag, const void *buf, size_t len
 	return rc;
 }
 
-static int finish(rcp_req *req, struct rcp_status *st)
+/* rcp_test of a request not finished at the first look: progress, then
+ * look again.  Out of line, so the look at a finished request (a small
+ * send is finished when rcp_isend returns) saves no registers for the
+ * call: -12 instructions per rcp_test (perf/callgrind.sh, session 20). */
+static __attribute__((noinline)) int test_progress(rcp_req *req, struct rcp_status *st)
 {
-	struct rcp_status s;
-	if (!rcpc_req_done(req, &s))
-		return RCP_EAGAIN;
-	if (st)
-		*st = s;
-	return s.error;
+	int rc;
+	if (rcpc_req_has_cb(req))
+		return RCP_EINVAL; /* with a callback: the library's */
+	rc = rcpi_ep_progress(rcpc_core_owner(rcpc_req_core(req)));
+	if (rc < 0)
+		return rc;
+	return rcpc_req_finish(req, st);
 }
 
 int rcp_test(rcp_req *req, struct rcp_status *st)
 {
 	int rc;
-	if (!req || rcpc_req_has_cb(req))
-		return RCP_EINVAL; /* with a callback: the library's */
-	rc = finish(req, st);
-	if (rc != RCP_EAGAIN)
-		return rc;
-	rc = rcpi_ep_progress(rcpc_core_owner(rcpc_req_core(req)));
-	if (rc < 0)
-		return rc;
-	return finish(req, st);
+	if (!req)
+		return RCP_EINVAL;
+	rc = rcpc_req_finish(req, st); /* RCP_EAGAIN with a callback too */
+	return rc != RCP_EAGAIN ? rc : test_progress(req, st);
 }
 
 struct done_one {
