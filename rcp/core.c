@@ -107,7 +107,9 @@ static RCPI_HOT_INLINE void input_done(rcp_chan *ch, uint64_t now)
 		ch->ack_due = now + c->p.ack_delay;
 	if (ch->ack_due)
 		at = ch->ack_due;
-	if (chan_has_work(ch) && ch->last_heard + c->p.peer_timeout / 4 < at)
+	/* (The comparison first: the delayed ack is sooner than the ping
+	 * almost always, and chan_has_work reads seven fields.) */
+	if (ch->last_heard + c->p.peer_timeout / 4 < at && chan_has_work(ch))
 		at = ch->last_heard + c->p.peer_timeout / 4;
 	chan_arm(ch, at);
 }
