@@ -226,22 +226,26 @@ void rcpc_input(rcpc_core *c, int peer, const void *src, size_t srclen, const vo
 	input_done(ch, now);
 }
 
-int rcpc_flush(rcpc_core *c, uint64_t now)
+static __attribute__((noinline)) void flush_dirty(rcpc_core *c, uint64_t now)
 {
-	/* (After a small exchange's frame nothing is dirty: input_done did
-	 * the flush's work.) */
-	if (!list_empty(&c->dirty)) {
-		struct list todo;
-		/* Take the list first: what chan_flush touches again (an ack
-		 * the nic refused) waits for the next flush instead of looping
-		 * here. */
-		list_take(&todo, &c->dirty);
-		while (!list_empty(&todo)) {
-			rcp_chan *ch = container_of(todo.next, rcp_chan, dlink);
-			list_del(&ch->dlink);
-			rcpi_chan_flush(ch, now);
-		}
+	struct list todo;
+	/* Take the list first: what chan_flush touches again (an ack the
+	 * nic refused) waits for the next flush instead of looping here. */
+	list_take(&todo, &c->dirty);
+	while (!list_empty(&todo)) {
+		rcp_chan *ch = container_of(todo.next, rcp_chan, dlink);
+		list_del(&ch->dlink);
+		rcpi_chan_flush(ch, now);
 	}
+}
+
+/* (After a small exchange's frame nothing is dirty: input_done did the
+ * flush's work.  The look inline, LTO taking it into the endpoint's
+ * progress, the walk out of line: -20 instructions a frame, session 20.) */
+RCPI_HOT_INLINE int rcpc_flush(rcpc_core *c, uint64_t now)
+{
+	if (!list_empty(&c->dirty))
+		flush_dirty(c, now);
 	core_push(c);
 	return rcpi_take_completed(c);
 }
