@@ -95,6 +95,7 @@ static RCPI_HOT_INLINE void express_ack(rcp_chan *ch, const struct rcpw_hdr *h, 
 		if (ch->cwnd > ch->nslots * CWND_ONE)
 			ch->cwnd = ch->nslots * CWND_ONE;
 	}
+	ch->core->st.express_acks++;
 	s->in_use = 0; /* slot_free: no buffer */
 	ch->tx_una++;
 	ch->rto_base = now;
