@@ -571,7 +571,11 @@ void rcpc_set_crowded(rcpc_core *c, int crowded)
 	c->crowded = crowded;
 }
 
-int rcpc_isend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, uint64_t now, rcp_req **req)
+/* Whole into the API's rcp_isend (LTO): gcc otherwise split it there,
+ * the checks inline and the rest a call of its own (rcpc_isend.part.0),
+ * its arguments and registers moved once more (session 20). */
+RCPI_HOT_INLINE int rcpc_isend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len,
+                               uint64_t now, rcp_req **req)
 {
 	return isend(ch, tag, buf, len, 0, now, req);
 }
