@@ -801,8 +801,9 @@ int rcpc_irecv_next(rcpc_core *c, rcp_chan *ch, uint64_t tag, void *buf, size_t 
 	return rc;
 }
 
-int rcpc_irecv(rcpc_core *c, rcp_chan *ch, uint64_t tag, void *buf, size_t len, uint64_t now,
-               rcp_req **req)
+/* Whole into the API's rcp_irecv (LTO), as rcpc_isend (session 20). */
+RCPI_HOT_INLINE int rcpc_irecv(rcpc_core *c, rcp_chan *ch, uint64_t tag, void *buf, size_t len,
+                               uint64_t now, rcp_req **req)
 {
 	return irecv(c, ch, tag, buf, len, now, req);
 }
