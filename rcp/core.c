@@ -571,13 +571,21 @@ void rcpc_set_crowded(rcpc_core *c, int crowded)
 	c->crowded = crowded;
 }
 
-/* Whole into the API's rcp_isend (LTO): gcc otherwise split it there,
- * the checks inline and the rest a call of its own (rcpc_isend.part.0),
- * its arguments and registers moved once more (session 20). */
-RCPI_HOT_INLINE int rcpc_isend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len,
-                               uint64_t now, rcp_req **req)
+int rcpc_isend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, uint64_t now, rcp_req **req)
 {
 	return isend(ch, tag, buf, len, 0, now, req);
+}
+
+/* The API's (request.c): inlined whole into rcp_isend under LTO, whose
+ * checks of CH and REQ then serve for both (gcc had split rcpc_isend
+ * there, its checks inline and the rest a call of its own,
+ * rcpc_isend.part.0, its arguments and registers moved once more:
+ * session 20).  The core's other callers, tests among them, keep the
+ * plain rcpc_isend. */
+RCPI_HOT_INLINE int rcpc_isend_api(rcp_chan *ch, uint64_t tag, const void *buf, size_t len,
+                                   int sync, uint64_t now, rcp_req **req)
+{
+	return isend(ch, tag, buf, len, sync, now, req);
 }
 
 int rcpc_issend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, uint64_t now,
@@ -801,9 +809,16 @@ int rcpc_irecv_next(rcpc_core *c, rcp_chan *ch, uint64_t tag, void *buf, size_t 
 	return rc;
 }
 
-/* Whole into the API's rcp_irecv (LTO), as rcpc_isend (session 20). */
-RCPI_HOT_INLINE int rcpc_irecv(rcpc_core *c, rcp_chan *ch, uint64_t tag, void *buf, size_t len,
-                               uint64_t now, rcp_req **req)
+int rcpc_irecv(rcpc_core *c, rcp_chan *ch, uint64_t tag, void *buf, size_t len, uint64_t now,
+               rcp_req **req)
+{
+	return irecv(c, ch, tag, buf, len, now, req);
+}
+
+/* The API's (request.c), inlined whole into rcp_irecv as rcpc_isend_api
+ * (session 20). */
+RCPI_HOT_INLINE int rcpc_irecv_api(rcpc_core *c, rcp_chan *ch, uint64_t tag, void *buf,
+                                   size_t len, uint64_t now, rcp_req **req)
 {
 	return irecv(c, ch, tag, buf, len, now, req);
 }

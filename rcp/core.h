@@ -181,6 +181,10 @@ int rcpc_issend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, uint64_
                 rcp_req **req);
 int rcpc_isend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, uint64_t now,
                rcp_req **req);
+/* rcpc_isend (SYNC 0) or rcpc_issend (1) for the API (rcp/request.c),
+ * which has checked CH and REQ: inlined into it whole (core.c). */
+int rcpc_isend_api(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, int sync,
+                   uint64_t now, rcp_req **req);
 /* rcp_isendv's gather send (rcp/start.c, GATHER SENDS), of any number of
  * segments (one too: by frames, never RMA; rcp_isendv sends one of data
  * by rcpc_isend); the same codes. */
@@ -195,6 +199,10 @@ int rcpc_isend_detached(rcp_chan *ch, uint64_t tag, const void *buf, size_t len,
                         rcp_req_cb drop, rcp_req **req);
 int rcpc_irecv(rcpc_core *c, rcp_chan *ch, uint64_t tag, void *buf, size_t len, uint64_t now,
                rcp_req **req);
+/* rcpc_irecv for the API (rcp/request.c), which has checked EP and REQ:
+ * inlined into it whole (core.c). */
+int rcpc_irecv_api(rcpc_core *c, rcp_chan *ch, uint64_t tag, void *buf, size_t len, uint64_t now,
+                   rcp_req **req);
 /* A receive of CH's next message if its tag is TAG (core.c, NEXT
  * RECEIVES).  Returns like rcpc_irecv, or RCP_EMSGSIZE (LEN larger than a
  * frame's payload), RCP_EBUSY (one is posted on CH already), RCP_ENOENT

@@ -20,7 +20,7 @@
 
 /* Inlined into each of its callers: a call of its own cost an 8 B round
  * trip ~26 instructions (perf/callgrind.sh).  irecv below the same way,
- * since rcpc_irecv is inlined whole too (session 20: -20; before, with
+ * since rcpc_irecv_api is inlined whole too (session 20: -20; before, with
  * rcpc_irecv then a call of its own, it cost 50 more). */
 static inline __attribute__((always_inline)) int isend(rcp_chan *ch, uint64_t tag, const void *buf,
                                                        size_t len, int sync, rcp_req **req,
@@ -38,8 +38,7 @@ static inline __attribute__((always_inline)) int isend(rcp_chan *ch, uint64_t ta
 	now = rcpi_ep_now(ep);
 	if (len >= CROWD_LOOK_MIN)
 		rcpc_set_crowded(rcpi_ep_core(ep), rcpi_wait_crowded(now));
-	rc =
-	    sync ? rcpc_issend(ch, tag, buf, len, now, &r) : rcpc_isend(ch, tag, buf, len, now, &r);
+	rc = rcpc_isend_api(ch, tag, buf, len, sync, now, &r);
 	if (rc)
 		return rc;
 	if (cb)
@@ -130,7 +129,7 @@ static inline __attribute__((always_inline)) int irecv(rcp_ep *ep, rcp_chan *ch,
 	now = rcpi_ep_now(ep);
 	if (len >= CROWD_LOOK_MIN)
 		rcpc_set_crowded(rcpi_ep_core(ep), rcpi_wait_crowded(now));
-	rc = rcpc_irecv(rcpi_ep_core(ep), ch, tag, buf, len, now, &r);
+	rc = rcpc_irecv_api(rcpi_ep_core(ep), ch, tag, buf, len, now, &r);
 	if (rc)
 		return rc;
 	if (cb)
