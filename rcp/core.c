@@ -817,8 +817,8 @@ int rcpc_irecv(rcpc_core *c, rcp_chan *ch, uint64_t tag, void *buf, size_t len, 
 
 /* The API's (request.c), inlined whole into rcp_irecv as rcpc_isend_api
  * (session 20). */
-RCPI_HOT_INLINE int rcpc_irecv_api(rcpc_core *c, rcp_chan *ch, uint64_t tag, void *buf,
-                                   size_t len, uint64_t now, rcp_req **req)
+RCPI_HOT_INLINE int rcpc_irecv_api(rcpc_core *c, rcp_chan *ch, uint64_t tag, void *buf, size_t len,
+                                   uint64_t now, rcp_req **req)
 {
 	return irecv(c, ch, tag, buf, len, now, req);
 }

@@ -183,8 +183,8 @@ int rcpc_isend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, uint64_t
                rcp_req **req);
 /* rcpc_isend (SYNC 0) or rcpc_issend (1) for the API (rcp/request.c),
  * which has checked CH and REQ: inlined into it whole (core.c). */
-int rcpc_isend_api(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, int sync,
-                   uint64_t now, rcp_req **req);
+int rcpc_isend_api(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, int sync, uint64_t now,
+                   rcp_req **req);
 /* rcp_isendv's gather send (rcp/start.c, GATHER SENDS), of any number of
  * segments (one too: by frames, never RMA; rcp_isendv sends one of data
  * by rcpc_isend); the same codes. */
