@@ -19,7 +19,9 @@
 # Env: BUILD (build directory holding perf/rcp-instr; default: the current
 # directory if it has one, else build/release, build/check), OUT (CSV; default
 # perf/results/callgrind-DATE.csv, "-" for none), TOP=K (also print each
-# mode's K costliest functions, callgrind_annotate), RCP_LOG.
+# mode's K costliest functions, callgrind_annotate), FUNCS=1 (also print
+# the chan row per function, self and inclusive, inlined code summed into
+# the function it ran in: perf/cg_funcs.py; session 20), RCP_LOG.
 # Exits 77 with "SKIP: reason" without valgrind or without rcp-instr; the
 # pvm row says SKIP (and the rest still runs) without pvm or rcp-instr-pvm.
 # Counts depend on the compiler and flags (-O2 -g with LTO in the
@@ -94,6 +96,10 @@ cg() {
 
 nic=$(cg nic "$tmp/cg.nic" "$instr" nic "$n")
 chan=$(cg chan "$tmp/cg.chan" "$instr" chan "$n")
+if [ -n "${FUNCS:-}" ] && command -v python3 >/dev/null 2>&1; then
+	echo "-- chan: per function, per round trip (perf/cg_funcs.py)" >&2
+	python3 "$here/cg_funcs.py" "$tmp/cg.chan" "$n" >&2
+fi
 
 pvm="" pvmskip=""
 export PVM_ROOT=${PVM_ROOT:-/usr/lib/pvm3}

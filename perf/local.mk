@@ -32,7 +32,7 @@ perf_rcp_instr_SOURCES = perf/rcp_instr.c perf/instr.h
 perf_rcp_instr_LDADD = librcp.la
 # a real binary (not a libtool wrapper script) for valgrind to run
 perf_rcp_instr_LDFLAGS = -no-install
-EXTRA_DIST += perf/callgrind.sh
+EXTRA_DIST += perf/callgrind.sh perf/cg_funcs.py
 TESTS += perf/callgrind_smoke.sh
 EXTRA_DIST += perf/callgrind_smoke.sh
 if HAVE_PVM

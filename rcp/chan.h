@@ -644,7 +644,7 @@ static inline uint64_t chan_live_at(const rcp_chan *ch)
  * failure later: timers.c chan_deadline). */
 static inline uint64_t chan_work_from(rcp_chan *ch, uint64_t now)
 {
-	if (!chan_has_work(ch) && ch->last_heard < now)
+	if (ch->last_heard < now && !chan_has_work(ch))
 		ch->last_heard = now;
 	return ch->last_heard + ch->core->p.peer_timeout / 4;
 }
@@ -653,7 +653,7 @@ static inline uint64_t chan_work_from(rcp_chan *ch, uint64_t now)
 static inline void chan_touch(rcp_chan *ch, uint64_t now)
 {
 	chan_retime(ch);
-	if (!chan_has_work(ch) && ch->last_heard < now)
+	if (ch->last_heard < now && !chan_has_work(ch))
 		ch->last_heard = now;
 }
 

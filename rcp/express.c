@@ -55,6 +55,57 @@ static inline uint32_t ld32(const unsigned char *p)
 }
 #endif
 
+/* EXPRESS ACKS.  The ack fields of an express frame (rcpi_process_ack_fields'
+ * work, H's ack already known to be at most what is out): on a nic that
+ * loses nothing (p.reliable), a ping-pong acks one frame at a time, and
+ * that frame's slot is plain: a whole small message (no request, no pool
+ * buffer), sent once, never selectively acked, no backoff.  Freeing it is
+ * then what the general loop would do for it: the window grows, the slot
+ * is free, tx_una moves, the progress resets the probe count and the RTO
+ * base (a reliable nic keeps no RTT samples and, with no backoff, no RTO
+ * update).  Anything else (several frames, a lossy nic, a slot with a
+ * request or a buffer, sacks, unsent frames) is the general function's,
+ * which repeats the credit check harmlessly (the same value). */
+static RCPI_HOT_INLINE void express_ack(rcp_chan *ch, const struct rcpw_hdr *h, uint64_t now)
+{
+	struct slot *s;
+
+	if (h->ack == ch->tx_una) {
+		/* Nothing newly acked: the credits only. */
+		if ((uint32_t)(h->credits - ch->credits_granted) - 1u <
+		    (uint32_t)(ch->credits_used + 1000000 - ch->credits_granted))
+			ch->credits_granted = h->credits;
+		return;
+	}
+	s = slot_of(ch, ch->tx_una);
+	if (h->ack - ch->tx_una != 1 || !ch->core->p.reliable || ch->unsent || ch->have_sack ||
+	    ch->backoff || s->req || s->own || s->sacked || s->hlen != RCPW_CHLEN) {
+		(void)rcpi_process_ack_fields(ch, h, now);
+		return;
+	}
+	if ((uint32_t)(h->credits - ch->credits_granted) - 1u <
+	    (uint32_t)(ch->credits_used + 1000000 - ch->credits_granted))
+		ch->credits_granted = h->credits;
+	/* slot_acked: the window grows (at the ring's size it stays). */
+	if (ch->cwnd < ch->nslots * CWND_ONE) {
+		if (ch->cwnd < ch->ssthresh)
+			ch->cwnd += CWND_ONE;
+		else
+			ch->cwnd += CWND_ONE * CWND_ONE / (ch->cwnd ? ch->cwnd : 1);
+		if (ch->cwnd > ch->nslots * CWND_ONE)
+			ch->cwnd = ch->nslots * CWND_ONE;
+	}
+	ch->core->st.express_acks++;
+	s->in_use = 0; /* slot_free: no buffer */
+	ch->tx_una++;
+	ch->rto_base = now;
+	ch->tlp_probes = 0;
+	if (ch->tx_una == ch->tx_next)
+		ch->tlp_at = 0;
+	if (rcpw_seq_lt(ch->recover, ch->tx_una))
+		ch->recover = ch->tx_una;
+}
+
 RCPI_HOT_INLINE rcp_chan *rcpi_input_express(rcpc_core *c, int peer, const void *frame, size_t len,
                                              uint64_t now)
 {
@@ -110,7 +161,7 @@ RCPI_HOT_INLINE rcp_chan *rcpi_input_express(rcpc_core *c, int peer, const void 
 	ch->unreachable = 0;
 	h.credits = ld32(p + 28);
 	h.wnd = 0; /* the compact header carries none */
-	(void)rcpi_process_ack_fields(ch, &h, now);
+	express_ack(ch, &h, now);
 	ch->rx_taken = 1;
 	if (w0 & EXPRESS_ACKREQ)
 		ch->ack_now = 1;

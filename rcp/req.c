@@ -244,6 +244,18 @@ inline int rcpc_req_done(rcp_req *r, struct rcp_status *st)
 	return 1;
 }
 
+inline int rcpc_req_finish(rcp_req *r, struct rcp_status *st)
+{
+	int e;
+	if (r->state != Q_DONE || r->cb)
+		return RCP_EAGAIN;
+	e = r->error;
+	if (st)
+		req_status(r, st);
+	rcpi_req_free(r);
+	return e;
+}
+
 /* CALLBACKS.  A request with a callback goes, when rcpi_complete()
  * finishes it, on the core's completion list: intrusive (cb_next), in
  * completion order, no allocation.  The core never runs a callback (it

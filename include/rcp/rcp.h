@@ -136,6 +136,9 @@ struct rcp_ep_stats {
 	/* Frames taken by the express input (rcp/express.c): the plain frame
 	 * of a small exchange, in one pass; frames_recv counts them too. */
 	uint64_t express_in;
+	/* Of those, the frames whose ack freed our one plain slot out in the
+	 * same pass (rcp/express.c, EXPRESS ACKS: a nic that loses nothing). */
+	uint64_t express_acks;
 };
 
 /* ---- endpoints ---- */

@@ -95,6 +95,37 @@ static int send_full(struct shm_nic *nic, struct shm_peer *p, uint64_t need)
 	return rcpi_shm_peer_check(nic, p) ? RCP_EPEER : RCP_EAGAIN;
 }
 
+/* Copies N bytes of a frame into its cells.  A small frame (an RCP
+ * header of 48 bytes, an 8 B payload) in 8-byte words, the last one
+ * overlapping the one before, inline: libc's memcpy for each segment, its
+ * call and size dispatch, was a third of the send of an 8 B message
+ * (perf/callgrind.sh, session 20: -46 instructions per frame). */
+static inline void copy_in(unsigned char *d, const void *src, size_t n)
+{
+	typedef struct {
+		uint64_t a, b;
+	} w16;
+	const unsigned char *s = src;
+	w16 v;
+	uint64_t x;
+
+	if (n >= 16 && n <= 64) {
+		for (size_t i = 0; i + 16 < n; i += 16) {
+			memcpy(&v, s + i, 16);
+			memcpy(d + i, &v, 16);
+		}
+		memcpy(&v, s + n - 16, 16);
+		memcpy(d + n - 16, &v, 16);
+	} else if (n >= 8 && n < 16) {
+		memcpy(&x, s, 8);
+		memcpy(d, &x, 8);
+		memcpy(&x, s + n - 8, 8);
+		memcpy(d + n - 8, &x, 8);
+	} else {
+		memcpy(d, s, n);
+	}
+}
+
 /* Moves the zero frontier up to ZERO_AHEAD cells past NEXT, within free
  * space.  Runs after the publish, so these stores commit after the header
  * (TSO keeps stores in order) and stay off the receiver's critical path;
@@ -148,7 +179,7 @@ int rcpi_shm_send(rcp_nic *base, int peer, const struct iovec *iov, int iovcnt, 
 	h = FRAME_HDR;
 	for (int i = 0; i < iovcnt; i++) {
 		if (iov[i].iov_len) {
-			memcpy(d + h, iov[i].iov_base, iov[i].iov_len);
+			copy_in(d + h, iov[i].iov_base, iov[i].iov_len);
 			h += iov[i].iov_len;
 		}
 	}
@@ -253,16 +284,22 @@ int rcpi_shm_recv(rcp_nic *base, struct rcp_nic_frame *fr, int max)
 	                  nic->events_seen))
 		rcpi_shm_scan(nic);
 	nact = nic->nact;
-	/* Round robin: each call starts one ring further, so no sender can
-	 * starve another by keeping its ring full. */
-	k = nic->rr;
-	for (uint32_t left = nact; left && n < max; left--) {
-		n += ring_read(nic, nic->act[k], fr + n, max - n);
-		if (++k == nact)
-			k = 0;
+	if (nact == 1) {
+		/* One sender (a pair, a client of one server): no turns to
+		 * take (session 20: -10 instructions a poll). */
+		n = ring_read(nic, nic->act[0], fr, max);
+	} else {
+		/* Round robin: each call starts one ring further, so no
+		 * sender can starve another by keeping its ring full. */
+		k = nic->rr;
+		for (uint32_t left = nact; left && n < max; left--) {
+			n += ring_read(nic, nic->act[k], fr + n, max - n);
+			if (++k == nact)
+				k = 0;
+		}
+		if (nact && ++nic->rr >= nact)
+			nic->rr = 0;
 	}
-	if (nact && ++nic->rr >= nact)
-		nic->rr = 0;
 	if (RCPI_UNLIKELY(nic->need_reset))
 		rcpi_shm_reset_drained(nic);
 	return n;
