@@ -694,14 +694,16 @@ static void t_lossy_between_processes(void **state)
 		want = (long)((r + 1) * PER - (long)ns.f_dropped + (long)ns.f_duplicated);
 		assert_int_equal(link_put(&l, &want, sizeof want), 0);
 		if (link_get(&l, &got, sizeof got))
-			fail_msg("receiver died in round %d (seed %#llx)", r, (unsigned long long)seed);
+			fail_msg("receiver died in round %d (seed %#llx)", r,
+			         (unsigned long long)seed);
 		assert_int_equal(got, want);
 	}
 	if (!ns.f_dropped || !ns.f_duplicated)
 		fail_msg("no loss or no duplicate seen (seed %#llx)", (unsigned long long)seed);
 	st = test_wait_child(child);
 	if (st)
-		fail_msg("receiver child failed with %d (seed %#llx)", st, (unsigned long long)seed);
+		fail_msg("receiver child failed with %d (seed %#llx)", st,
+		         (unsigned long long)seed);
 	rcp_nic_close(nic);
 }
 #endif
@@ -838,8 +840,8 @@ static int run_group(const char *name, const char *label)
 static int model_main(void)
 {
 	const struct CMUnitTest lossy[] = {
-	    cmocka_unit_test_prestate_setup_teardown(t_lossy_between_processes, setup_backend,
-	                                             NULL, (void *)"verbs"),
+	    cmocka_unit_test_prestate_setup_teardown(t_lossy_between_processes, setup_backend, NULL,
+	                                             (void *)"verbs"),
 	};
 	struct mock_wire_stats *w = mock_wire_stats();
 	int fail = 0, rc;
@@ -855,8 +857,8 @@ static int model_main(void)
 	faults = "seed=7";
 	fail |= run_group("verbs", "verbs on the model, faults wrapper (seed=7: loses nothing)");
 	faults = NULL;
-	fail |= _cmocka_run_group_tests("nic conformance: verbs on the model, losing faults wrapper",
-	                                lossy, 1, NULL, NULL);
+	fail |= _cmocka_run_group_tests(
+	    "nic conformance: verbs on the model, losing faults wrapper", lossy, 1, NULL, NULL);
 	printf("model wire (this process): %llu datagrams out, %llu in, %llu lost to a full "
 	       "socket\n",
 	       (unsigned long long)w->out, (unsigned long long)w->in, (unsigned long long)w->full);

@@ -104,7 +104,8 @@ static void wire_in(void)
 	static uint8_t buf[sizeof(struct wire_hdr) + 8192];
 	ssize_t n;
 
-	while ((n = recv(my_fd(), buf, sizeof buf, MSG_DONTWAIT)) >= (ssize_t)sizeof(struct wire_hdr)) {
+	while ((n = recv(my_fd(), buf, sizeof buf, MSG_DONTWAIT)) >=
+	       (ssize_t)sizeof(struct wire_hdr)) {
 		struct wire_hdr h;
 		struct ibv_ah_attr a;
 		struct ibv_send_wr wr;
