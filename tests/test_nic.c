@@ -694,8 +694,8 @@ static void t_lossy_between_processes(void **state)
 		want = (long)((r + 1) * PER - (long)ns.f_dropped + (long)ns.f_duplicated);
 		assert_int_equal(link_put(&l, &want, sizeof want), 0);
 		if (link_get(&l, &got, sizeof got))
-			fail_msg("receiver died in round %d (seed %#llx)", r,
-			         (unsigned long long)seed);
+			fail_msg("receiver died in round %d with %d (seed %#llx)", r,
+			         test_wait_child(child), (unsigned long long)seed);
 		assert_int_equal(got, want);
 	}
 	if (!ns.f_dropped || !ns.f_duplicated)
