@@ -862,6 +862,7 @@ static int model_main(void)
 	printf("model wire (this process): %llu datagrams out, %llu in, %llu lost to a full "
 	       "socket\n",
 	       (unsigned long long)w->out, (unsigned long long)w->in, (unsigned long long)w->full);
+	fflush(stdout); /* before LeakSanitizer's exit, if a failed test leaked */
 	return fail ? 1 : 0;
 }
 #endif
