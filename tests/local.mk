@@ -394,6 +394,18 @@ tests_test_verbs_mcast_CFLAGS = $(TEST_CFLAGS)
 tests_test_verbs_mcast_LDFLAGS = -static
 tests_test_verbs_mcast_LDADD = $(TEST_LDADD)
 
+# tests/test_nic.c's conformance suite over verbs on the model, the forked
+# processes joined by tests/verbs_mock_wire.c (session 20).
+check_PROGRAMS += tests/test_nic_model
+TESTS += tests/test_nic_model
+tests_test_nic_model_SOURCES = tests/test_nic.c tests/verbs_mock.c tests/verbs_mock_rc.c \
+	tests/verbs_mock_mc.c tests/verbs_mock_wire.c tests/verbs_mock.h tests/verbs_mock_int.h \
+	tests/testutil.h tests/test_xdp_veth.h common/sh.h
+tests_test_nic_model_CPPFLAGS = $(AM_CPPFLAGS) -DTEST_NIC_MODEL
+tests_test_nic_model_CFLAGS = $(TEST_CFLAGS)
+tests_test_nic_model_LDFLAGS = -static
+tests_test_nic_model_LDADD = $(TEST_LDADD)
+
 # nic/verbs/umad.c against ibsim + opensm (SKIP without them).
 check_PROGRAMS += tests/test_verbs_umad
 TESTS += tests/test_verbs_umad

@@ -20,8 +20,15 @@
  * first device libibverbs lists, port 1 (both sides on it, frames looped
  * through the HCA), and prints "SKIP: nic conformance: verbs: no RDMA
  * device" where there is none (since session 20; never yet run on one).
- * tests/test_verbs.c runs the backend's own checks on a model of an HCA,
- * which lives in one process and so cannot host these forking tests.
+ * tests/test_verbs.c runs the backend's own checks on a model of an HCA.
+ *
+ * Built a second time as tests/test_nic_model (TEST_NIC_MODEL, session
+ * 20): the suite over verbs on that model (tests/verbs_mock.c), the two
+ * processes of each test joined by tests/verbs_mock_wire.c, once plain
+ * and once under the faults wrapper (nic/faults.c) with a spec that loses
+ * nothing (the suite counts every frame) plus t_lossy_between_processes,
+ * which sends through a losing, duplicating spec and counts what arrives
+ * against the wrapper's own counts.
  */
 #include <errno.h>
 #include <poll.h>
@@ -34,12 +41,24 @@
 #if HAVE_VERBS
 #include <infiniband/verbs.h>
 #endif
+#ifdef TEST_NIC_MODEL
+#include "tests/verbs_mock.h"
+#endif
 
 #define WIN 32
 
 static const char *backend;   /* set per group */
 static struct test_veth veth; /* the xdp group's link */
 static char verbs_port[48];   /* the verbs group's DEVICE:PORT */
+static const char *faults;    /* the group's faults spec, or NULL */
+
+/* What every endpoint of the group opens with. */
+static const struct rcp_nic_config *nic_cfg(void)
+{
+	static struct rcp_nic_config c;
+	c.faults = faults;
+	return faults ? &c : NULL;
+}
 
 /* The address of endpoint SIDE (0 or 1) of this group's pair; TAG keeps
  * shm's names apart. */
@@ -60,7 +79,7 @@ static void open_any(rcp_nic **nic, const char *tag, int side)
 	char addr[64];
 	int rc;
 	ep_addr(addr, sizeof addr, tag, side);
-	rc = rcp_nic_open(addr, NULL, nic);
+	rc = rcp_nic_open(addr, nic_cfg(), nic);
 	if (rc)
 		fail_msg("open %s: %s", addr, rcp_strerror(rc));
 }
@@ -124,7 +143,7 @@ static int connect_pair(struct link *l, rcp_nic **nic, int *peer)
 	int rc;
 
 	ep_addr(addr, sizeof addr, l->is_child ? "1" : "0", l->is_child);
-	rc = rcp_nic_open(addr, NULL, nic);
+	rc = rcp_nic_open(addr, nic_cfg(), nic);
 	if (rc)
 		return rc;
 	rc = rcp_nic_addr_str(*nic, me, sizeof me);
@@ -609,12 +628,95 @@ static void t_recv_wait(void **state)
 	rounds_end(&l, child, nic);
 }
 
+#ifdef TEST_NIC_MODEL
+/* Through a losing, duplicating faults wrapper (its own nic config, not
+ * the group's): 40 rounds of 25 frames; after each the sender tells the
+ * receiver how many must have arrived by the wrapper's counts (sent -
+ * f_dropped + f_duplicated, all on the wire by then: the model's sends
+ * leave at post time) and the receiver takes exactly that many, each
+ * checked, and finds no more. */
+static void t_lossy_between_processes(void **state)
+{
+	enum { ROUNDS = 40, PER = 25, LEN = 200 };
+	uint64_t seed = test_seed(0x1055);
+	char spec[96];
+	struct link l;
+	rcp_nic *nic;
+	struct rcp_nic_stats ns = {0};
+	int peer, st;
+	pid_t child;
+	(void)state;
+
+	snprintf(spec, sizeof spec, "drop=0.1,dup=0.1,seed=%llu", (unsigned long long)seed);
+	faults = spec;
+	child = fork_linked(&l, &nic, &peer);
+	faults = NULL;
+	if (child == 0) {
+		long want, got = 0;
+		unsigned char buf[LEN];
+		if (connect_pair(&l, &nic, &peer))
+			_exit(10);
+		for (int r = 0; r < ROUNDS; r++) {
+			struct rcp_nic_frame f;
+			if (link_get(&l, &want, sizeof want))
+				_exit(11);
+			while (got < want) {
+				uint64_t id;
+				int n = recv_one(nic, buf, sizeof buf, NULL);
+				if (n != LEN)
+					_exit(12);
+				memcpy(&id, buf, 8);
+				if (test_check(buf + 8, LEN - 8, id) != -1)
+					_exit(13);
+				got++;
+			}
+			if (rcp_nic_recv(nic, &f, 1) != 0)
+				_exit(14); /* more than the wrapper sent */
+			if (link_put(&l, &got, sizeof got))
+				_exit(15);
+		}
+		rcp_nic_close(nic);
+		_exit(0);
+	}
+	for (int r = 0; r < ROUNDS; r++) {
+		static unsigned char buf[LEN];
+		long want, got;
+		for (int i = 0; i < PER; i++) {
+			uint64_t id = (uint64_t)(r * PER + i);
+			struct iovec iov = {buf, LEN};
+			memcpy(buf, &id, 8);
+			test_fill(buf + 8, LEN - 8, id);
+			assert_int_equal(rcp_nic_send(nic, peer, &iov, 1, 0), 0);
+		}
+		while (rcp_nic_flush(nic) == RCP_EAGAIN)
+			;
+		assert_int_equal(rcp_nic_get_stats(nic, &ns), 0);
+		want = (long)((r + 1) * PER - (long)ns.f_dropped + (long)ns.f_duplicated);
+		assert_int_equal(link_put(&l, &want, sizeof want), 0);
+		if (link_get(&l, &got, sizeof got))
+			fail_msg("receiver died in round %d with %d (seed %#llx)", r,
+			         test_wait_child(child), (unsigned long long)seed);
+		assert_int_equal(got, want);
+	}
+	if (!ns.f_dropped || !ns.f_duplicated)
+		fail_msg("no loss or no duplicate seen (seed %#llx)", (unsigned long long)seed);
+	st = test_wait_child(child);
+	if (st)
+		fail_msg("receiver child failed with %d (seed %#llx)", st,
+		         (unsigned long long)seed);
+	rcp_nic_close(nic);
+}
+#endif
+
 /* Unknown environment variables are warned about; known ones are not.
  * The scan runs once per process, so the check runs in a fresh exec of
  * this program (see main). */
 static int env_child(const char *addr)
 {
 	rcp_nic *nic;
+#ifdef TEST_NIC_MODEL
+	mock_install(NULL);
+#endif
 	if (rcp_nic_open(addr, NULL, &nic))
 		return 10;
 	rcp_nic_close(nic);
@@ -732,6 +834,39 @@ static int run_group(const char *name, const char *label)
 	return _cmocka_run_group_tests(group, tests, sizeof tests / sizeof tests[0], NULL, NULL);
 }
 
+#ifdef TEST_NIC_MODEL
+/* tests/test_nic_model: the suite over verbs on the model, plain and under
+ * the faults wrapper, and the lossy test. */
+static int model_main(void)
+{
+	const struct CMUnitTest lossy[] = {
+	    cmocka_unit_test_prestate_setup_teardown(t_lossy_between_processes, setup_backend, NULL,
+	                                             (void *)"verbs"),
+	};
+	struct mock_wire_stats *w = mock_wire_stats();
+	int fail = 0, rc;
+
+	mock_install(NULL);
+	rc = mock_wire_install();
+	if (rc) {
+		printf("mock_wire_install: %s\n", strerror(-rc));
+		return 1;
+	}
+	snprintf(verbs_port, sizeof verbs_port, "mock0:1");
+	fail |= run_group("verbs", "verbs on the model");
+	faults = "seed=7";
+	fail |= run_group("verbs", "verbs on the model, faults wrapper (seed=7: loses nothing)");
+	faults = NULL;
+	fail |= _cmocka_run_group_tests(
+	    "nic conformance: verbs on the model, losing faults wrapper", lossy, 1, NULL, NULL);
+	printf("model wire (this process): %llu datagrams out, %llu in, %llu lost to a full "
+	       "socket\n",
+	       (unsigned long long)w->out, (unsigned long long)w->in, (unsigned long long)w->full);
+	fflush(stdout); /* before LeakSanitizer's exit, if a failed test leaked */
+	return fail ? 1 : 0;
+}
+#endif
+
 int main(int argc, char **argv)
 {
 	const char *const *names = rcp_nic_backends();
@@ -739,6 +874,9 @@ int main(int argc, char **argv)
 
 	if (argc == 3 && !strcmp(argv[1], "--env-child"))
 		return env_child(argv[2]);
+#ifdef TEST_NIC_MODEL
+	return model_main();
+#endif
 
 	for (int i = 0; names[i]; i++) {
 		if (!strcmp(names[i], "verbs")) {

@@ -38,6 +38,7 @@
  *     attached to groups, a send to QPN 0xFFFFFF reaching every attached
  *     QP of the MLID and MGID, the sender's HCA included
  *     (tests/verbs_mock_mc.c).
+ *   - between processes: tests/verbs_mock_wire.c (UD sends only).
  * Not modelled: timing, several ports, the async event fd.
  * Single-threaded.
  */
@@ -46,6 +47,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <unistd.h>
 
 #include "tests/verbs_mock_int.h"
@@ -60,6 +62,16 @@ struct ibv_mr *mock_mrs[MOCK_MAXMR];
 int mock_mr_access[MOCK_MAXMR];
 static int live;
 static uint64_t rng;
+const struct mock_wire_hooks *mock_wire;
+
+/* A completion channel: the pipe's read end RFD, its write end in
+ * ch.refcnt's place (the field is the library's own bookkeeping, unused
+ * here); ch.fd is RFD, or with the wire an epoll set of RFD and the wire's
+ * socket (a datagram arriving wakes a sleeper). */
+struct mock_ch {
+	struct ibv_comp_channel ch; /* first */
+	int rfd;
+};
 
 static double mock_rand(void)
 {
@@ -119,6 +131,8 @@ static int mock_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 	struct mock_cq *cq = (struct mock_cq *)ibcq;
 	int got = 0;
 
+	if (mock_wire)
+		mock_wire->in();
 	while (got < n && cq->count) {
 		struct mock_cqe *e = &cq->q[cq->head];
 		wc[got++] = e->wc;
@@ -260,6 +274,8 @@ static void deliver(struct mock_qp *s, const struct ibv_send_wr *wr, const uint8
 
 	if (wr->wr.ud.remote_qpn == 0xffffff)
 		mock_mc_deliver(s, wr, &ah->attr, data, len);
+	else if (mock_wire && mock_wire->out(s, wr, &ah->attr, data, len))
+		return;
 	else
 		mock_deliver_to(s, mock_find_qp(&ah->attr, wr->wr.ud.remote_qpn), wr, data, len);
 }
@@ -521,29 +537,46 @@ static int m_dereg_mr(struct ibv_mr *mr)
 	return 0;
 }
 
-/* The channel's pipe: read end in ch->fd, write end in refcnt's place
- * (the field is the library's own bookkeeping, unused here). */
 static struct ibv_comp_channel *m_create_comp_channel(struct ibv_context *ctx)
 {
-	struct ibv_comp_channel *ch = calloc(1, sizeof *ch);
+	struct mock_ch *mc = calloc(1, sizeof *mc);
+	struct ibv_comp_channel *ch = &mc->ch;
 	int p[2];
 
 	if (pipe2(p, O_CLOEXEC | O_NONBLOCK)) {
-		free(ch);
+		free(mc);
 		return NULL;
 	}
 	ch->context = ctx;
-	ch->fd = p[0];
+	ch->fd = mc->rfd = p[0];
 	ch->refcnt = p[1];
+	if (mock_wire) {
+		struct epoll_event ev = {.events = EPOLLIN};
+		int ep = epoll_create1(EPOLL_CLOEXEC);
+		if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, p[0], &ev) ||
+		    epoll_ctl(ep, EPOLL_CTL_ADD, mock_wire->fd(), &ev)) {
+			if (ep >= 0)
+				close(ep);
+			close(p[0]);
+			close(p[1]);
+			free(mc);
+			return NULL;
+		}
+		ch->fd = ep;
+	}
 	live++;
 	return ch;
 }
 
 static int m_destroy_comp_channel(struct ibv_comp_channel *ch)
 {
-	close(ch->fd);
+	struct mock_ch *mc = (struct mock_ch *)ch;
+
+	if (ch->fd != mc->rfd)
+		close(ch->fd);
+	close(mc->rfd);
 	close(ch->refcnt);
-	free(ch);
+	free(mc);
 	live--;
 	return 0;
 }
@@ -581,7 +614,9 @@ static int m_get_cq_event(struct ibv_comp_channel *ch, struct ibv_cq **cq, void 
 {
 	char c;
 
-	if (read(ch->fd, &c, 1) != 1)
+	if (mock_wire)
+		mock_wire->in(); /* an arrival on an armed CQ writes the pipe */
+	if (read(((struct mock_ch *)ch)->rfd, &c, 1) != 1)
 		return -1; /* errno EAGAIN: the fd is non-blocking */
 	/* One CQ per channel in the backend: find it among the live QPs. */
 	for (int i = 0; i < MOCK_MAXQP; i++) {
@@ -783,7 +818,19 @@ void mock_install(const struct mock_config *c)
 	}
 	devlist[mock_cfg.ndev] = NULL;
 	rng = 0x9e3779b97f4a7c15ull;
+	mock_wire = NULL;
 	rcpi_verbs_api = &mock_api;
+}
+
+struct mock_dev *mock_dev_at(int i)
+{
+	return &devs[i >= 0 && i < MOCK_MAXDEV ? i : 0];
+}
+
+void mock_qpn_base(uint32_t base)
+{
+	for (int i = 0; i < MOCK_MAXDEV; i++)
+		devs[i].next_qpn = base;
 }
 
 void mock_uninstall(void)

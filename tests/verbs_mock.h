@@ -61,4 +61,15 @@ int mock_live(void);
 /* Seeds the drop decisions (mock_faults.drop). */
 void mock_seed(uint64_t seed);
 
+/* tests/verbs_mock_wire.c: UD datagrams between the models of a parent and
+ * the children it forks (call after mock_install, before fork): 0, or a
+ * negative errno. */
+struct mock_wire_stats {
+	uint64_t out;  /* datagrams sent to the other process */
+	uint64_t in;   /* datagrams taken off the wire */
+	uint64_t full; /* lost: the socket buffer was full */
+};
+int mock_wire_install(void);
+struct mock_wire_stats *mock_wire_stats(void);
+
 #endif

@@ -79,6 +79,22 @@ struct mock_qp *mock_find_qp(const struct ibv_ah_attr *a, uint32_t qpn);
 void mock_deliver_to(struct mock_qp *s, struct mock_qp *d, const struct ibv_send_wr *wr,
                      const uint8_t *data, uint32_t len);
 
+/* verbs_mock.c: the HCA of index I; every HCA's next QPN from BASE on
+ * (tests/verbs_mock_wire.c's child side). */
+struct mock_dev *mock_dev_at(int i);
+void mock_qpn_base(uint32_t base);
+
+/* tests/verbs_mock_wire.c, once installed (NULL before): OUT takes a UD
+ * send to a QP of the other process (1) or leaves it to the model (0); IN
+ * delivers what arrived; FD is the socket a channel's fd must watch. */
+struct mock_wire_hooks {
+	int (*out)(struct mock_qp *s, const struct ibv_send_wr *wr, const struct ibv_ah_attr *a,
+	           const uint8_t *data, uint32_t len);
+	void (*in)(void);
+	int (*fd)(void);
+};
+extern const struct mock_wire_hooks *mock_wire;
+
 /* verbs_mock_mc.c */
 void mock_mc_reset(void);
 void mock_live_add(int n); /* verbs_mock.c: objects live */
