@@ -315,8 +315,10 @@ int rcpi_chan_retransmit(rcp_chan *ch, uint64_t now)
 			ch->cwnd = ch->ssthresh;
 			ch->recover = ch->tx_next;
 		}
-		if (s->sent_at)
+		if (s->sent_at) {
 			ch->core->st.rack_resends++;
+			ch->core->st.rack_wait_ns += now - s->sent_at;
+		}
 		if (rcpi_slot_send(ch, s, now))
 			return RCP_EAGAIN;
 	}
@@ -345,6 +347,7 @@ static RCPI_HOT_INLINE void slot_acked(rcp_chan *ch, struct slot *s, uint64_t no
 	if (!ch->core->p.reliable && s->nsent == 1 && s->sent_at > 1 && now >= s->sent_at) {
 		uint64_t sample = now - s->sent_at;
 		ch->core->st.rtt_samples++;
+		struct rcp_ep_stats *st = &ch->core->st;
 		if (!ch->srtt) {
 			ch->srtt = sample;
 			ch->rttvar = sample / 2;
@@ -353,6 +356,14 @@ static RCPI_HOT_INLINE void slot_acked(rcp_chan *ch, struct slot *s, uint64_t no
 			ch->rttvar = (3 * ch->rttvar + d) / 4;
 			ch->srtt = (7 * ch->srtt + sample) / 8;
 		}
+		if (!ch->min_rtt || sample < ch->min_rtt)
+			ch->min_rtt = sample;
+		st->rtt_sum_ns += sample;
+		st->pipe_sum += ch->tx_next - ch->tx_una - ch->sacked_out;
+		st->srtt_ns = ch->srtt;
+		st->rttvar_ns = ch->rttvar;
+		st->min_rtt_ns = ch->min_rtt;
+		st->cwnd_frames = ch->cwnd / CWND_ONE;
 	}
 	/* (At the ring's size, as a small exchange soon is, it stays.) */
 	if (ch->cwnd < ch->nslots * CWND_ONE) {
