@@ -331,7 +331,7 @@ int rcpi_chan_retransmit(rcp_chan *ch, uint64_t now)
 		below = ch->have_sack && rcpw_seq_lt(seq, ch->highest_sacked) && s->sent_at;
 		if (s->sent_at && !below)
 			continue;
-		at = !s->sent_at ? 0
+		at = !s->sent_at                                 ? 0
 		     : s->sent_at < ch->rack_xmit && fast < slow ? s->sent_at + fast
 		                                                 : s->sent_at + slow;
 		if (now < at) {

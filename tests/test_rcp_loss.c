@@ -286,7 +286,8 @@ static void lossy(const struct link *l, double drop, double min, double max_rto)
 	       "%.2f by RACK, wait %.1f us per resend, RTT sample %.1f us\n",
 	       l->name, drop * 100, ratio, r.lost / (2.0 * rounds), r.resent / (2.0 * rounds),
 	       r.probes / (2.0 * rounds), rto, r.acks / (2.0 * rounds), base.acks / (2.0 * rounds),
-	       r.dups / (2.0 * rounds), r.rack / (2.0 * rounds), r.rack ? r.rack_wait / 1e3 / (double)r.rack : 0.0,
+	       r.dups / (2.0 * rounds), r.rack / (2.0 * rounds),
+	       r.rack ? r.rack_wait / 1e3 / (double)r.rack : 0.0,
 	       r.samples ? r.rtt_sum / 1e3 / (double)r.samples : 0.0);
 	/* RACK's wait per resend against the mean round trip, both in
 	 * virtual time (never the clock): srtt x 5/4 alone waited 1.23-1.32x,
