@@ -16,11 +16,14 @@
 # Run as root from the build directory (./perf/.libs/rcp-pingpong serves
 # every library), under `flock -x /tmp/bench.lock`.  It brings up a 2-host
 # cluster named RCP_AB_CLUSTER (default lossab) and takes it down.  Prints
-# CSV: impl,loss,round,rtt_us,MBps,retx,rack,tlp,rto,acks,frames,msgs
+# CSV: impl,loss,round,rtt_us,MBps,retx,rack,tlp,rto,acks,frames,msgs,
+# samp_us,pipe,rackwait_us,srtt_us,minrtt_us,cwnd
 # (rtt_us the median 1 MiB round trip, MBps = size / (rtt / 2); the rest
 # both ends' rcp-pingpong "loss-stats" counters: resends, of those by
 # RACK, tail-loss probes, timeouts, ACK frames and all frames sent, over
-# msgs messages).
+# msgs messages; then the two ends' mean of: the mean RTT sample, frames
+# in the network at a sample, a RACK resend's wait (the frame's age), and
+# at the end srtt, least RTT and cwnd; session 20).
 set -u
 [ $# -ge 4 ] || { sed -n 2,23p "$0" >&2; exit 2; }
 here=$(cd "$(dirname "$0")" && pwd)
@@ -34,7 +37,7 @@ C() { "$rcpc" --name "${RCP_AB_CLUSTER:-lossab}" "$@"; }
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/loss-ab.XXXXXX") || exit 1
 trap 'C down >/dev/null 2>&1; rm -rf "$tmp"' EXIT
 trap 'exit 130' HUP INT TERM
-echo "impl,loss,round,rtt_us,MBps,retx,rack,tlp,rto,acks,frames,msgs"
+echo "impl,loss,round,rtt_us,MBps,retx,rack,tlp,rto,acks,frames,msgs,samp_us,pipe,rackwait_us,srtt_us,minrtt_us,cwnd"
 port=7500
 for r in $(seq 1 "$rounds"); do
 	if [ $((r % 2)) -eq 1 ]; then order="$*"; else order=$(printf '%s\n' "$@" | tac); fi
@@ -60,13 +63,17 @@ for r in $(seq 1 "$rounds"); do
 			exec 3<&-
 			wait "$spid"
 			# loss-stats WHO size N msgs M retx R rack K tlp T rto O dup D ooo O acks A frames F
+			#   rtt_us R pipe P rackwait_us W srtt_us S rttvar_us V minrtt_us M cwnd C
 			awk -v p="$name,$loss,$r" '
 				$1 == "loss-stats" { m += $6; x += $8; k += $10; t += $12; o += $14
-					a += $20; f += $22; next }
+					a += $20; f += $22; e++
+					sm += $24; pp += $26; rw += $28; sr += $30; mr += $34; cw += $36
+					next }
 				$1 == "udp" || $1 == "tcp" { rtt = $4; bw = $6 }
 				END { if (rtt == "") exit
 					printf "%s,%s,%s", p, rtt, bw
-					if (m) printf ",%d,%d,%d,%d,%d,%d,%d", x, k, t, o, a, f, m
+					if (m) printf ",%d,%d,%d,%d,%d,%d,%d,%.0f,%.1f,%.0f,%.0f,%.0f,%.0f",
+						x, k, t, o, a, f, m, sm / e, pp / e, rw / e, sr / e, mr / e, cw / e
 					printf "\n" }' "$tmp/cli.err" "$tmp/srv.err" "$tmp/pp.out"
 		done
 	done

@@ -217,6 +217,12 @@ uint64_t rpp_ep_retransmits(const rcp_ep *ep)
  * timeouts, frames the endpoint took twice or out of order, and the
  * ACK frames and all frames it sent (perf/cluster_bench.sh adds both
  * ends' lines to its CSV). */
+/* A sum over its count (0 for none). */
+static double per(uint64_t sum, uint64_t n)
+{
+	return n ? (double)sum / (double)n : 0.0;
+}
+
 void rpp_loss_stats(const rcp_ep *ep, const struct rcp_ep_stats *s0, const char *who, size_t size,
                     uint64_t msgs)
 {
@@ -224,16 +230,23 @@ void rpp_loss_stats(const rcp_ep *ep, const struct rcp_ep_stats *s0, const char 
 	memset(&s, 0, sizeof s);
 	if (rcp_ep_get_stats(ep, &s))
 		return;
-	fprintf(stderr,
-	        "loss-stats %s size %zu msgs %llu retx %llu rack %llu tlp %llu rto %llu dup %llu "
-	        "ooo %llu acks %llu frames %llu\n",
-	        who, size, (unsigned long long)msgs,
-	        (unsigned long long)(s.retransmits - s0->retransmits),
-	        (unsigned long long)(s.rack_resends - s0->rack_resends),
-	        (unsigned long long)(s.tlp_probes - s0->tlp_probes),
-	        (unsigned long long)(s.timeouts - s0->timeouts),
-	        (unsigned long long)(s.dup_frames - s0->dup_frames),
-	        (unsigned long long)(s.ooo_frames - s0->ooo_frames),
-	        (unsigned long long)(s.acks_sent - s0->acks_sent),
-	        (unsigned long long)(s.frames_sent - s0->frames_sent));
+	fprintf(
+	    stderr,
+	    "loss-stats %s size %zu msgs %llu retx %llu rack %llu tlp %llu rto %llu dup %llu "
+	    "ooo %llu acks %llu frames %llu rtt_us %.1f pipe %.1f rackwait_us %.1f srtt_us %.1f "
+	    "rttvar_us %.1f minrtt_us %.1f cwnd %llu\n",
+	    who, size, (unsigned long long)msgs,
+	    (unsigned long long)(s.retransmits - s0->retransmits),
+	    (unsigned long long)(s.rack_resends - s0->rack_resends),
+	    (unsigned long long)(s.tlp_probes - s0->tlp_probes),
+	    (unsigned long long)(s.timeouts - s0->timeouts),
+	    (unsigned long long)(s.dup_frames - s0->dup_frames),
+	    (unsigned long long)(s.ooo_frames - s0->ooo_frames),
+	    (unsigned long long)(s.acks_sent - s0->acks_sent),
+	    (unsigned long long)(s.frames_sent - s0->frames_sent),
+	    per(s.rtt_sum_ns - s0->rtt_sum_ns, s.rtt_samples - s0->rtt_samples) / 1e3,
+	    per(s.pipe_sum - s0->pipe_sum, s.rtt_samples - s0->rtt_samples),
+	    per(s.rack_wait_ns - s0->rack_wait_ns, s.rack_resends - s0->rack_resends) / 1e3,
+	    s.srtt_ns / 1e3, s.rttvar_ns / 1e3, s.min_rtt_ns / 1e3,
+	    (unsigned long long)s.cwnd_frames);
 }

@@ -185,9 +185,11 @@ static const char usage_text[] =
     "timer (tail-loss probe, retransmission timeout): a process stalled longer than\n"
     "those timers (descheduled) draws resends on a link that lost nothing.  Each\n"
     "end also prints per size on stderr \"loss-stats WHO size N msgs M retx R rack K\n"
-    "tlp T rto O dup D ooo O acks A frames F\": its own resends, of those by RACK,\n"
-    "tail-loss probes, timeouts, frames taken twice or out of order, ACK frames and\n"
-    "all frames sent.\n"
+    "tlp T rto O dup D ooo O acks A frames F rtt_us R pipe P rackwait_us W srtt_us S\n"
+    "rttvar_us V minrtt_us M cwnd C\": its own resends, of those by RACK, tail-loss\n"
+    "probes, timeouts, frames taken twice or out of order, ACK frames and all frames\n"
+    "sent; the mean RTT sample, frames in the network at a sample, and age of a frame\n"
+    "RACK resent; at the end, srtt, rttvar, least RTT and congestion window.\n"
     "--verify ends with a line \"verified: N messages, N bytes\" (both directions).\n"
     "Exit status: 0 ok, 1 failure (no row for the failed size), 2 usage.\n";
 

@@ -263,6 +263,8 @@ struct rcp_chan {
 	uint32_t sacked_out; /* frames in [tx_una, tx_next) selectively acked (window) */
 	int have_sack;
 	uint64_t srtt, rttvar, rto;
+	uint64_t min_rtt;             /* least RTT sample (0: none yet): RACK's reordering window */
+	uint64_t rack_xmit, rack_rtt; /* newest frame delivered: when sent, its RTT (RACK) */
 	uint64_t rto_base; /* last time the cumulative ack advanced */
 	uint64_t rack_at;  /* when a hole below the highest sack turns lost */
 	uint64_t tlp_at;   /* tail-loss probe due (0: none armed) */

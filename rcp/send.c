@@ -13,8 +13,10 @@
  * so retransmission copies nothing.  Every frame carries the cumulative ack
  * (next sequence expected); ACK frames add a selective-ack bitmap of up to
  * 1024 frames past it.  A frame is taken as lost when a later frame has
- * been selectively acked and it has been out for the reordering window,
- * srtt x 5/4 (RACK, time-based; no count of later frames): it is resent at once (the paper's "resend the named frames
+ * been selectively acked and it has been out for the reordering window:
+ * the newest delivered frame's round trip plus a quarter of the least
+ * one if that frame was sent after it, else srtt x 5/4 (RACK, time-based;
+ * no count of later frames; rack_fast, rack_slow): it is resent at once (the paper's "resend the named frames
  * in the next window", but continuous).  If nothing is acked for an RTO
  * (RFC 6298: srtt + 4 rttvar, clamped, doubled per expiry, Karn's rule for
  * samples) every frame out longer than the RTO is resent.
@@ -268,9 +270,35 @@ int rcpi_ctl_push(rcp_chan *ch, const struct ctl *k)
 #define LOSS_CWND_MIN (32 * CWND_ONE)
 
 /* How long a hole below the highest selectively acked frame may stay
- * open before it is taken as lost (RACK: reordering on these links is
- * shorter than a quarter round trip). */
-static uint64_t rack_wait(const rcp_chan *ch)
+ * open before it is taken as lost.  Two rules, the first to fire:
+ *
+ * - rack_fast (RFC 8985's RACK): once a frame sent after the hole was
+ *   (re)sent was delivered, the round trip of the newest delivered frame
+ *   (rack_rtt: what the path, queue included, takes now) plus a reordering
+ *   window of a quarter of the least round trip (reordering on these
+ *   links is shorter than that).
+ * - rack_slow (the rule until session 19): any frame of a higher
+ *   sequence selectively acked, and srtt x 5/4 since the hole was sent.
+ *   It alone resends a resent hole lost again when nothing went after
+ *   it (a message's tail): waiting there for a probe (tlp_arm) or the
+ *   RTO, as RFC 8985 does, drew 8x the timeouts on the 10 Gbit/s 5%
+ *   cluster link (session 20).
+ *
+ * srtt, a smoothed mean, lags the queue a message builds (its first
+ * frames see an empty queue, its last ones ~26 frames, ~190 us at 10
+ * Gbit/s): with the second rule alone a hole waited ~1.3 mean round
+ * trips, with both ~1.15 (tests/test_rcp_loss.c; docs/results.md,
+ * session 20).  The fast rule needs a frame sent after the hole: on
+ * rack_rtt alone, a round trip at an empty queue, resent holes still
+ * queued behind a full one were resent again (3x the frames resent at 5%
+ * loss, measured). */
+static uint64_t rack_fast(const rcp_chan *ch)
+{
+	uint64_t w = ch->rack_rtt + ch->min_rtt / 4;
+	return w < TIMER_MIN_NS ? TIMER_MIN_NS : w;
+}
+
+static uint64_t rack_slow(const rcp_chan *ch)
 {
 	uint64_t w = ch->srtt ? ch->srtt + ch->srtt / 4 : ch->rto;
 	return w < TIMER_MIN_NS ? TIMER_MIN_NS : w;
@@ -286,23 +314,29 @@ inline int rcpi_chan_resend_due(const rcp_chan *ch)
 /* Resends frames taken as lost.  Returns 0 or RCP_EAGAIN. */
 int rcpi_chan_retransmit(rcp_chan *ch, uint64_t now)
 {
-	uint64_t wait = rack_wait(ch);
+	uint64_t fast = rack_fast(ch), slow = rack_slow(ch);
 	ch->rack_at = 0;
 	if (!rcpi_chan_resend_due(ch))
 		return 0;
 	for (uint32_t seq = ch->tx_una; rcpw_seq_lt(seq, ch->tx_next); seq++) {
 		struct slot *s = slot_of(ch, seq);
-		int lost;
+		int below;
+		uint64_t at;
 		if (s->sacked)
 			continue;
-		/* Lost: never went out, or a later frame arrived and the
-		 * reordering window has passed since this one was (re)sent. */
-		lost = s->sent_at == 0 || (ch->have_sack && rcpw_seq_lt(seq, ch->highest_sacked) &&
-		                           now - s->sent_at >= wait);
-		if (!lost) {
-			if (ch->have_sack && rcpw_seq_lt(seq, ch->highest_sacked) && s->sent_at &&
-			    (!ch->rack_at || s->sent_at + wait < ch->rack_at))
-				ch->rack_at = s->sent_at + wait;
+		/* Lost: never went out, or below the highest selectively
+		 * acked frame and out past its wait (rack_fast if a frame
+		 * sent after this one's last send was delivered, else
+		 * rack_slow). */
+		below = ch->have_sack && rcpw_seq_lt(seq, ch->highest_sacked) && s->sent_at;
+		if (s->sent_at && !below)
+			continue;
+		at = !s->sent_at                                 ? 0
+		     : s->sent_at < ch->rack_xmit && fast < slow ? s->sent_at + fast
+		                                                 : s->sent_at + slow;
+		if (now < at) {
+			if (!ch->rack_at || at < ch->rack_at)
+				ch->rack_at = at;
 			continue;
 		}
 		if (s->sent_at && rcpw_seq_le(ch->recover, seq)) {
@@ -315,8 +349,10 @@ int rcpi_chan_retransmit(rcp_chan *ch, uint64_t now)
 			ch->cwnd = ch->ssthresh;
 			ch->recover = ch->tx_next;
 		}
-		if (s->sent_at)
+		if (s->sent_at) {
 			ch->core->st.rack_resends++;
+			ch->core->st.rack_wait_ns += now - s->sent_at;
+		}
 		if (rcpi_slot_send(ch, s, now))
 			return RCP_EAGAIN;
 	}
@@ -345,6 +381,7 @@ static RCPI_HOT_INLINE void slot_acked(rcp_chan *ch, struct slot *s, uint64_t no
 	if (!ch->core->p.reliable && s->nsent == 1 && s->sent_at > 1 && now >= s->sent_at) {
 		uint64_t sample = now - s->sent_at;
 		ch->core->st.rtt_samples++;
+		struct rcp_ep_stats *st = &ch->core->st;
 		if (!ch->srtt) {
 			ch->srtt = sample;
 			ch->rttvar = sample / 2;
@@ -353,6 +390,22 @@ static RCPI_HOT_INLINE void slot_acked(rcp_chan *ch, struct slot *s, uint64_t no
 			ch->rttvar = (3 * ch->rttvar + d) / 4;
 			ch->srtt = (7 * ch->srtt + sample) / 8;
 		}
+		if (!ch->min_rtt || sample < ch->min_rtt)
+			ch->min_rtt = sample;
+		st->rtt_sum_ns += sample;
+		st->pipe_sum += ch->tx_next - ch->tx_una - ch->sacked_out;
+		st->srtt_ns = ch->srtt;
+		st->rttvar_ns = ch->rttvar;
+		st->min_rtt_ns = ch->min_rtt;
+		st->cwnd_frames = ch->cwnd / CWND_ONE;
+	}
+	/* RACK's newest delivered frame.  A resent frame counts unless its
+	 * ack came sooner than a round trip could (RFC 8985: then it acked
+	 * the first send, and the resend says nothing of the path). */
+	if (!ch->core->p.reliable && s->sent_at > ch->rack_xmit && now >= s->sent_at &&
+	    (s->nsent == 1 || now - s->sent_at >= ch->min_rtt)) {
+		ch->rack_xmit = s->sent_at;
+		ch->rack_rtt = now - s->sent_at;
 	}
 	/* (At the ring's size, as a small exchange soon is, it stays.) */
 	if (ch->cwnd < ch->nslots * CWND_ONE) {
@@ -379,7 +432,7 @@ inline void rcpi_update_rto(rcp_chan *ch)
 	if (rto < p->rto_min)
 		rto = p->rto_min;
 	/* Not before a resent hole's reordering window (srtt x 5/4 after the
-	 * resend, rack_wait) and the tail-loss probe (2 srtt) could act: with
+	 * resend, rack_slow) and the tail-loss probe (2 srtt) could act: with
 	 * a steady queue rttvar is small, srtt + 4 rttvar came first, and the
 	 * timeout resent every frame out longer than it (measured at 1 Gbit/s
 	 * with 5% loss and a 32-frame window: ~3 timeouts per 1 MiB round

@@ -139,6 +139,16 @@ struct rcp_ep_stats {
 	/* Of those, the frames whose ack freed our one plain slot out in the
 	 * same pass (rcp/express.c, EXPRESS ACKS: a nic that loses nothing). */
 	uint64_t express_acks;
+	/* Loss recovery's view of the path (rcp/send.c; issue 20, session
+	 * 20).  Sums, to diff like the counters: every RTT sample (ns; over
+	 * rtt_samples, the mean), the frames in the network (sent, not
+	 * acked nor selectively acked) at each sample, and each RACK
+	 * resend's wait, the frame's age when resent (ns; over
+	 * rack_resends, the mean).  Gauges, of the channel that took the
+	 * last sample, as they stood then: srtt, rttvar and the least
+	 * sample (ns), and the congestion window (frames). */
+	uint64_t rtt_sum_ns, pipe_sum, rack_wait_ns;
+	uint64_t srtt_ns, rttvar_ns, min_rtt_ns, cwnd_frames;
 };
 
 /* ---- endpoints ---- */
