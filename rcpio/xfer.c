@@ -104,8 +104,8 @@ struct rcpio_net {
 	rcp_bulk *cstage;
 	uint64_t id[NCALLS];
 	int outstanding, ready_err;
-	int shared;         /* the client nic says RCP_NIC_CAP_SHARED_SEG */
-	struct pmap *maps;  /* peers' pools mapped so far (application thread) */
+	int shared;        /* the client nic says RCP_NIC_CAP_SHARED_SEG */
+	struct pmap *maps; /* peers' pools mapped so far (application thread) */
 	struct rcpio_net_stats st;
 };
 
@@ -538,8 +538,8 @@ int rcpio_net_start(const char *transport, pthread_mutex_t *lock, rcpio_meta *me
 	}
 	{
 		struct rcp_nic_info ni;
-		n->shared = !rcp_nic_query(rcp_ep_nic(n->cep), &ni) &&
-		            (ni.caps & RCP_NIC_CAP_SHARED_SEG);
+		n->shared =
+		    !rcp_nic_query(rcp_ep_nic(n->cep), &ni) && (ni.caps & RCP_NIC_CAP_SHARED_SEG);
 	}
 	if (pthread_create(&n->thr, NULL, progress, n)) {
 		rc = RCP_ESYS;
