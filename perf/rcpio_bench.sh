@@ -22,6 +22,12 @@
 #    before each new job, so that plain MPI-IO reads the disk.
 #  THROTTLE=BYTES_PER_S: the run joins the blkio cgroup rcpio-bench with
 #    that read limit on DIR's device (cgroup v1, root): a slower disk.
+#  HUGEPOOL=1: the pools on a tmpfs of their own mounted with
+#    huge=within_size (root), unmounted at the end: 2 MiB pages, as a DAX
+#    device maps persistent memory, where /dev/shm (huge=never here) maps
+#    4 KiB ones and a process pays a fault per 64 KiB the first time it
+#    touches pool memory (docs/results.md, session 20).  Column impl then
+#    says rcpio-huge.
 #  FS: the first column (default: pagecache, disk with UNCACHED, or
 #    disk-<THROTTLE/1e6>MBps).  DIR (backing files, default a fresh dir
 #    under /var/tmp: on the disk, not tmpfs), POOLDIR (the pools, default
@@ -73,6 +79,14 @@ label() { sed "s/^/$fs,$1,/"; }
 newjob() { sed "s/^/$fs,$1,/; s/,r,/,R,/; s/,O,/,P,/"; }
 # Pools on /dev/shm (DRAM standing in for persistent memory), unless POOLDIR.
 pooldir=${POOLDIR:-/dev/shm/rcpio-bench-$$}
+rcname=rcpio
+if [ -n "${HUGEPOOL:-}" ]; then
+	hp=$(mktemp -d /tmp/rcpio-hugepool.XXXXXX)
+	mount -t tmpfs -o "huge=within_size,size=$((NP * (${pool%m} + 64)))m" rcpio-bench "$hp" ||
+		{ rmdir "$hp"; echo "rcpio_bench.sh: cannot mount a huge=within_size tmpfs (root)" >&2; exit 1; }
+	trap 'umount "$hp"; rmdir "$hp"' EXIT
+	pooldir="$hp/p" rcname=rcpio-huge
+fi
 echo "fs,impl,pattern,phase,nprocs,xfer,bytes,seconds,MBps"
 if [ "$MODE" = ckpt ]; then
 	# Rows of this mode say pattern "ckpt" (segmented pieces).
@@ -106,8 +120,8 @@ for pattern in segmented strided; do
 	ph="ws${d}r${d}oc${d}r${d}o"
 	mpi "$prog" "$dir/p-$pattern.dat" "$pattern" "$xfer" "$per" "$ph" | label mpiio
 	mpi "$prog" "$dir/p-$pattern.dat" "$pattern" "$xfer" "$per" ${d}r | newjob mpiio
-	rc "$prog" "$dir/c-$pattern.dat" "$pattern" "$xfer" "$per" "$ph" | label rcpio
-	rc "$prog" "$dir/c-$pattern.dat" "$pattern" "$xfer" "$per" ${d}r | newjob rcpio
+	rc "$prog" "$dir/c-$pattern.dat" "$pattern" "$xfer" "$per" "$ph" | label $rcname
+	rc "$prog" "$dir/c-$pattern.dat" "$pattern" "$xfer" "$per" ${d}r | newjob $rcname
 	cmp -s "$dir/p-$pattern.dat" "$dir/c-$pattern.dat" || echo "rcpio_bench.sh: $pattern files differ" >&2
 done
 rm -rf "$pooldir"

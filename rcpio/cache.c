@@ -946,7 +946,7 @@ void rcpio_cache_finalize(void)
 		        " queries_served=%" PRIu64 " puts_served=%" PRIu64 " puts_failed=%" PRIu64
 		        " held_bytes=%" PRIu64 " probes=%" PRIu64 " fillers_lost=%" PRIu64
 		        " hinted=%" PRIu64 " hints_stale=%" PRIu64 " hints_ahead=%" PRIu64
-		        " queries=%" PRIu64
+		        " queries=%" PRIu64 " pulls_mapped=%" PRIu64 " pools_mapped=%" PRIu64
 		        " pool_committed=%u pool_refused=%d pool_rolled_back=%d\n",
 		        g.wrank, g.c.hits_local, g.c.hits_remote, ns.pull_bytes, g.c.puts_remote,
 		        ns.put_bytes, g.c.misses, g.c.fs_reads, g.c.bypass, g.c.busy, g.c.stale,
@@ -954,7 +954,7 @@ void rcpio_cache_finalize(void)
 		        g.c.dropped_stale, g.c.commits, g.c.rollbacks, g.c.bg_writebacks,
 		        ns.queries_served, ns.puts_served, ns.puts_failed, ns.held_bytes, ns.probes,
 		        ns.fillers_lost, g.c.hinted, g.c.hints_stale, g.c.hints_ahead,
-		        ns.queries_sent, g.pinfo.committed, g.pinfo.refused, g.pinfo.rolled_back);
+		        ns.queries_sent, ns.pulls_mapped, ns.pools_mapped, g.pinfo.committed, g.pinfo.refused, g.pinfo.rolled_back);
 	}
 	if (g.wb_on) {
 		pthread_mutex_lock(&g.lock);

@@ -78,5 +78,12 @@ tests_test_rcpio_snap_SOURCES = tests/test_rcpio_snap.c tests/rcpio_rt.h rcpio/x
 	tests/testutil.h
 tests_test_rcpio_snap_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) $(PMEM2_CFLAGS)
 tests_test_rcpio_snap_LDADD = librcp.la $(CMOCKA_LIBS) $(PMEM2_LIBS)
+# Reads from another runtime's pool mapped on this host (shm), counted.
+check_PROGRAMS += tests/test_rcpio_map
+TESTS += tests/test_rcpio_map
+tests_test_rcpio_map_SOURCES = tests/test_rcpio_map.c tests/rcpio_rt.h rcpio/xfer.c rcpio/pool.c rcpio/meta.c \
+	tests/testutil.h
+tests_test_rcpio_map_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) $(PMEM2_CFLAGS)
+tests_test_rcpio_map_LDADD = librcp.la $(CMOCKA_LIBS) $(PMEM2_LIBS)
 endif
 endif

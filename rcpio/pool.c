@@ -379,6 +379,14 @@ void *rcpio_pool_area(const rcpio_pool *p, size_t *len)
 		*len = (size_t)p->nslots * p->stride;
 	return p->base + p->h->off_area;
 }
+int rcpio_pool_fd(const rcpio_pool *p)
+{
+	return p->fd;
+}
+uint64_t rcpio_pool_area_offset(const rcpio_pool *p)
+{
+	return p->h->off_area;
+}
 unsigned char *rcpio_pool_data(const rcpio_pool *p, uint32_t slot)
 {
 	return p->base + p->h->off_area + (size_t)slot * p->stride;

@@ -86,6 +86,11 @@ uint32_t rcpio_pool_nslots(const rcpio_pool *p);
 size_t rcpio_pool_stride(const rcpio_pool *p); /* block + RCPIO_TAG */
 /* The block area (nslots * stride bytes), for bulk registration. */
 void *rcpio_pool_area(const rcpio_pool *p, size_t *len);
+/* The pool's file (open while the pool is) and the block area's offset in
+ * it: a process of this host maps the file to read slots (rcpio/xfer.c,
+ * "reads from a mapped pool"). */
+int rcpio_pool_fd(const rcpio_pool *p);
+uint64_t rcpio_pool_area_offset(const rcpio_pool *p);
 unsigned char *rcpio_pool_data(const rcpio_pool *p, uint32_t slot);
 struct rcpio_slot *rcpio_pool_slot(rcpio_pool *p, uint32_t slot);
 void rcpio_pool_persist(rcpio_pool *p, const void *addr, size_t len);

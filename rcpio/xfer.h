@@ -49,6 +49,10 @@ struct rcpio_net_stats {
 	/* Manager side: fillers probed while their block was FILLING, and
 	 * FILLING entries dropped because the filler was gone (RCP_EPEER). */
 	uint64_t probes, fillers_lost;
+	/* Reads of another rank's slot by a memcpy from its pool mapped on
+	 * this host (xfer.c, "reads from a mapped pool"; pulls counts bulk
+	 * pulls, pull_bytes the bytes of both), and peers' pools mapped. */
+	uint64_t pulls_mapped, pools_mapped;
 };
 
 /* Starts the endpoints and the progress thread.  TRANSPORT: "shm" or
@@ -96,8 +100,10 @@ int rcpio_net_drain(rcpio_net *n);
  * longer holds (fid, block, gen): query again. */
 int rcpio_net_put(rcpio_net *n, rcpio_peer *owner, uint64_t fid, uint64_t block, uint32_t slot,
                   uint64_t gen, uint32_t off, const void *src, size_t len);
-/* Reads LEN bytes at OFF of the owner's slot into DST.  RCP_ENOENT: the
- * slot's tag does not name (fid, block, gen): query again. */
+/* Reads LEN bytes at OFF of the owner's slot into DST: a memcpy from the
+ * owner's pool if it is mapped here (same host), else a bulk pull.
+ * RCP_ENOENT: the slot's tag does not name (fid, block, gen): query
+ * again. */
 int rcpio_net_pull(rcpio_net *n, rcpio_peer *owner, uint64_t fid, uint64_t block, uint32_t slot,
                    uint64_t gen, uint32_t off, void *dst, size_t len);
 /* Lets the client endpoint make progress (while spinning on BUSY). */

@@ -121,7 +121,12 @@ hr=$(sum "$tmp/o1" hits_remote) pb=$(sum "$tmp/o1" pull_bytes) fr=$(sum "$tmp/o1
 pr=$(sum "$tmp/o1" puts_remote) ps=$(sum "$tmp/o1" puts_served)
 echo "# run: remote hits $hr, pulled $pb bytes, remote puts $pr (served $ps), fs reads $fr, $blocks blocks"
 [ "$hr" -gt 0 ] && [ "$pb" -ge $((3 * $(stat -c %s "$tmp/plain.dat"))) ]
-check $? "reads of other ranks' bytes came by bulk pulls from their pools ($pb bytes)"
+check $? "reads of other ranks' bytes came from their pools ($pb bytes)"
+# On shm (one host, RCP_NIC_CAP_SHARED_SEG) by a copy from the owner's pool
+# mapped here, each rank mapping the 3 others' pools (session 20).
+pm=$(sum "$tmp/o1" pulls_mapped) po=$(sum "$tmp/o1" pools_mapped)
+[ "$pm" -ge "$hr" ] && [ "$po" = $((NP * (NP - 1))) ]
+check $? "on shm they were copies from the owners' pools mapped here ($pm reads, $po pools mapped)"
 hb=$(sum "$tmp/o1" held_bytes) pf=$(sum "$tmp/o1" puts_failed)
 [ "$pr" -gt 0 ] && [ "$pr" = "$ps" ] && [ "$pf" = 0 ] && [ "$hb" = 0 ]
 check $? "writes into blocks other ranks own went by rcpio.put ($pr, all served, $hb bytes still held)"
@@ -248,8 +253,9 @@ check $st "udp under faults (seed 7): writes and reads match"
 cmp -s "$tmp/plain.dat" "$tmp/c.dat"
 check $? "udp under faults: file on disk equals the reference"
 hr=$(sum "$tmp/o9" hits_remote)
-[ "$hr" -gt 0 ]
-check $? "udp under faults: remote hits by bulk ($hr)"
+pm=$(sum "$tmp/o9" pulls_mapped)
+[ "$hr" -gt 0 ] && [ "$pm" = 0 ]
+check $? "udp under faults: remote hits by bulk ($hr), none from a mapped pool ($pm)"
 # A full pool under the same faults: evictions, write-backs and stale
 # hints while frames are dropped, duplicated, reordered and corrupted.
 extra="-x RCPIO_TRANSPORT=udp -x RCP_FAULTS=drop=0.02,dup=0.01,reorder=0.02,corrupt=0.01,seed=11"
