@@ -530,10 +530,9 @@ static int deliver_buf(struct cand *c, int activate)
  * this path took from P in the context (a guess: an echo, a stream of one
  * tag); when anything else comes first the receive ends with RCP_ENOENT
  * and the head is looked at as above.  (Until session 20 a precv of any
- * tag never posted ahead, and rcp-pvm-pingpong's echo child took every
- * message the unexpected way: ~0.06 µs of the 8 B round trip.)  A buffer
- * RCP does not take for a NEXT receive (RCP_EMSGSIZE) is not offered again
- * at every look.  No libpvm3 call and
+ * tag never posted ahead, nor one into more than a frame's payload (RCP
+ * refused it), so rcp-pvm-pingpong, whose buffers are 4 MiB, took every
+ * 8 B message the unexpected way at both ends.)  No libpvm3 call and
  * no clock read per poll: stock messages from other tasks are moved out of
  * libpvm3 only every DRAIN_FAIR_NS (or when a sleep woke on its sockets),
  * so a stock sender writing to us directly cannot stall on a full socket. */
@@ -549,7 +548,6 @@ struct fx {
 	size_t len;
 	unsigned polls;
 	int state, rc;
-	int nonext; /* RCP refused the buffer for a NEXT receive: none posted */
 	rcp_req *r; /* the receive posted ahead (rcp_irecv_next), or NULL */
 };
 
@@ -630,13 +628,11 @@ static int fast_step(void *arg)
 
 	for (;;) {
 		uint64_t nt;
-		if (!x->r && !x->nonext && next_tag(x, &nt)) {
+		if (!x->r && next_tag(x, &nt)) {
 			cs = pvmrcpi_cs(p, x->w.ctx);
 			if (cs && cs->cur_req <= cs->drained &&
-			    (rc = rcp_irecv_next(p->ep, p->ch, nt, x->buf, x->cap, &x->r)) != 0) {
-				x->r = NULL; /* another message first, or too long: look */
-				x->nonext = rc == RCP_EMSGSIZE;
-			}
+			    rcp_irecv_next(p->ep, p->ch, nt, x->buf, x->cap, &x->r))
+				x->r = NULL; /* another message first: look */
 		}
 		if (x->r) {
 			rc = rcp_test(x->r, &st); /* progresses */

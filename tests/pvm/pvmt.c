@@ -798,7 +798,8 @@ static int unexp_run(int tid, int n, int tag, char *buf, size_t cap, struct pvm_
  * copied out).  Counted on shm with an echo child, 8 B messages: at most
  * N/10 of ours held unexpected (an echo that came while we were kept off
  * the CPU between psend and precv), against every one when the receive
- * is not posted ahead (session 19: every precv of any tag). */
+ * is not posted ahead (session 19: every precv of any tag, and every one
+ * into a buffer larger than a frame, as 1 MiB here). */
 static int t_posted_ahead(void)
 {
 #ifdef PVMT_STOCK
@@ -808,7 +809,7 @@ static int t_posted_ahead(void)
 	static const struct {
 		int tag;
 		size_t cap;
-	} form[] = {{T_ECHO, 8}, {-1, 8}};
+	} form[] = {{T_ECHO, 8}, {-1, 8}, {T_ECHO, 1u << 20}, {-1, 1u << 20}};
 	struct pvm_rcp_waitstats ws;
 	char *buf = malloc(1u << 20);
 	int tid, rc = 0;
