@@ -579,8 +579,8 @@ void pvmrcpi_stats_print(void)
 	    snprintf(line, sizeof line, "pvmrcp t%x: sent over RCP %ld (packed %ld), by pvmd %ld\n",
 	             (unsigned)S.mytid, rcp_sent + packed_sent, packed_sent, stock_sent);
 	rcp_ep *ep;
-	for (int i = 0, k, first = 1; n > 0 && (size_t)n < sizeof line && (ep = pvmrcpi_ep_next(&i));
-	     first = 0) {
+	for (int i = 0, k, first = 1;
+	     n > 0 && (size_t)n < sizeof line && (ep = pvmrcpi_ep_next(&i)); first = 0) {
 		struct rcp_ep_stats es;
 		struct pvm_rcp_waitstats ws = {0};
 		char addr[64] = "";
@@ -589,14 +589,15 @@ void pvmrcpi_stats_print(void)
 		rcp_ep_addr(ep, addr, sizeof addr);
 		if (first) /* the waiter's endpoint (wait.c) */
 			pvm_rcp_waitstats(&ws, 0);
-		k = snprintf(line + n, sizeof line - (size_t)n,
-		             "pvmrcp t%x: %.4s frames out %llu in %llu acks %llu express %llu "
-		             "unexpected %llu nic_polls %llu waits %llu looks %llu yields %llu "
-		             "sleeps %llu\n",
-		             (unsigned)S.mytid, addr, (unsigned long long)es.frames_sent,
-		             (unsigned long long)es.frames_recv, (unsigned long long)es.acks_sent,
-		             (unsigned long long)es.express_in, (unsigned long long)es.unexpected_msgs,
-		             (unsigned long long)es.nic_polls, ws.waits, ws.polls, ws.yields, ws.sleeps);
+		k = snprintf(
+		    line + n, sizeof line - (size_t)n,
+		    "pvmrcp t%x: %.4s frames out %llu in %llu acks %llu express %llu "
+		    "unexpected %llu nic_polls %llu waits %llu looks %llu yields %llu "
+		    "sleeps %llu\n",
+		    (unsigned)S.mytid, addr, (unsigned long long)es.frames_sent,
+		    (unsigned long long)es.frames_recv, (unsigned long long)es.acks_sent,
+		    (unsigned long long)es.express_in, (unsigned long long)es.unexpected_msgs,
+		    (unsigned long long)es.nic_polls, ws.waits, ws.polls, ws.yields, ws.sleeps);
 		if (k > 0)
 			n += k;
 	}

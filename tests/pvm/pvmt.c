@@ -829,7 +829,8 @@ static int t_posted_ahead(void)
 		rc = unexp_run(tid, N, form[k].tag, buf, form[k].cap, &ws);
 		if (rc)
 			break;
-		fprintf(stderr, "posted-ahead, precv tag %d into %zu B: %d messages, %llu unexpected\n",
+		fprintf(stderr,
+		        "posted-ahead, precv tag %d into %zu B: %d messages, %llu unexpected\n",
 		        form[k].tag, form[k].cap, N, ws.unexpected);
 		if (ws.unexpected > N / 10)
 			rc = fail("precv tag %d into %zu B: %llu of %d echoes held unexpected",
