@@ -12,7 +12,11 @@
 # ratios rcp/ucx, rcp/floor and pvm/rcp (issue 19's targets: <= 0.6,
 # <= 3, <= 1.15).  Run from a build directory on a quiet machine:
 #   flock -x /tmp/bench.lock ../../perf/rounds.sh 5
-# Env: OUT (CSV; default perf/results/rounds-DATE.csv), FLOOR_SRC.
+# Env: OUT (CSV; default perf/results/rounds-DATE.csv), FLOOR_SRC,
+# TOOLS (the tools to run, default "floor ucx rcp pvm"), AB=DIR (another
+# build directory, e.g. the tree before a change: each round also runs its
+# rcp and pvm, right after ours, as the tools rcp_b and pvm_b, and prints
+# pvm_b/rcp_b beside pvm/rcp: an A/B in the same rounds).
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 rounds=${1:-5}
@@ -21,18 +25,28 @@ bin=${PERF_BIN:-./perf}
 tmp=$(mktemp -d /tmp/rounds.XXXXXX)
 out=${OUT:-$here/results/rounds-$(date +%Y%m%d-%H%M%S).csv}
 floor_src=${FLOOR_SRC:-$here/../../shared/peers/floor.c}
+tools=" ${TOOLS:-floor ucx rcp pvm} "
+ab=${AB:-}
+[ -z "$ab" ] || [ -x "$ab/perf/rcp-pingpong" ] || { echo "rounds.sh: no $ab/perf/rcp-pingpong" >&2; exit 2; }
 floor=""
+case $tools in *" floor "*) ;; *) floor_src=/nonexistent ;; esac
 if [ -f "$floor_src" ] && cc -O2 -pthread -o "$tmp/floor" "$floor_src" 2>/dev/null; then
 	floor="$tmp/floor"
 fi
 ucx=$(command -v ucx_perftest || true)
+case $tools in *" ucx "*) ;; *) ucx="" ;; esac
 pvm=""
-if [ -x "$bin/rcp-pvm-pingpong" ] && command -v pvm >/dev/null; then
+pvm_b=""
+case $tools in *" pvm "*) want_pvm=1 ;; *) want_pvm=0 ;; esac
+if [ "$want_pvm" = 1 ] && [ -x "$bin/rcp-pvm-pingpong" ] && command -v pvm >/dev/null; then
 	export PVM_ROOT=${PVM_ROOT:-/usr/lib/pvm3} PVM_ARCH=${PVM_ARCH:-LINUX64}
 	[ "$(id -u)" -eq 0 ] && export PVM_ALLOW_ROOT=1
 	export PVM_VMID="rnd$$" PVM_TMP="$tmp" TMPDIR="$tmp"
 	mkdir -p "$tmp/bin"
 	cp "$bin/rcp-pvm-pingpong" "$tmp/bin/"
+	# the other build's under another name: it spawns its own copy
+	[ -n "$ab" ] && cp "$ab/perf/rcp-pvm-pingpong" "$tmp/bin/rcp-pvm-pingpong-b" &&
+		pvm_b="$tmp/bin/rcp-pvm-pingpong-b"
 	printf '* ep=%s\n%s\n' "$tmp/bin" "$(uname -n)" >"$tmp/hosts"
 	echo conf | pvm "$tmp/hosts" >/dev/null 2>&1 && pvm="$tmp/bin/rcp-pvm-pingpong"
 fi
@@ -62,13 +76,19 @@ while [ "$r" -le "$rounds" ]; do
 			>>"$out" || true
 		wait "$srv" 2>/dev/null || true
 	fi
-	"$bin/rcp-pingpong" --transport shm --sizes 8 --spin --csv 2>/dev/null |
-		awk -F, -v r="$r" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "rtt_median_us") c = i }
-		NR > 1 && c { printf "%s,rcp,%.4f\n", r, $c }' >>"$out"
-	if [ -n "$pvm" ]; then
-		(cd "$tmp" && "$pvm" rcp rcp default spin 20000 2>/dev/null) |
-			awk -F, -v r="$r" '$2 == 8 { printf "%s,pvm,%.4f\n", r, $4 }' >>"$out"
-	fi
+	for side in a b; do
+		rb=$bin pb=$pvm sfx=""
+		[ $side = b ] && { [ -n "$ab" ] || continue; rb=$ab/perf pb=$pvm_b sfx=_b; }
+		case $tools in *" rcp "*)
+			"$rb/rcp-pingpong" --transport shm --sizes 8 --spin --csv 2>/dev/null |
+				awk -F, -v r="$r" -v t="rcp$sfx" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "rtt_median_us") c = i }
+				NR > 1 && c { printf "%s,%s,%.4f\n", r, t, $c }' >>"$out" ;;
+		esac
+		if [ -n "$pb" ]; then
+			(cd "$tmp" && "$pb" rcp rcp default spin 20000 2>/dev/null) |
+				awk -F, -v r="$r" -v t="pvm$sfx" '$2 == 8 { printf "%s,%s,%.4f\n", r, t, $4 }' >>"$out"
+		fi
+	done
 	r=$((r + 1))
 done
 cat "$out"
@@ -84,5 +104,6 @@ END {
 	for (t in v) printf "%-6s median %.3f us  (%s )\n", t, m[t], v[t];
 	if (m["ucx"]) printf "rcp/ucx   %.2f (target <= 0.6)\n", m["rcp"] / m["ucx"];
 	if (m["floor"]) printf "rcp/floor %.2f (target <= 3)\n", m["rcp"] / m["floor"];
-	if (m["pvm"]) printf "pvm/rcp   %.2f (target <= 1.15)\n", m["pvm"] / m["rcp"];
+	if (m["pvm"] && m["rcp"]) printf "pvm/rcp   %.2f (target <= 1.15)\n", m["pvm"] / m["rcp"];
+	if (m["pvm_b"] && m["rcp_b"]) printf "pvm_b/rcp_b %.2f (the AB build)\n", m["pvm_b"] / m["rcp_b"];
 }' "$out"

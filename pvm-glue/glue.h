@@ -132,6 +132,10 @@ struct pr_peer {
 	uint32_t fence_cov;   /* its FENCE count, idem */
 	uint32_t fence_seen;  /* highest FENCE number taken (in any order) */
 	uint32_t drained_tot; /* its stock messages moved to the held queue */
+	/* the RCP tag of the last psend data taken by precv's fast path (+1;
+	 * 0: none yet): a precv of any tag posts its receive ahead for it
+	 * (recv.c, the fast path) */
+	uint64_t last_rtag1;
 	uint64_t recheck_ns;  /* PR_STOCK: when to look in the mailbox again */
 	uint64_t backoff_ns;
 	struct pr_ctxstate *cs;

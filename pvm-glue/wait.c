@@ -125,7 +125,7 @@ static rcp_ep *primary; /* the endpoint whose waiter we use */
 
 int pvm_rcp_waitstats(struct pvm_rcp_waitstats *out, int reset)
 {
-	static uint64_t polls0; /* nic_polls at the last reset */
+	static uint64_t polls0, unexp0; /* nic_polls, unexpected_msgs at the last reset */
 	struct rcp_wait_stats st = {0};
 	struct rcp_ep_stats es = {0};
 	int i = 0;
@@ -142,9 +142,12 @@ int pvm_rcp_waitstats(struct pvm_rcp_waitstats *out, int reset)
 		out->max_run = st.max_run;
 		out->crowded = st.crowded;
 		out->nic_polls = es.nic_polls - polls0;
+		out->unexpected = es.unexpected_msgs - unexp0;
 	}
-	if (reset)
+	if (reset) {
 		polls0 = es.nic_polls;
+		unexp0 = es.unexpected_msgs;
+	}
 	return 0;
 }
 

@@ -672,9 +672,10 @@ int rcpc_isend_detached(rcp_chan *ch, uint64_t tag, const void *buf, size_t len,
 }
 
 /* rcpc_irecv's body, inlined into both its callers (rcpc_irecv_next
- * calls it too: out of line, the common receive paid a call). */
+ * calls it too: out of line, the common receive paid a call).  NEXT: a
+ * NEXT receive, marked before rcpi_try_ready looks at it. */
 static RCPI_HOT_INLINE int irecv(rcpc_core *c, rcp_chan *ch, uint64_t tag, void *buf, size_t len,
-                                 uint64_t now, rcp_req **req)
+                                 uint64_t now, rcp_req **req, int next)
 {
 	struct list *p;
 	rcp_req *r;
@@ -744,6 +745,8 @@ static RCPI_HOT_INLINE int irecv(rcpc_core *c, rcp_chan *ch, uint64_t tag, void 
 	else
 		list_add_tail(ch ? &ch->posted : &c->posted_any, &r->clink);
 	if (ch) {
+		if (next)
+			ch->next_rx = r;
 		/* Posted for CH: work, so its liveness timer runs (TIMERS). */
 		chan_arm(ch, chan_work_from(ch, now));
 		ch->posted_specific++;
@@ -778,19 +781,19 @@ static RCPI_HOT_INLINE int irecv(rcpc_core *c, rcp_chan *ch, uint64_t tag, void 
  * before and the receive ends with RCP_ENOENT, so the caller looks at the
  * head as it would have.  Posted only when the channel holds no
  * unexpected message (else the first one decides at once: taken when its
- * tag matches, RCP_ENOENT returned when not), at most one per channel,
- * for a buffer of one frame or less (never promised by READY, whose
- * promise would bind a later message to it). */
+ * tag matches, RCP_ENOENT returned when not), at most one per channel.
+ * Never promised by READY (rcpi_try_ready), whose promise would bind a
+ * later message to it: a larger message for it comes by RTS or frames.
+ * (Until session 20 its buffer had to fit one frame, and relinked PVM's
+ * precv into a buffer of more, as perf/pvm_pingpong.c's 4 MiB, took every
+ * message the unexpected way.) */
 int rcpc_irecv_next(rcpc_core *c, rcp_chan *ch, uint64_t tag, void *buf, size_t len, uint64_t now,
                     rcp_req **req)
 {
 	struct list *p;
-	int rc;
 
 	if (!c || !ch || !req || ch->core != c || (!buf && len))
 		return RCP_EINVAL;
-	if (len > c->payload_max)
-		return RCP_EMSGSIZE;
 	if (ch->next_rx)
 		return RCP_EBUSY;
 	if (ch->unexp_count) {
@@ -803,16 +806,13 @@ int rcpc_irecv_next(rcpc_core *c, rcp_chan *ch, uint64_t tag, void *buf, size_t 
 			break; /* rcpc_irecv takes this one: the first of CH with TAG */
 		}
 	}
-	rc = irecv(c, ch, tag, buf, len, now, req);
-	if (!rc && (*req)->state == R_POSTED)
-		ch->next_rx = *req;
-	return rc;
+	return irecv(c, ch, tag, buf, len, now, req, 1);
 }
 
 int rcpc_irecv(rcpc_core *c, rcp_chan *ch, uint64_t tag, void *buf, size_t len, uint64_t now,
                rcp_req **req)
 {
-	return irecv(c, ch, tag, buf, len, now, req);
+	return irecv(c, ch, tag, buf, len, now, req, 0);
 }
 
 /* The API's (request.c), inlined whole into rcp_irecv as rcpc_isend_api

@@ -204,9 +204,9 @@ int rcpc_irecv(rcpc_core *c, rcp_chan *ch, uint64_t tag, void *buf, size_t len, 
 int rcpc_irecv_api(rcpc_core *c, rcp_chan *ch, uint64_t tag, void *buf, size_t len, uint64_t now,
                    rcp_req **req);
 /* A receive of CH's next message if its tag is TAG (core.c, NEXT
- * RECEIVES).  Returns like rcpc_irecv, or RCP_EMSGSIZE (LEN larger than a
- * frame's payload), RCP_EBUSY (one is posted on CH already), RCP_ENOENT
- * (CH's first unexpected message has another tag); nothing posted then. */
+ * RECEIVES).  Returns like rcpc_irecv, or RCP_EBUSY (one is posted on CH
+ * already), RCP_ENOENT (CH's first unexpected message has another tag);
+ * nothing posted then. */
 int rcpc_irecv_next(rcpc_core *c, rcp_chan *ch, uint64_t tag, void *buf, size_t len, uint64_t now,
                     rcp_req **req);
 int rcpc_mcast(rcp_chan **chans, int n, uint64_t tag, const void *buf, size_t len, uint64_t now,

@@ -363,8 +363,8 @@ void rcpi_try_ready(rcp_chan *ch)
 	if (!list_empty(&c->posted_any) &&
 	    container_of(c->posted_any.next, rcp_req, clink)->pseq < r->pseq)
 		return; /* a wildcard receive comes first: promise nothing */
-	if (r->len <= c->payload_max)
-		return;
+	if (r->len <= c->payload_max || r == ch->next_rx)
+		return; /* a NEXT receive is never promised (core.c, NEXT RECEIVES) */
 	k.type = RCPW_READY;
 	k.msg = ch->rx_msg_next;
 	k.tag = r->tag;

@@ -86,6 +86,8 @@ struct pvm_rcp_waitstats {
 	                               (other tasks want it: sleep rather than yield) */
 	unsigned long long nic_polls; /* the first endpoint's nic polls, waiting or not:
 	                                 one per look (polls) and a few per message */
+	unsigned long long unexpected; /* the first endpoint's messages that found no
+	                                  receive posted (buffered, copied out later) */
 };
 int pvm_rcp_waitstats(struct pvm_rcp_waitstats *st, int reset);
 

@@ -302,10 +302,10 @@ int rcp_irecv(rcp_ep *ep, rcp_chan *ch, uint64_t tag, void *buf, size_t len, rcp
  * pvm_precv): posted ahead, the message lands in BUF unbuffered.  If CH
  * holds unexpected messages, the first decides at once: it is taken when
  * its tag is TAG, else RCP_ENOENT is returned and nothing posted.  One
- * at a time per channel; LEN at most one frame's payload.  Returns 0
- * (and *REQ), RCP_ENOENT, RCP_EBUSY (one is posted on CH), RCP_EMSGSIZE
- * (LEN larger than a frame's payload), RCP_EINVAL (CH is NULL or of
- * another endpoint), RCP_ENOMEM, RCP_EPEER, RCP_ECLOSED. */
+ * at a time per channel; never promised to the sender (no READY: a
+ * larger message comes by RTS).  Returns 0 (and *REQ), RCP_ENOENT,
+ * RCP_EBUSY (one is posted on CH), RCP_EINVAL (CH is NULL or of another
+ * endpoint), RCP_ENOMEM, RCP_EPEER, RCP_ECLOSED. */
 int rcp_irecv_next(rcp_ep *ep, rcp_chan *ch, uint64_t tag, void *buf, size_t len, rcp_req **req);
 
 /* Completes REQ if done: returns 0 and fills ST (may be NULL) and releases
