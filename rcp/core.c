@@ -820,7 +820,7 @@ int rcpc_irecv(rcpc_core *c, rcp_chan *ch, uint64_t tag, void *buf, size_t len, 
 RCPI_HOT_INLINE int rcpc_irecv_api(rcpc_core *c, rcp_chan *ch, uint64_t tag, void *buf, size_t len,
                                    uint64_t now, rcp_req **req)
 {
-	return irecv(c, ch, tag, buf, len, now, req);
+	return irecv(c, ch, tag, buf, len, now, req, 0);
 }
 
 int rcpc_mcast(rcp_chan **chans, int n, uint64_t tag, const void *buf, size_t len, uint64_t now,
