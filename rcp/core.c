@@ -440,9 +440,11 @@ static RCPI_HOT_INLINE int send_small(rcp_chan *ch, uint64_t tag, const void *bu
 	uint32_t msg;
 	uint64_t live;
 
-	if (len > c->small_max || ch->ctl_count || !list_empty(&ch->startq) || ch->rma_start ||
+	/* (PLAIN, chan.h: control frames, a READY put and resends due are
+	 * parts of the word; set, they are looked at one by one.) */
+	if (len > c->small_max || !list_empty(&ch->startq) ||
 	    ch->credits_used == ch->credits_granted || ch->tx_next - ch->tx_una >= window(ch) ||
-	    rcpi_chan_resend_due(ch))
+	    (!chan_plain(ch) && (ch->ctl_count || ch->rma_start || rcpi_chan_resend_due(ch))))
 		return 0;
 	live = chan_work_from(ch, now);
 	msg = ch->tx_msg_next++;
