@@ -97,8 +97,11 @@ static RCPI_HOT_INLINE void input_done(rcp_chan *ch, uint64_t now)
 	const rcpc_core *c = ch->core;
 	uint64_t at = UINT64_MAX;
 
-	if (ch->failed || ch->tx_una != ch->tx_next || ch->ack_now || !chan_nothing_queued(ch) ||
-	    !list_empty(&ch->dlink)) {
+	/* (chan_nothing_queued with PLAIN, chan.h: a clear word says no
+	 * failure, control frame or READY put.) */
+	if ((ch->unplain && (ch->failed || ch->ctl_count || ch->rma_start)) ||
+	    ch->tx_una != ch->tx_next || ch->ack_now || !list_empty(&ch->startq) ||
+	    !list_empty(&ch->streamq) || !list_empty(&ch->dlink)) {
 		chan_dirty(ch);
 		return;
 	}
