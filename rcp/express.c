@@ -66,8 +66,7 @@ static inline uint32_t ld32(const unsigned char *p)
  * update).  Anything else (several frames, a lossy nic, a slot with a
  * request or a buffer, sacks, unsent frames) is the general function's,
  * which repeats the credit check harmlessly (the same value). */
-static RCPI_HOT_INLINE void express_ack(rcp_chan *ch, const struct rcpw_hdr *h, uint64_t now,
-                                        int plain)
+static RCPI_HOT_INLINE void express_ack(rcp_chan *ch, const struct rcpw_hdr *h, uint64_t now)
 {
 	struct slot *s;
 
@@ -81,7 +80,7 @@ static RCPI_HOT_INLINE void express_ack(rcp_chan *ch, const struct rcpw_hdr *h, 
 	s = slot_of(ch, ch->tx_una);
 	/* PLAIN (chan.h): a clear word says no unsent, sack or backoff. */
 	if (h->ack - ch->tx_una != 1 || !ch->core->p.reliable ||
-	    (!plain && (ch->unsent || ch->have_sack || ch->backoff)) || s->req || s->own ||
+	    (ch->unplain && (ch->unsent || ch->have_sack || ch->backoff)) || s->req || s->own ||
 	    s->sacked || s->hlen != RCPW_CHLEN) {
 		(void)rcpi_process_ack_fields(ch, h, now);
 		return;
@@ -119,7 +118,6 @@ RCPI_HOT_INLINE rcp_chan *rcpi_input_express(rcpc_core *c, int peer, const void 
 	uint32_t src, dst, n;
 	rcp_chan *ch;
 	rcp_req *r;
-	int plain;
 
 	/* The gate (rcpw_parse): one shape, no CRC (one required or present
 	 * goes the general way, which checks it). */
@@ -136,9 +134,8 @@ RCPI_HOT_INLINE rcp_chan *rcpi_input_express(rcpc_core *c, int peer, const void 
 	dst = ld32(p + 16);
 	/* (PLAIN, chan.h: failed, accepted, a gap, a promise are parts of
 	 * the word; set, they are looked at one by one as before.) */
-	plain = chan_plain(ch);
 	if (!src || !dst || dst != ch->my_epoch || src != ch->peer_epoch || src == ch->gone_epoch ||
-	    (!plain && (ch->failed || ch->accepted || ch->rx_gaps || ch->reserved)))
+	    (!chan_plain(ch) && (ch->failed || ch->accepted || ch->rx_gaps || ch->reserved)))
 		return NULL;
 	/* The ack: at most what is out (an older one, reordered, is the
 	 * general path's). */
@@ -168,7 +165,7 @@ RCPI_HOT_INLINE rcp_chan *rcpi_input_express(rcpc_core *c, int peer, const void 
 	ch->unreachable = 0;
 	h.credits = ld32(p + 28);
 	h.wnd = 0; /* the compact header carries none */
-	express_ack(ch, &h, now, plain);
+	express_ack(ch, &h, now);
 	ch->rx_taken = 1;
 	if (w0 & EXPRESS_ACKREQ)
 		ch->ack_now = 1;
