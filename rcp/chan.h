@@ -298,7 +298,7 @@ struct rcp_chan {
 	struct list rndv;       /* R_FILL receives */
 	rcp_req *reserved;
 	uint32_t posted_specific; /* posted receives naming this channel */
-	uint8_t unplain; /* a part of the express word may be set (PLAIN) */
+	uint8_t unplain;          /* a part of the express word may be set (PLAIN) */
 	int ack_now, ack_pending;
 	uint32_t since_ack;
 	uint64_t ack_due;

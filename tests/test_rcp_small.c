@@ -656,9 +656,9 @@ static void t_plain_word(void **state)
 			one[16 + i] = (struct sim_one){NULL, {0}, 0};
 			one[32 + i] = (struct sim_one){NULL, {0}, 0};
 			one[48 + i] = (struct sim_one){NULL, {0}, 0};
-			assert_int_equal(rcpc_irecv(sim_core(s, 1), w.ch[1], 1, in[i], 8, sim_now(s),
-			                            &one[i].r),
-			                 0);
+			assert_int_equal(
+			    rcpc_irecv(sim_core(s, 1), w.ch[1], 1, in[i], 8, sim_now(s), &one[i].r),
+			    0);
 			assert_int_equal(rcpc_irecv(sim_core(s, 0), w.ch[0], 2, in[16 + i], 8,
 			                            sim_now(s), &one[16 + i].r),
 			                 0);
@@ -666,8 +666,8 @@ static void t_plain_word(void **state)
 		/* (A send queued behind the window keeps its buffer: one each.) */
 		for (int i = 0; i < 16; i++) {
 			memset(out[i], round * 16 + i, 8);
-			assert_int_equal(rcpc_isend(w.ch[0], 1, out[i], 8, sim_now(s), &one[32 + i].r),
-			                 0);
+			assert_int_equal(
+			    rcpc_isend(w.ch[0], 1, out[i], 8, sim_now(s), &one[32 + i].r), 0);
 			assert_int_equal(
 			    rcpc_isend(w.ch[1], 2, out[i], 8, sim_now(s), &one[48 + i].r), 0);
 		}
