@@ -119,6 +119,7 @@ void rcpi_chan_reset(rcp_chan *ch, int error)
 void rcpi_chan_fail(rcp_chan *ch, int error)
 {
 	ch->failed = error;
+	ch->unplain = 1; /* (chan.h, PLAIN) */
 	ch->core->st.timeouts++;
 	rcpi_chan_reset(ch, error);
 	/* The peer may still hold this conversation (or frames of it be on
@@ -256,6 +257,7 @@ int rcpi_chan_open(rcpc_core *c, int peer, uint64_t now, int lazy, rcp_chan **ou
 	ch = calloc(1, sizeof *ch);
 	if (!ch)
 		return RCP_ENOMEM;
+	ch->unplain = 1; /* looked at once, then cleared (chan.h, PLAIN) */
 	while (n < c->p.rx_frames && n < TXW_MAX)
 		n *= 2;
 	if (n < 8)

@@ -300,6 +300,7 @@ struct rcp_chan {
 	struct list rndv;       /* R_FILL receives */
 	rcp_req *reserved;
 	uint32_t posted_specific; /* posted receives naming this channel */
+	uint8_t unplain;          /* a part of the express word may be set (PLAIN) */
 	int ack_now, ack_pending;
 	uint32_t since_ack;
 	uint64_t ack_due;
@@ -575,10 +576,46 @@ static inline void rx_set(rcp_chan *ch, uint32_t seq, int v)
 	if (v) {
 		ch->rx_bits[i / 64] |= 1ull << (i % 64);
 		ch->rx_gaps++;
+		ch->unplain = 1; /* (PLAIN) */
 	} else {
 		ch->rx_bits[i / 64] &= ~(1ull << (i % 64));
 		ch->rx_gaps--;
 	}
+}
+
+/* PLAIN (session 20, chan2).  The express paths (express.c, core.c
+ * send_small) leave a channel to the general path while any part of its
+ * "unusual" state is set: failed, accepted (HANDSHAKE), frames held past a
+ * gap, a receive promised by READY, frames the nic refused, selective
+ * acks, RTO backoff, control frames queued, a send put into a READY
+ * promise.  Read field by field, that was ~10 loads and branches per
+ * frame and per send, in the common case all zero.  The express word is
+ * one byte, ch->unplain, with one rule: every place that makes a part
+ * nonzero sets it (rx_set, rcpi_chan_fail, rcpi_admit, msg.c's promise,
+ * send.c's refusal, sack, backoff and control queue, start.c's READY
+ * put; a new channel starts with it set).  Nothing clears it where a part
+ * goes back to zero: chan_plain() does, the first time it finds every
+ * part zero.  So unplain == 0 means every part is zero, whatever order
+ * the parts change in, and a part set where the rule was forgotten shows
+ * as chan_parts_quiet() false under a clear word (tests/test_rcp_small.c
+ * t_plain_word checks that on every event of a lossy, reordering run).
+ * A set word costs only the exact look it replaced: the callers then
+ * test their own fields as before, so what is taken express is
+ * unchanged. */
+static inline int chan_parts_quiet(const rcp_chan *ch)
+{
+	return !(ch->failed | ch->accepted | ch->have_sack | ch->backoff) &&
+	       !(ch->rx_gaps | ch->unsent | ch->ctl_count) && !ch->reserved && !ch->rma_start;
+}
+
+static inline int chan_plain(rcp_chan *ch)
+{
+	if (RCPI_LIKELY(!ch->unplain))
+		return 1;
+	if (!chan_parts_quiet(ch))
+		return 0;
+	ch->unplain = 0;
+	return 1;
 }
 
 static inline int chan_has_work(const rcp_chan *ch)

@@ -97,8 +97,11 @@ static RCPI_HOT_INLINE void input_done(rcp_chan *ch, uint64_t now)
 	const rcpc_core *c = ch->core;
 	uint64_t at = UINT64_MAX;
 
-	if (ch->failed || ch->tx_una != ch->tx_next || ch->ack_now || !chan_nothing_queued(ch) ||
-	    !list_empty(&ch->dlink)) {
+	/* (chan_nothing_queued with PLAIN, chan.h: a clear word says no
+	 * failure, control frame or READY put.) */
+	if ((ch->unplain && (ch->failed || ch->ctl_count || ch->rma_start)) ||
+	    ch->tx_una != ch->tx_next || ch->ack_now || !list_empty(&ch->startq) ||
+	    !list_empty(&ch->streamq) || !list_empty(&ch->dlink)) {
 		chan_dirty(ch);
 		return;
 	}
@@ -440,9 +443,11 @@ static RCPI_HOT_INLINE int send_small(rcp_chan *ch, uint64_t tag, const void *bu
 	uint32_t msg;
 	uint64_t live;
 
-	if (len > c->small_max || ch->ctl_count || !list_empty(&ch->startq) || ch->rma_start ||
+	/* (PLAIN, chan.h: control frames, a READY put and resends due are
+	 * parts of the word; set, they are looked at one by one.) */
+	if (len > c->small_max || !list_empty(&ch->startq) ||
 	    ch->credits_used == ch->credits_granted || ch->tx_next - ch->tx_una >= window(ch) ||
-	    rcpi_chan_resend_due(ch))
+	    (!chan_plain(ch) && (ch->ctl_count || ch->rma_start || rcpi_chan_resend_due(ch))))
 		return 0;
 	live = chan_work_from(ch, now);
 	msg = ch->tx_msg_next++;

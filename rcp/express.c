@@ -78,8 +78,10 @@ static RCPI_HOT_INLINE void express_ack(rcp_chan *ch, const struct rcpw_hdr *h, 
 		return;
 	}
 	s = slot_of(ch, ch->tx_una);
-	if (h->ack - ch->tx_una != 1 || !ch->core->p.reliable || ch->unsent || ch->have_sack ||
-	    ch->backoff || s->req || s->own || s->sacked || s->hlen != RCPW_CHLEN) {
+	/* PLAIN (chan.h): a clear word says no unsent, sack or backoff. */
+	if (h->ack - ch->tx_una != 1 || !ch->core->p.reliable ||
+	    (ch->unplain && (ch->unsent || ch->have_sack || ch->backoff)) || s->req || s->own ||
+	    s->sacked || s->hlen != RCPW_CHLEN) {
 		(void)rcpi_process_ack_fields(ch, h, now);
 		return;
 	}
@@ -130,8 +132,10 @@ RCPI_HOT_INLINE rcp_chan *rcpi_input_express(rcpc_core *c, int peer, const void 
 		return NULL;
 	src = ld32(p + 12);
 	dst = ld32(p + 16);
+	/* (PLAIN, chan.h: failed, accepted, a gap, a promise are parts of
+	 * the word; set, they are looked at one by one as before.) */
 	if (!src || !dst || dst != ch->my_epoch || src != ch->peer_epoch || src == ch->gone_epoch ||
-	    ch->failed || ch->accepted)
+	    (!chan_plain(ch) && (ch->failed || ch->accepted || ch->rx_gaps || ch->reserved)))
 		return NULL;
 	/* The ack: at most what is out (an older one, reordered, is the
 	 * general path's). */
@@ -144,8 +148,8 @@ RCPI_HOT_INLINE rcp_chan *rcpi_input_express(rcpc_core *c, int peer, const void 
 	 * channel, as relinked PVM, has no direct one). */
 	r = ch->direct;
 	memcpy(&tag, p + 32, 8);
-	if (ld32(p + 20) != ch->rx_next || ch->rx_gaps || ld32(p + 44) != ch->rx_msg_next ||
-	    ch->credits_taken == ch->credits_given || ch->reserved)
+	if (ld32(p + 20) != ch->rx_next || ld32(p + 44) != ch->rx_msg_next ||
+	    ch->credits_taken == ch->credits_given)
 		return NULL;
 	if (!r || !tag_match(r->tag, tag)) {
 		if (r || (!ch->posted_specific && list_empty(&c->posted_any)))

@@ -179,6 +179,7 @@ inline rcp_chan *rcpi_admit(rcpc_core *c, int peer, const void *src, size_t srcl
 			return NULL;
 		}
 		ch->accepted = 1;
+		ch->unplain = 1; /* (chan.h, PLAIN) */
 		if (!c->naccepted++)
 			c->sweep_at = now + (c->p.peer_timeout / 4 ? c->p.peer_timeout / 4 : 1);
 		c->st.chans_accepted++;

@@ -393,6 +393,7 @@ void rcpi_try_ready(rcp_chan *ch)
 	 * complete before all of this one's bytes are in. */
 	r->got = 0;
 	ch->reserved = r;
+	ch->unplain = 1; /* (chan.h, PLAIN) */
 }
 
 /* After a message start that did not use the promised receive. */

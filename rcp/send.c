@@ -173,6 +173,7 @@ RCPI_HOT_INLINE int rcpi_slot_send(rcp_chan *ch, struct slot *s, uint64_t now)
 		if (s->sent_at) {
 			s->sent_at = 0;
 			ch->unsent++;
+			ch->unplain = 1; /* (chan.h, PLAIN) */
 		}
 		return rc;
 	}
@@ -252,6 +253,7 @@ int rcpi_ctl_push(rcp_chan *ch, const struct ctl *k)
 		ch->ctl_cap = ncap;
 	}
 	ch->ctlq[(ch->ctl_head + ch->ctl_count++) % ch->ctl_cap] = *k;
+	ch->unplain = 1; /* (chan.h, PLAIN) */
 	return 0;
 }
 
@@ -534,6 +536,7 @@ void rcpi_process_sack(rcp_chan *ch, const struct rcpw_hdr *h, const unsigned ch
 			if (!ch->have_sack || rcpw_seq_lt(ch->highest_sacked, seq))
 				ch->highest_sacked = seq;
 			ch->have_sack = 1;
+			ch->unplain = 1; /* (chan.h, PLAIN) */
 		}
 	}
 }
@@ -572,6 +575,7 @@ void rcpi_loss_timers(rcp_chan *ch, uint64_t now)
 			}
 			if (ch->backoff < 12)
 				ch->backoff++;
+			ch->unplain = 1; /* (chan.h, PLAIN) */
 			rcpi_update_rto(ch);
 		}
 	}

@@ -311,6 +311,7 @@ int rcpi_send_start(rcp_chan *ch, rcp_req *r, uint64_t now)
 				r->state = S_RMA;
 				list_add_tail(&ch->busyq, &r->link);
 				ch->rma_start = r;
+				ch->unplain = 1; /* (chan.h, PLAIN) */
 				return 0;
 			}
 		}
