@@ -104,6 +104,8 @@ static void quit(int *tids, int n)
 
 #include "pvmt_packed.h"
 
+#include "pvmt_adopt.h"
+
 /* ---------------- tests (master) ---------------- */
 
 static int t_datatypes(void)
@@ -807,6 +809,7 @@ static const struct {
     {"packed-bounded", t_packed_bounded},
     {"packed-buffers", t_packed_buffers},
     {"packed-inplace-gather", t_packed_inplace_gather},
+    {"packed-adopted", t_packed_adopted},
     {"first-contact", t_first_contact},
     {"restart-reported", t_restart_reported},
     {"restart-reported-recv", t_restart_reported_recv},
@@ -859,6 +862,7 @@ int main(int argc, char **argv)
 		             {"pflood", child_pflood},
 		             {"pfwd", child_pfwd},
 		             {"pichk", child_pichk},
+		             {"adsend", child_adsend},
 		             {"pord", child_pord},
 		             {"cross", child_cross},
 		             {"rcross", child_rcross},
