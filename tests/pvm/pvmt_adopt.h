@@ -97,7 +97,8 @@ static int t_packed_adopted(void)
 	CHECK(pvm_rcp_route(tid), "the pair is not on RCP");
 #endif
 	ad_moved(0, 0, 0, 1); /* from here on */
-	CHECK(pvm_bufinfo(b, &nb, &tag, &src) == 0 && nb == 4 * (AD_N + 1) && tag == 1 && src == tid,
+	CHECK(pvm_bufinfo(b, &nb, &tag, &src) == 0 && nb == 4 * (AD_N + 1) && tag == 1 &&
+	          src == tid,
 	      "bufinfo %d %d t%x", nb, tag, (unsigned)src);
 	CHECK(pvm_getminfo(b, &mi) == 0 && mi.len == nb && mi.tag == 1 && mi.src == tid &&
 	          mi.dst == me,
