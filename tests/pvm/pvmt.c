@@ -875,7 +875,7 @@ int main(int argc, char **argv)
 		return rc;
 	}
 	/* in-place messages of every size gathered over RCP (by default only
-	 * up to 4 MiB: send.c), so packed-inplace* test the gather */
+	 * up to 8 MiB: send.c), so packed-inplace* test the gather */
 	setenv("PVMRCP_INPLACE_MAX", "-1", 0);
 	me = pvm_mytid();
 	if (me < 0) {
