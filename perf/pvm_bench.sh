@@ -14,7 +14,9 @@
 # stock PVM's best route.  Run it on a quiet machine:
 #   flock -x /tmp/bench.lock perf/pvm_bench.sh
 # Env: PVMPP (the rcp-pvm-pingpong binary), OUT (CSV file, default
-# perf/results/pvm-pingpong-DATE.csv).  The tasks inherit the environment
+# perf/results/pvm-pingpong-DATE.csv), ONLY (labels to run, e.g.
+# "stock-direct rcp-spin": shorter runs to alternate builds), MAXSZ (the
+# largest size; the sizes below it run too).  The tasks inherit the environment
 # of the pvmd started here: PVMRCP_INPLACE_MAX=-1 gathers in-place
 # messages of every size over RCP (by default above 128 KiB by pvmd).
 set -eu
@@ -47,11 +49,12 @@ echo "label,bytes,iters,rtt_median_us,rtt_p5_us,rtt_p99_us,MBps" >"$out"
 for cfg in "stock-default stock default sleep" "stock-direct stock direct sleep" \
 	"rcp-spin rcp default spin" "rcp-sleep rcp default sleep" ${preload:+"$preload"}; do
 	set -- $cfg
+	case " ${ONLY:-$1} " in *" $1 "*) ;; *) continue ;; esac
 	if [ "$1" = rcp-preload ]; then
 		(cd "$tmp" && LD_PRELOAD="$lib" PVM_EXPORT=LD_PRELOAD \
-			"$tmp/bin/rcp-pvm-pingpong-stock" "$1" "$2" "$3" "$4" "$iters" "$mode") >>"$out"
+			"$tmp/bin/rcp-pvm-pingpong-stock" "$1" "$2" "$3" "$4" "$iters" "$mode" ${MAXSZ:+"$MAXSZ"}) >>"$out"
 	else
-		(cd "$tmp" && "$tmp/bin/rcp-pvm-pingpong" "$1" "$2" "$3" "$4" "$iters" "$mode") >>"$out"
+		(cd "$tmp" && "$tmp/bin/rcp-pvm-pingpong" "$1" "$2" "$3" "$4" "$iters" "$mode" ${MAXSZ:+"$MAXSZ"}) >>"$out"
 	fi
 done
 cat "$out"
@@ -62,12 +65,13 @@ END {
 		"rcp_sleep", "rcp_preload", "stock_MB/s", "rcp_MB/s", "rtt_x", "bw_x";
 	for (i = 1; i <= n; i++) {
 		s = sz[i];
-		st = rtt["stock-default", s]; if (rtt["stock-direct", s] < st) st = rtt["stock-direct", s];
-		sb = bw["stock-default", s]; if (bw["stock-direct", s] > sb) sb = bw["stock-direct", s];
+		st = rtt["stock-default", s]; d = rtt["stock-direct", s];
+		if (d != "" && (st == "" || d + 0 < st + 0)) st = d;
+		sb = bw["stock-default", s]; if (bw["stock-direct", s] + 0 > sb + 0) sb = bw["stock-direct", s];
 		rb = bw["rcp-spin", s];
 		printf "%9d %12.2f %12.2f %12.2f %12.2f %12.1f %10.1f %10.1f %10.2f\n", s, st,
 			rtt["rcp-spin", s], rtt["rcp-sleep", s], rtt["rcp-preload", s], sb, rb,
-			st / rtt["rcp-spin", s], rb / sb;
+			rtt["rcp-spin", s] ? st / rtt["rcp-spin", s] : 0, sb ? rb / sb : 0;
 	}
 	print "(stock: the better of default route and PvmRouteDirect; rtt_x = stock/rcp-spin round trip; bw_x = rcp-spin/stock bandwidth)"
 }' "$out"

@@ -45,6 +45,7 @@
 
 #include "pvm-glue/inplace.h"
 #include "pvm-glue/packed.h"
+#include "pvm-glue/upk.h"
 
 struct piece {
 	const void *p;
@@ -78,6 +79,7 @@ static void made(int id, int enc)
 	struct rec *r;
 	if (id <= 0)
 		return;
+	pvmrcpi_upk_drop(id); /* an id freed behind our back, given out again */
 	if ((r = rec_of(id))) {
 		r->live = 0;
 		nlive--;

@@ -9,6 +9,7 @@ libpvmrcp_la_SOURCES = pvm-glue/glue.h pvm-glue/glue.c pvm-glue/real.c pvm-glue/
 	pvm-glue/recv.c pvm-glue/wait.c pvm-glue/packed.h pvm-glue/packed.c pvm-glue/mcast.c \
 	pvm-glue/ctrl.c pvm-glue/inplace.h pvm-glue/inplace.c
 libpvmrcp_la_SOURCES += pvm-glue/msgbuf.h pvm-glue/msgbuf.c
+libpvmrcp_la_SOURCES += pvm-glue/upk.h pvm-glue/upk.c
 libpvmrcp_la_SOURCES += pvm-glue/mcgroup.h
 libpvmrcp_la_LIBADD = librcp.la $(PVM_LIBS)
 libpvmrcp_la_LDFLAGS = -version-info 0:0:0 -export-symbols-regex '^pvm_'
@@ -27,7 +28,9 @@ tests_pvm_pvmt_stock_LDADD = -lgpvm3 $(PVM_LIBS)
 tests_pvm_pvmt_stock_LDFLAGS = -no-install
 # pvmt by topic (included by pvmt.c)
 tests_pvm_pvmt_SOURCES += tests/pvm/pvmt_children.h tests/pvm/pvmt_transport.h
+tests_pvm_pvmt_SOURCES += tests/pvm/pvmt_adopt.h
 tests_pvm_pvmt_stock_SOURCES += tests/pvm/pvmt_children.h tests/pvm/pvmt_transport.h
+tests_pvm_pvmt_stock_SOURCES += tests/pvm/pvmt_adopt.h
 if HAVE_CMOCKA
 # The packed message's wire layout: byte order and hostile lengths (no
 # libpvm3 call: packed.c is compiled in).

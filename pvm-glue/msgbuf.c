@@ -13,6 +13,7 @@
 
 #include "pvm-glue/inplace.h"
 #include "pvm-glue/msgbuf.h"
+#include "pvm-glue/upk.h"
 
 #define S pvmrcpi_st
 
@@ -51,7 +52,9 @@ static int syn_add(int bufid, const struct pr_msg *m)
  * fragments; pvm_upkmesg would copy them twice and allocate a fragment of
  * the message's size), its source, tag and length told by syn[] as for a
  * psend.  Raw data is a byte stream to pvm_upk*, fragments or not
- * (inplace.c), so they decode as stock. */
+ * (inplace.c), so they decode as stock.  A large message of one fragment
+ * (an in-place send's) is not copied at all: the buffer stays empty and
+ * pvm_upk* read the bytes where they landed (upk.c, ADOPTED BUFFERS). */
 static int unpack_raw(struct pr_msg *m)
 {
 	const char *p = (const char *)m->data + 8 * sizeof(int);
@@ -59,6 +62,17 @@ static int unpack_raw(struct pr_msg *m)
 	long left = ((int *)m->data)[0];
 	if (b < 0)
 		return b;
+	m->len = (size_t)left;
+	if (pvmrcpi_upk_min() >= 0 && left >= pvmrcpi_upk_min() && ((int *)p)[0] == left &&
+	    !syn_add(b, m)) {
+		/* one fragment: pvm_upk* read it where it lies (upk.c) */
+		if (!pvmrcpi_upk_adopt(b, m->data, p + sizeof(int), (size_t)left)) {
+			m->bufid = b;
+			m->data = NULL;
+			return 0;
+		}
+		pvmrcpi_syn_del(b);
+	}
 	old = pvm_setsbuf(b);
 	while (left > 0 && rc >= 0) {
 		int frl;
@@ -69,7 +83,6 @@ static int unpack_raw(struct pr_msg *m)
 		left -= frl;
 	}
 	pvm_setsbuf(old);
-	m->len = (size_t)((int *)m->data)[0];
 	if (rc < 0 || syn_add(b, m)) {
 		pvmrcpi_real.freebuf(b);
 		return rc < 0 ? rc : PvmNoMem;

@@ -14,6 +14,7 @@
 #include "pvm-glue/inplace.h"
 #include "pvm-glue/msgbuf.h"
 #include "pvm-glue/packed.h"
+#include "pvm-glue/upk.h"
 
 #define S             pvmrcpi_st
 #define DRAIN_GAP_NS  10000ull   /* spinning receivers look at libpvm3 this often */
@@ -43,6 +44,7 @@ static void msg_free(struct pr_msg *m)
 {
 	if (m->bufid) {
 		pvmrcpi_syn_del(m->bufid);
+		pvmrcpi_upk_drop(m->bufid);
 		pvmrcpi_real.freebuf(m->bufid);
 	}
 	free(m->data);
@@ -851,6 +853,7 @@ static void free_rbuf(void)
 	int old = pvm_getrbuf();
 	if (old > 0) {
 		pvmrcpi_syn_del(old);
+		pvmrcpi_upk_drop(old);
 		pvmrcpi_real.freebuf(old);
 	}
 }
@@ -896,5 +899,6 @@ int pvm_freebuf(int bufid)
 		return PvmSysErr;
 	if (S.nsyn)
 		pvmrcpi_syn_del(bufid);
+	pvmrcpi_upk_drop(bufid);
 	return pvmrcpi_real.freebuf(bufid);
 }

@@ -75,6 +75,14 @@ int pvm_rcp_mcast_stats(unsigned long long *data_sent, unsigned long long *bytes
  * >= 0 (no error code). */
 long pvm_rcp_packed_sent(int reset);
 
+/* Large raw messages received over RCP that pvm_upk* read where they
+ * landed (pvm-glue/upk.c; PVMRCP_UPK_MIN): since the start, *ADOPTED
+ * buffers so made, *SERVED pvm_upk* calls answered from them, *BUILT of
+ * them given to libpvm3 after all (a call the glue does not serve needed
+ * their bytes there).  Any pointer may be NULL.  For tests and
+ * diagnostics.  Returns 0. */
+int pvm_rcp_upkstats(unsigned long *adopted, unsigned long *served, unsigned long *built);
+
 struct pvm_rcp_waitstats {
 	unsigned long long waits;     /* waits that did not end at the first look */
 	unsigned long long polls;     /* looks at the transports while waiting */

@@ -104,6 +104,8 @@ static void quit(int *tids, int n)
 
 #include "pvmt_packed.h"
 
+#include "pvmt_adopt.h"
+
 /* ---------------- tests (master) ---------------- */
 
 static int t_datatypes(void)
@@ -878,6 +880,7 @@ static const struct {
     {"packed-bounded", t_packed_bounded},
     {"packed-buffers", t_packed_buffers},
     {"packed-inplace-gather", t_packed_inplace_gather},
+    {"packed-adopted", t_packed_adopted},
     {"first-contact", t_first_contact},
     {"restart-reported", t_restart_reported},
     {"restart-reported-recv", t_restart_reported_recv},
@@ -930,6 +933,7 @@ int main(int argc, char **argv)
 		             {"pflood", child_pflood},
 		             {"pfwd", child_pfwd},
 		             {"pichk", child_pichk},
+		             {"adsend", child_adsend},
 		             {"pord", child_pord},
 		             {"cross", child_cross},
 		             {"rcross", child_rcross},
@@ -942,7 +946,7 @@ int main(int argc, char **argv)
 		return rc;
 	}
 	/* in-place messages of every size gathered over RCP (by default only
-	 * up to 128 KiB: send.c), so packed-inplace* test the gather */
+	 * up to 8 MiB: send.c), so packed-inplace* test the gather */
 	setenv("PVMRCP_INPLACE_MAX", "-1", 0);
 	me = pvm_mytid();
 	if (me < 0) {
