@@ -261,6 +261,7 @@ static void xdp_query(const rcp_nic *nic, struct rcp_nic_info *info)
 	/* A frame of MTU bytes takes segs RX buffers and ring entries. */
 	info->rx_frames = (xdp_ofc(nic)->ring - XDP_BURST - XDP_STASH) / 2 / xdp_ofc(nic)->segs;
 	info->caps = RCP_NIC_CAP_CHECKED;
+	info->solo_ns = XDP_SOLO_NS;
 }
 
 const struct rcpi_nic_ops rcpi_nic_xdp_ops = {

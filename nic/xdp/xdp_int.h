@@ -119,6 +119,17 @@
  * only looks at the RX ring (RCP_EAGAIN if frames wait); recv_wait is the
  * dispatcher's arm/ppoll/recv.
  *
+ * Time alone (rcp_nic_info.solo_ns, XDP_SOLO_NS).  A waiter spins alone
+ * 5 us past its last event, then offers the CPU at each look
+ * (common/wait.c): right for shm, whose answer from a task on another CPU
+ * comes within a microsecond.  Here a round trip between two hosts is
+ * itself about 5 us spinning (each kick ~3 us in copy mode: the skb, the
+ * bridge, the peer's generic XDP and the copy, on the sender's CPU), so
+ * every round trip slower than the median yielded (1,800-11,000
+ * sched_yield a run per end under load, session 19).  50 us is ten round
+ * trips: an answer that late is not coming soon, and yielding is right
+ * again.  Measured in docs/results.md "Session 20 (xdp4 lane)".
+ *
  * ---- Peers ------------------------------------------------------------------
  *
  * A peer is a MAC address on our link.  Address blob: [RCPI_NIC_XDP][MAC 6].
@@ -196,6 +207,7 @@ int rcpi_xdp_err(const char *what, int err);
 #define XDP_BLOB     7u /* id + MAC */
 #define XDP_KICKS    64 /* kicks per flush before RCP_EAGAIN */
 #define XDP_MINFRAME 60 /* what a link pads a short frame to (no FCS) */
+#define XDP_SOLO_NS  50000u /* a waiter's time alone (above, "Sleeping") */
 #define XDP_RXROOM   (XDP_FRAME - XDP_PACKET_HEADROOM) /* frame bytes per RX buffer */
 #define XDP_SEGS     4                       /* buffers per frame at most (multi-buffer) */
 #define XDP_BIG      (XDP_SEGS * XDP_RXROOM) /* a multi-buffer frame at most */
