@@ -44,9 +44,10 @@
  *
  * One anonymous mapping of 2 x RING frames of 4 KiB: the lower half
  * receives, the upper half transmits.  (A chunk over 4 KiB would need the
- * UMEM in huge pages: the kernel refuses chunks over a page otherwise.)  RING is XDP_RING (2048), or
- * rcp_nic_config.rx_bytes / 4 KiB rounded up to a power of two in
- * [256, 16384].  The rings hold RING entries each, as many as each half
+ * UMEM in huge pages: the kernel refuses chunks over a page otherwise.)  RING is
+ * rcp_nic_config.rx_bytes / 4 KiB, or by default what a window of
+ * XDP_WINDOW frames of the link's MTU needs (below), rounded up to a
+ * power of two in [256, 16384]: 256 at MTU 1500, 1024 at 9000.  The rings hold RING entries each, as many as each half
  * has frames, so the fill ring always has room for every RX frame we give
  * back and the TX ring for every TX frame.
  *
@@ -111,6 +112,21 @@
  * (RING - XDP_BURST - XDP_STASH) / 2 / segs (segs: the buffers a frame of MTU bytes
  * takes, 3 at MTU 9000): one sender at a full window leaves half the
  * rings for the rest.
+ *
+ * Why the default window is XDP_WINDOW (80 frames, 120 KB at MTU 1500)
+ * and not the 976 of 2048-entry rings (sessions 17-19): a small window
+ * is faster here.  RCP's send ring has one slot of ~2.1 KiB per frame of
+ * window and each message takes the next; the RX half of the UMEM is
+ * used round robin, a page a frame.  At 976 that is 2.2 MiB of slots and
+ * 8 MiB of RX buffers cycled per end, a cold line and page or more per
+ * message, and the cost shows inside the kick: the kernel's path (skb,
+ * bridge, the peer's generic XDP, the copy) then misses where it hit.
+ * Measured (TSC around the kick's sendto, session 20, docs/results.md
+ * "Session 20 (xdp4 lane)"): the bare frame's kick barely moves with the
+ * ring; RCP's is 1,300-2,200 cycles cheaper at 256 entries, its 8 B round
+ * trip 0.5-1.5 us faster and its 4 MiB transfer ~15% faster.  80 frames
+ * is still ~40x the bandwidth-delay product of a 25 Gbit/s link at 20 us;
+ * rx_bytes asks for more.
  *
  * ---- Sleeping -------------------------------------------------------------
  *
@@ -198,7 +214,7 @@ int rcpi_xdp_neigh_mac(const char *ifname, const char *ip, uint8_t mac[6]);
 int rcpi_xdp_err(const char *what, int err);
 
 #define XDP_FRAME    4096u
-#define XDP_RING     2048u /* default entries per ring = frames per UMEM half */
+#define XDP_WINDOW   80u /* frames of window the default rings hold (above) */
 #define XDP_RING_MIN 256u
 #define XDP_RING_MAX 16384u
 #define XDP_BURST    64
