@@ -175,11 +175,11 @@ static int xdp_open(const char *rest, const struct rcp_nic_config *cfg, rcp_nic 
 	 * XDP_WINDOW frames of the link's MTU needs (xdp_int.h, "The
 	 * window": why not more). */
 	{
-		size_t want = cfg && cfg->rx_bytes
-		                  ? cfg->rx_bytes / XDP_FRAME
-		                  : XDP_BURST + XDP_STASH +
-		                        2u * XDP_WINDOW *
-		                            ((XDP_HDR + x->mtu + XDP_RXROOM - 1) / XDP_RXROOM);
+		size_t want =
+		    cfg && cfg->rx_bytes
+		        ? cfg->rx_bytes / XDP_FRAME
+		        : XDP_BURST + XDP_STASH +
+		              2u * XDP_WINDOW * ((XDP_HDR + x->mtu + XDP_RXROOM - 1) / XDP_RXROOM);
 		x->ring = XDP_RING_MIN;
 		while (x->ring < want && x->ring < XDP_RING_MAX)
 			x->ring *= 2;
