@@ -13,7 +13,9 @@
  *
  * SPINNING.  Spinning pays only while the task we wait for runs on another
  * CPU, at once: a reply from a task on another CPU comes well within
- * RCPI_SOLO_NS of the last event.  Past that, each look offers the CPU
+ * RCPI_SOLO_NS of the last event (w->solo_ns: a nic whose own round trip
+ * is about that long asks for more, rcp_nic_info.solo_ns; xdp 50 µs).
+ * Past that, each look offers the CPU
  * (sched_yield): when the task we wait for shares our CPU (more runnable
  * tasks than CPUs: a cluster node running other jobs; or the scheduler
  * placing both ends of a ping-pong on one CPU, as it did for PVM's bwtest
@@ -124,6 +126,7 @@ int rcpi_waiter_init(struct rcpi_waiter *w, int mode, int64_t spin_ns,
 	rcpi_wait_policy(&m, &s);
 	w->mode = mode >= 0 ? mode : m;
 	w->spin_ns = spin_ns >= 0 ? spin_ns : s;
+	w->solo_ns = RCPI_SOLO_NS;
 	if (src0 && rcpi_waiter_add(w, src0) < 0)
 		return RCP_ENOMEM;
 	return 0;
@@ -481,7 +484,7 @@ int rcpi_waiter_wait(struct rcpi_waiter *w, int (*done)(void *), void *arg, int6
 		/* A quiet look.  The clock (~25-40 ns) is read every 16th
 		 * look only while spinning alone: the spin is tens of µs. */
 		if (start && !stamp && (i & 15) != 15 && w->mode != RCPI_WAIT_SLEEP &&
-		    now - last < RCPI_SOLO_NS)
+		    now - last < w->solo_ns)
 			continue;
 		now = clock_of(w);
 		if (!start) {
@@ -500,7 +503,7 @@ int rcpi_waiter_wait(struct rcpi_waiter *w, int (*done)(void *), void *arg, int6
 		}
 		if (news)
 			continue;
-		if (now - last < RCPI_SOLO_NS && w->mode != RCPI_WAIT_SLEEP) {
+		if (now - last < w->solo_ns && w->mode != RCPI_WAIT_SLEEP) {
 			rcpi_cpu_relax();
 			continue;
 		}

@@ -15,7 +15,9 @@
 
 enum { RCPI_WAIT_DEFAULT = 0, RCPI_WAIT_SPIN, RCPI_WAIT_SLEEP };
 
-/* Spin alone this long after the last event before yielding each look. */
+/* Spin alone this long after the last event before yielding each look:
+ * the default of struct rcpi_waiter's solo_ns (a nic may ask for more,
+ * rcp_nic_info.solo_ns). */
 #define RCPI_SOLO_NS 5000u
 /* A yield that kept us off the CPU this long ran another task's slice. */
 #define RCPI_YIELD_SLOW_NS 100000u
@@ -31,6 +33,9 @@ enum { RCPI_WAIT_DEFAULT = 0, RCPI_WAIT_SPIN, RCPI_WAIT_SLEEP };
 struct rcpi_waiter {
 	int mode;        /* RCPI_WAIT_* */
 	int64_t spin_ns; /* DEFAULT: spin this long past the last event */
+	/* Spin alone this long past the last event (RCPI_SOLO_NS unless the
+	 * owner sets it from its nic's rcp_nic_info.solo_ns). */
+	uint64_t solo_ns;
 	struct rcp_wait_src *src;
 	int *ids; /* src[i]'s id (rcpi_waiter_add) */
 	int nsrc, cap, next_id;

@@ -294,6 +294,12 @@ int rcp_nic_wait(rcp_nic *nic, int64_t timeout_ns, int64_t spin_ns)
 	src.arg = nic;
 	rc = rcpi_waiter_init(&w, spin_ns == 0 ? RCPI_WAIT_SLEEP : RCPI_WAIT_DEFAULT,
 	                      spin_ns < 0 ? nic->spin_ns : spin_ns, &src);
+	if (!rc) {
+		struct rcp_nic_info info;
+		rcp_nic_query(nic, &info);
+		if (info.solo_ns)
+			w.solo_ns = info.solo_ns;
+	}
 	if (!rc)
 		rc = rcpi_waiter_wait(&w, nic_pending, nic, timeout_ns);
 	rcpi_waiter_fini(&w);

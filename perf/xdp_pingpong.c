@@ -18,8 +18,16 @@
  * baseline for RCP's own round trip and bandwidth across the same link
  * (perf/xdp_bench.sh).
  *
+ * --turn-ns N and --touch-kb K (nic transports; session 20) put work
+ * between a frame in and the answer out at both ends, as a protocol
+ * does: N ns of spinning on the clock (time, no memory), then a write to
+ * each cache line of K KiB (memory the kernel's kick path then finds
+ * displaced).  docs/results.md "Session 20 (xdp4 lane)": the kick costs
+ * the same after 500 ns of spinning and more after 32 KiB touched.
+ *
  *   rcp-xdp-pingpong [--transport xdp,udp,kernel-udp,kernel-tcp] [--size N]
  *                    [--iters N] [--csv] [--no-pin] [--cluster NAME]
+ *                    [--turn-ns N] [--touch-kb K]
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -47,6 +55,9 @@
 
 static char ns[2][32], ifn[2][16];
 static int made, pin = 1;
+static long turn_ns, touch_kb; /* --turn-ns, --touch-kb */
+static volatile unsigned char *touch_buf;
+
 static const char *ip_of[2] = {"198.18.0.1", "198.18.0.2"};
 
 #define sh rcpi_sh
@@ -142,6 +153,13 @@ static int nic_side(const char *t, int side, int rfd, int wfd, size_t size, long
 		if (n < 0)
 			return 1;
 		rcp_nic_release(nic, fr, n);
+		if (turn_ns) {
+			uint64_t e = now_ns() + (uint64_t)turn_ns;
+			while (now_ns() < e)
+				;
+		}
+		for (long b = 0; b < touch_kb * 1024; b += 64)
+			touch_buf[b]++;
 		if (side == 1) {
 			while ((rc = rcp_nic_send(nic, peer, &v, 1, 0)) == RCP_EAGAIN)
 				;
@@ -317,6 +335,8 @@ int main(int argc, char **argv)
 	    {"csv", no_argument, 0, 'c'},
 	    {"no-pin", no_argument, 0, 'p'},
 	    {"cluster", required_argument, 0, 'C'},
+	    {"turn-ns", required_argument, 0, 'T'},
+	    {"touch-kb", required_argument, 0, 'K'},
 	    {"help", no_argument, 0, 'h'},
 	    {0, 0, 0, 0},
 	};
@@ -337,10 +357,18 @@ int main(int argc, char **argv)
 		case 'c': csv = 1; break;
 		case 'p': pin = 0; break;
 		case 'C': cluster = optarg; break;
+		case 'T': turn_ns = strtol(optarg, NULL, 0); break;
+		case 'K':
+			touch_kb = strtol(optarg, NULL, 0);
+			touch_buf = calloc((size_t)(touch_kb < 0 ? 0 : touch_kb) + 1, 1024);
+			if (!touch_buf)
+				return 1;
+			break;
 		case 'h':
 			printf("usage: " PROG
 			       " [--transport xdp,udp,kernel-udp,kernel-tcp] [--size N] "
-			       "[--iters N] [--csv] [--no-pin] [--cluster NAME]\n"
+			       "[--iters N] [--csv] [--no-pin] [--cluster NAME] [--turn-ns N]\n"
+			       "       [--touch-kb K]\n"
 			       "Bare frame round trip (spinning) on a veth pair between two\n"
 			       "namespaces it makes itself, or hosts h1 and h2 of rcp-cluster\n"
 			       "NAME (root).  kernel-tcp: SIZE up to 64 MiB.\n");

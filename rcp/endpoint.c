@@ -413,6 +413,8 @@ int rcp_ep_open(const char *nic_addr, const struct rcp_ep_config *cfg, rcp_ep **
 			return RCP_ENOMEM;
 		}
 		ep->waiter.sleep_alone = ep_sleep;
+		if (ep->info.solo_ns) /* the nic's own time alone */
+			ep->waiter.solo_ns = ep->info.solo_ns;
 	}
 	*out = ep;
 	return 0;

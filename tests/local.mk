@@ -88,6 +88,12 @@ TESTS += tests/test_xdp_jumbo
 tests_test_xdp_jumbo_SOURCES = tests/test_xdp_jumbo.c tests/testutil.h tests/test_xdp_veth.h common/sh.h
 tests_test_xdp_jumbo_CFLAGS = $(TEST_CFLAGS)
 tests_test_xdp_jumbo_LDADD = $(TEST_LDADD)
+# ... and the xdp nic's time alone, as an endpoint's waits use it
+check_PROGRAMS += tests/test_xdp_solo
+TESTS += tests/test_xdp_solo
+tests_test_xdp_solo_SOURCES = tests/test_xdp_solo.c tests/testutil.h tests/test_xdp_veth.h common/sh.h
+tests_test_xdp_solo_CFLAGS = $(TEST_CFLAGS)
+tests_test_xdp_solo_LDADD = $(TEST_LDADD)
 # RCP_TRANSPORT=xdp between two rcp-cluster hosts: relinked PVM (pvmt
 # transport-hosts) and RPC calls (cluster-xdp-rpc).  Root only; else SKIP.
 check_PROGRAMS += tests/cluster-xdp-rpc

@@ -5,6 +5,9 @@
  *
  * - t_spin_then_yield: DEFAULT mode spins alone for RCPI_SOLO_NS, then
  *   yields at every look until RCP_SPIN_NS, then sleeps.
+ * - t_solo_ns: the waiter's own time alone (a nic's, rcp_nic_info.solo_ns)
+ *   replaces RCPI_SOLO_NS: 20 µs alone, then yields; 60 µs, past a 50 µs
+ *   spin, never yields.
  * - t_crowded_sleeps: a yield that kept us off the CPU long marks the CPU
  *   crowded: the next look sleeps, RCP_WAIT=spin too.
  * - t_account_crowded: the thread's scheduler account (fake) says a task
@@ -159,6 +162,31 @@ static void t_spin_then_yield(void **state)
 	assert_true(w.st.yields <= YIELDS + 1);
 	assert_true(w.st.yields >= YIELDS - 5);
 	assert_true(s.arms == 1);
+	rcpi_waiter_fini(&w);
+}
+
+static void t_solo_ns(void **state)
+{
+	struct rcpi_waiter w;
+	struct src_state s = {0};
+	struct until u = {&w, 1, 0, 0};
+	(void)state;
+	setup_w(&w, RCPI_WAIT_DEFAULT, 50000, &s);
+	assert_int_equal(w.solo_ns, RCPI_SOLO_NS);
+	w.solo_ns = 20000;
+	assert_int_equal(rcpi_waiter_wait(&w, done_when, &u, -1), 0);
+	/* As t_spin_then_yield, the yields from 20 µs on (300 ns a look). */
+	assert_int_equal(w.st.sleeps, 1);
+	assert_true(w.st.yields <= (50000 - 20000) / 300 + 1);
+	assert_true(w.st.yields >= (50000 - 20000) / 300 - 5);
+	rcpi_waiter_fini(&w);
+
+	setup_w(&w, RCPI_WAIT_DEFAULT, 50000, &s);
+	w.solo_ns = 60000;
+	u.sleeps = 1;
+	assert_int_equal(rcpi_waiter_wait(&w, done_when, &u, -1), 0);
+	assert_int_equal(w.st.yields, 0);
+	assert_int_equal(w.st.sleeps, 1);
 	rcpi_waiter_fini(&w);
 }
 
@@ -459,6 +487,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(t_spin_then_yield),
+	    cmocka_unit_test(t_solo_ns),
 	    cmocka_unit_test(t_crowded_sleeps),
 	    cmocka_unit_test(t_spin_never_sleeps),
 	    cmocka_unit_test(t_sleep_mode),

@@ -121,6 +121,10 @@ struct rcp_nic_info {
 	uint32_t rx_frames;  /* MTU-sized frames the receive side holds per
 	                        sending peer: the window RCP may use */
 	uint32_t caps;       /* RCP_NIC_CAP_* */
+	/* A waiter on this nic spins alone this long past its last event
+	 * before it offers the CPU (common/wait.c); 0: the library's 5 us.
+	 * A nic whose own round trip is about that long asks for more. */
+	uint32_t solo_ns;
 };
 
 struct rcp_nic_stats {

@@ -53,7 +53,8 @@ struct rcp_wait_stats {
 	unsigned long long yields;  /* sched_yield calls */
 	unsigned long long sleeps;  /* sleeps on the fds */
 	unsigned long long max_run; /* most looks in a row past the time alone
-	                               (RCPI_SOLO_NS) without giving the CPU away */
+	                               (5 us, or the nic's rcp_nic_info.solo_ns)
+	                               without giving the CPU away */
 	unsigned long long crowded; /* yields that kept us off the CPU long: the
 	                               CPU is shared, waits sleep rather than yield */
 };

@@ -160,19 +160,8 @@ static int xdp_open(const char *rest, const struct rcp_nic_config *cfg, rcp_nic 
 		rc = RCP_EADDR;
 		goto fail;
 	}
-	/* Ring size: rx_bytes of receive frames (a power of two in
-	 * [XDP_RING_MIN, XDP_RING_MAX]), XDP_RING by default. */
-	x->ring = XDP_RING;
-	if (cfg && cfg->rx_bytes) {
-		size_t want = cfg->rx_bytes / XDP_FRAME;
-		x->ring = XDP_RING_MIN;
-		while (x->ring < want && x->ring < XDP_RING_MAX)
-			x->ring *= 2;
-	}
-	ucfg.fill_size = ucfg.comp_size = scfg.rx_size = scfg.tx_size = x->ring;
 	x->peers = calloc(XDP_PEERS, sizeof *x->peers);
-	x->txfree = calloc(x->ring, sizeof *x->txfree);
-	if (!x->peers || !x->txfree) {
+	if (!x->peers) {
 		rc = RCP_ENOMEM;
 		goto fail;
 	}
@@ -181,6 +170,26 @@ static int xdp_open(const char *rest, const struct rcp_nic_config *cfg, rcp_nic 
 		rc = rcpi_xdp_link_own(&x->link);
 	if (rc)
 		goto fail;
+	/* Ring size (a power of two in [XDP_RING_MIN, XDP_RING_MAX]):
+	 * rx_bytes of receive frames, or by default what a window of
+	 * XDP_WINDOW frames of the link's MTU needs (xdp_int.h, "The
+	 * window": why not more). */
+	{
+		size_t want =
+		    cfg && cfg->rx_bytes
+		        ? cfg->rx_bytes / XDP_FRAME
+		        : XDP_BURST + XDP_STASH +
+		              2u * XDP_WINDOW * ((XDP_HDR + x->mtu + XDP_RXROOM - 1) / XDP_RXROOM);
+		x->ring = XDP_RING_MIN;
+		while (x->ring < want && x->ring < XDP_RING_MAX)
+			x->ring *= 2;
+	}
+	ucfg.fill_size = ucfg.comp_size = scfg.rx_size = scfg.tx_size = x->ring;
+	x->txfree = calloc(x->ring, sizeof *x->txfree);
+	if (!x->txfree) {
+		rc = RCP_ENOMEM;
+		goto fail;
+	}
 
 	x->area = mmap(NULL, (size_t)2 * x->ring * XDP_FRAME, PROT_READ | PROT_WRITE,
 	               MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
@@ -261,6 +270,7 @@ static void xdp_query(const rcp_nic *nic, struct rcp_nic_info *info)
 	/* A frame of MTU bytes takes segs RX buffers and ring entries. */
 	info->rx_frames = (xdp_ofc(nic)->ring - XDP_BURST - XDP_STASH) / 2 / xdp_ofc(nic)->segs;
 	info->caps = RCP_NIC_CAP_CHECKED;
+	info->solo_ns = XDP_SOLO_NS;
 }
 
 const struct rcpi_nic_ops rcpi_nic_xdp_ops = {

@@ -44,9 +44,10 @@
  *
  * One anonymous mapping of 2 x RING frames of 4 KiB: the lower half
  * receives, the upper half transmits.  (A chunk over 4 KiB would need the
- * UMEM in huge pages: the kernel refuses chunks over a page otherwise.)  RING is XDP_RING (2048), or
- * rcp_nic_config.rx_bytes / 4 KiB rounded up to a power of two in
- * [256, 16384].  The rings hold RING entries each, as many as each half
+ * UMEM in huge pages: the kernel refuses chunks over a page otherwise.)  RING is
+ * rcp_nic_config.rx_bytes / 4 KiB, or by default what a window of
+ * XDP_WINDOW frames of the link's MTU needs (below), rounded up to a
+ * power of two in [256, 16384]: 256 at MTU 1500, 1024 at 9000.  The rings hold RING entries each, as many as each half
  * has frames, so the fill ring always has room for every RX frame we give
  * back and the TX ring for every TX frame.
  *
@@ -112,12 +113,38 @@
  * takes, 3 at MTU 9000): one sender at a full window leaves half the
  * rings for the rest.
  *
+ * Why the default window is XDP_WINDOW (80 frames, 120 KB at MTU 1500)
+ * and not the 976 of 2048-entry rings (sessions 17-19): a small window
+ * is faster here.  RCP's send ring has one slot of ~2.1 KiB per frame of
+ * window and each message takes the next; the RX half of the UMEM is
+ * used round robin, a page a frame.  At 976 that is 2.2 MiB of slots and
+ * 8 MiB of RX buffers cycled per end, a cold line and page or more per
+ * message, and the cost shows inside the kick: the kernel's path (skb,
+ * bridge, the peer's generic XDP, the copy) then misses where it hit.
+ * Measured (TSC around the kick's sendto, session 20, docs/results.md
+ * "Session 20 (xdp4 lane)"): the bare frame's kick barely moves with the
+ * ring; RCP's is 1,300-2,200 cycles cheaper at 256 entries, its 8 B round
+ * trip 0.5-1.5 us faster and its 4 MiB transfer ~15% faster.  80 frames
+ * is still ~40x the bandwidth-delay product of a 25 Gbit/s link at 20 us;
+ * rx_bytes asks for more.
+ *
  * ---- Sleeping -------------------------------------------------------------
  *
  * The wait fd is the socket itself: poll() reports POLLIN while the RX
  * ring is not empty and the kernel wakes it when it posts a frame.  arm()
  * only looks at the RX ring (RCP_EAGAIN if frames wait); recv_wait is the
  * dispatcher's arm/ppoll/recv.
+ *
+ * Time alone (rcp_nic_info.solo_ns, XDP_SOLO_NS).  A waiter spins alone
+ * 5 us past its last event, then offers the CPU at each look
+ * (common/wait.c): right for shm, whose answer from a task on another CPU
+ * comes within a microsecond.  Here a round trip between two hosts is
+ * itself about 5 us spinning (each kick ~3 us in copy mode: the skb, the
+ * bridge, the peer's generic XDP and the copy, on the sender's CPU), so
+ * every round trip slower than the median yielded (1,800-11,000
+ * sched_yield a run per end under load, session 19).  50 us is ten round
+ * trips: an answer that late is not coming soon, and yielding is right
+ * again.  Measured in docs/results.md "Session 20 (xdp4 lane)".
  *
  * ---- Peers ------------------------------------------------------------------
  *
@@ -187,7 +214,7 @@ int rcpi_xdp_neigh_mac(const char *ifname, const char *ip, uint8_t mac[6]);
 int rcpi_xdp_err(const char *what, int err);
 
 #define XDP_FRAME    4096u
-#define XDP_RING     2048u /* default entries per ring = frames per UMEM half */
+#define XDP_WINDOW   80u /* frames of window the default rings hold (above) */
 #define XDP_RING_MIN 256u
 #define XDP_RING_MAX 16384u
 #define XDP_BURST    64
@@ -196,6 +223,7 @@ int rcpi_xdp_err(const char *what, int err);
 #define XDP_BLOB     7u /* id + MAC */
 #define XDP_KICKS    64 /* kicks per flush before RCP_EAGAIN */
 #define XDP_MINFRAME 60 /* what a link pads a short frame to (no FCS) */
+#define XDP_SOLO_NS  50000u /* a waiter's time alone (above, "Sleeping") */
 #define XDP_RXROOM   (XDP_FRAME - XDP_PACKET_HEADROOM) /* frame bytes per RX buffer */
 #define XDP_SEGS     4                       /* buffers per frame at most (multi-buffer) */
 #define XDP_BIG      (XDP_SEGS * XDP_RXROOM) /* a multi-buffer frame at most */
