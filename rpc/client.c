@@ -151,7 +151,8 @@ static void on_response_one(rcp_rpc *rpc, struct peer *p, struct rbuf *b, const 
 		rpc->st.stale_responses++;
 		return;
 	}
-	rfp_cli_note_reply(rpc, p->rfp, r->call->id, h->aux);
+	if (p->rfp)
+		rfp_cli_note_reply(rpc, p->rfp, r->call->id, h->aux);
 	if (chk == 1) {
 		rpc->st.foreign_order++;
 		rpci_done(r, RCP_ENOTSUP);
@@ -178,6 +179,8 @@ static void on_response_one(rcp_rpc *rpc, struct peer *p, struct rbuf *b, const 
 				}
 			}
 		}
+	} else if (!h->status && !h->len && !r->call->out_proc) {
+		rpci_done(r, 0); /* nothing to decode, nothing held (an empty call) */
 	} else {
 		b->refs++;
 		r->resp = b;

@@ -38,13 +38,12 @@ static void live_del(struct rcp_rpc_req *r)
 	r->pnext = r->pprev = NULL;
 }
 
-/* The one place a request completes. */
-void rpci_done(struct rcp_rpc_req *r, int status)
+/* What a request may hold besides its place on the live list (a fetch
+ * slot, a deadline, an overflow receive), and a failure's counters: apart
+ * from rpci_done, so that a call completing with none of them and status 0
+ * runs a path that saves no registers (LEAN below). */
+static __attribute__((noinline, cold)) void done_rare(rcp_rpc *rpc, struct rcp_rpc_req *r, int status)
 {
-	rcp_rpc *rpc = r->rpc;
-	if (r->state != Q_PENDING && r->state != Q_OVF_WAIT)
-		return;
-	live_del(r);
 	if (r->rfp_slot) {
 		rfp_cli_abandon(rpc, r->peer, r->rfp_slot);
 		r->rfp_slot = 0;
@@ -59,11 +58,7 @@ void rpci_done(struct rcp_rpc_req *r, int status)
 		r->ovf_aux->kind = AUX_ORPHAN;
 		r->ovf_aux = NULL;
 	}
-	r->state = Q_DONE;
-	r->status = status;
-	if (status == 0)
-		rpc->st.completed_ok++;
-	else {
+	if (status) {
 		rpc->st.failed++;
 		if (status == RCP_ETIMEDOUT)
 			rpc->st.timeouts++;
@@ -72,13 +67,34 @@ void rpci_done(struct rcp_rpc_req *r, int status)
 		else if (status == RCP_EPEER)
 			rpc->st.peer_errors++;
 	}
+}
+
+/* The one place a request completes.
+ *
+ * LEAN (session 20).  With the slot, deadline, overflow and failure work
+ * inline here, the compiler saved and restored six registers on every
+ * call for the calls it might make: with done_rare apart, a call that
+ * completes plainly costs ~17 instructions less (perf/rpc_instr.sh,
+ * SIDE=client). */
+void rpci_done(struct rcp_rpc_req *r, int status)
+{
+	rcp_rpc *rpc = r->rpc;
+	if (r->state != Q_PENDING && r->state != Q_OVF_WAIT)
+		return;
+	live_del(r);
+	if (RCPI_UNLIKELY(r->rfp_slot || r->hidx || r->ovf_aux || status))
+		done_rare(rpc, r, status);
+	else
+		rpc->st.completed_ok++;
+	r->state = Q_DONE;
+	r->status = status;
 	r->gen++; /* later responses with the old cookie are stale */
-	if (!r->cb)
-		rpc->events++; /* callbacks count when they run */
 	if (r->cb) {
 		r->dnext = NULL;
 		*rpc->donetail = r;
 		rpc->donetail = &r->dnext;
+	} else {
+		rpc->events++; /* callbacks count when they run */
 	}
 }
 
