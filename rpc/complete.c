@@ -26,8 +26,8 @@
 
 #include "rpc/rpc_int.h"
 
-/* What a request may hold besides its place on the live list (a fetch
- * slot, a deadline, an overflow receive), and a failure's counters: apart
+/* What a request may hold (a fetch slot, a deadline, an overflow
+ * receive), and the counters of a call that held one or failed: apart
  * from rpci_done, so that a call completing with none of them and status 0
  * runs a path that saves no registers (LEAN below). */
 static __attribute__((noinline, cold)) void done_rare(rcp_rpc *rpc, struct rcp_rpc_req *r, int status)
@@ -46,7 +46,9 @@ static __attribute__((noinline, cold)) void done_rare(rcp_rpc *rpc, struct rcp_r
 		r->ovf_aux->kind = AUX_ORPHAN;
 		r->ovf_aux = NULL;
 	}
-	if (status) {
+	if (!status) {
+		rpc->st.completed_ok++;
+	} else {
 		rpc->st.failed++;
 		if (status == RCP_ETIMEDOUT)
 			rpc->st.timeouts++;

@@ -13,7 +13,8 @@
  *
  *   test_batch_calls   a callback forwards 8 calls at once: one request
  *                      message of 8 at the server, one response message of
- *                      8 back; every output checked, each callback once;
+ *                      8 back (half of them with a deadline); every output
+ *                      checked, each callback once, each counted completed_ok;
  *                      then no response receive is left posted.
  *   test_batch_answer_look the same fan of 8, but the server is only ever
  *                      progressed by rcp_progress on its endpoint (a wait's
@@ -149,11 +150,14 @@ static void first_cb(rcp_rpc_req *req, int status, void *out, void *arg)
 	(void)req;
 	assert_int_equal(status, 0);
 	assert_int_equal(*(uint32_t *)out, 42);
-	/* all 8 from one callback: one progress round, one batch */
+	/* all 8 from one callback: one progress round, one batch; every
+	 * other one with a deadline (60 s: it completes by its answer, on
+	 * rpci_done's path for calls that held something, complete.c) */
 	for (uintptr_t i = 0; i < FAN; i++) {
 		ins[i] = (uint32_t)(1000 * i);
-		assert_int_equal(rcp_rpc_forward(C.rpc, ch, id_inc, &ins[i], &outs[i], -1, fan_cb,
-		                                 (void *)i, NULL),
+		assert_int_equal(rcp_rpc_forward(C.rpc, ch, id_inc, &ins[i], &outs[i],
+		                                 i & 1 ? 60000000000ll : -1, fan_cb, (void *)i,
+		                                 NULL),
 		                 0);
 	}
 	fanned = 1;
@@ -198,6 +202,7 @@ static void test_batch_calls(void **state)
 	assert_int_equal(ss.batched_out - ss0.batched_out, FAN);
 	assert_int_equal(cs.batched_in - cs0.batched_in, FAN);
 	assert_int_equal(cs.completed_ok - cs0.completed_ok, FAN + 1);
+	assert_int_equal(cs.failed - cs0.failed, 0);
 	assert_int_equal(ss.bad_msgs, 0);
 	assert_int_equal(cs.bad_msgs, 0);
 	/* TRIMMING (rpc/client.c): the 8 answers came in one receive; the 7
