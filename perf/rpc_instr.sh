@@ -5,7 +5,8 @@
 # (default 20000), both sides of each call counted (see rpc_instr.c).
 # Prints  mode,calls,instructions,instr_per_call,loops_per_call
 # Env: BUILD (directory holding perf/rcp-rpc-instr; default .), MODES,
-#      INFLIGHT (16), TOP=K (also each mode's K costliest functions).
+#      INFLIGHT (16), TOP=K (also each mode's K costliest functions),
+#      SIDE=server|client (count that side's progress only; rpc_instr.c).
 set -eu
 n=${1:-20000}
 b=${BUILD:-.}/perf/rcp-rpc-instr

@@ -80,9 +80,10 @@ void rpci_flush_q(rcp_rpc *rpc, struct outq *q)
 		q->cap = 0;
 	}
 	if (rc && p)
-		for (struct rcp_rpc_req *r = p->live, *nx; r; r = nx) {
-			nx = r->pnext;
-			if (r->qgen == gen) {
+		for (uint32_t i = 0; i < rpc->nreqs; i++) {
+			struct rcp_rpc_req *r = rpc->reqs[i];
+			if (r->peer == p && r->qgen == gen &&
+			    (r->state == Q_PENDING || r->state == Q_OVF_WAIT)) {
 				if (p->expect)
 					p->expect--;
 				rpci_done(r, rc);

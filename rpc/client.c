@@ -151,7 +151,8 @@ static void on_response_one(rcp_rpc *rpc, struct peer *p, struct rbuf *b, const 
 		rpc->st.stale_responses++;
 		return;
 	}
-	rfp_cli_note_reply(rpc, p->rfp, r->call->id, h->aux);
+	if (p->rfp)
+		rfp_cli_note_reply(rpc, p->rfp, r->call->id, h->aux);
 	if (chk == 1) {
 		rpc->st.foreign_order++;
 		rpci_done(r, RCP_ENOTSUP);
@@ -178,6 +179,8 @@ static void on_response_one(rcp_rpc *rpc, struct peer *p, struct rbuf *b, const 
 				}
 			}
 		}
+	} else if (!h->status && !h->len && !r->call->out_proc) {
+		rpci_done(r, 0); /* nothing to decode, nothing held (an empty call) */
 	} else {
 		b->refs++;
 		r->resp = b;
@@ -242,18 +245,6 @@ static struct rcp_rpc_req *req_get(rcp_rpc *rpc)
 	r->idx = rpc->nreqs;
 	rpc->reqs[rpc->nreqs++] = r;
 	return r;
-}
-
-/* R is pending now, on its peer's list (taken off by complete.c's
- * live_del when it completes). */
-static void live_add(struct peer *p, struct rcp_rpc_req *r)
-{
-	r->state = Q_PENDING;
-	r->pnext = p->live;
-	r->pprev = NULL;
-	if (p->live)
-		p->live->pprev = r;
-	p->live = r;
 }
 
 /* Writes R's request (header HD, input IN) straight into its peer's batch
@@ -444,7 +435,7 @@ int rcp_rpc_forward(rcp_rpc *rpc, rcp_chan *ch, uint64_t id, const void *in, voi
 				if (rc)
 					free(ovf);
 				ovf = NULL;
-				live_add(p, r);
+				r->state = Q_PENDING;
 				rpci_done(r, rc ? rc : RCP_ENOMEM);
 				rpc->st.forwarded++;
 				if (req)
@@ -457,7 +448,7 @@ int rcp_rpc_forward(rcp_rpc *rpc, rcp_chan *ch, uint64_t id, const void *in, voi
 sent:
 	if (!rpc->depth && p->expect > p->flight)
 		p->flight = p->expect; /* HALVES, batch.c */
-	live_add(p, r);
+	r->state = Q_PENDING; /* on no list (complete.c, NO LIVE LIST) */
 	if (timeout_ns > 0) {
 		r->deadline = rcpi_now_ns() + (uint64_t)timeout_ns;
 		if (rpci_timer_add(rpc, r)) {

@@ -77,6 +77,24 @@ static int sub_hdr(const unsigned char *msg, size_t len, size_t off, int kind, s
 	return swapped;
 }
 
+/* The first 8 bytes of a header (order, kind, version, flags) as one
+ * word, as they lie in memory on this host.  WORD (session 20): a header
+ * of our order whose word, F_TIME masked, is hdr_word(kind, 0) is good if
+ * its payload fits: checked in one compare, not field by field (sub_hdr
+ * cost ~33 instructions a call on each side, perf/rpc_instr.sh).  Any
+ * other header (foreign order, F_OVF, unknown flags, a bad field) takes
+ * sub_hdr's rules, unchanged. */
+static inline uint64_t hdr_word(int kind, uint16_t flags)
+{
+	struct rpc_hdr h = {.order = RPC_ORDER,
+	                    .kind = (uint8_t)kind,
+	                    .version = RPC_VERSION,
+	                    .flags = flags};
+	uint64_t w;
+	memcpy(&w, &h, sizeof w);
+	return w;
+}
+
 /* Checks a whole received message of KIND before anything in it is used:
  * 0 and the number of messages in *N, or -1 (bad_msgs counted once).
  * Once it passed, its headers are read with rpci_hdr_read (rpc_int.h):
@@ -87,12 +105,27 @@ int rpci_msg_check(rcp_rpc *rpc, const unsigned char *msg, const struct rcp_stat
                    uint32_t *n)
 {
 	struct rpc_hdr h;
+	const uint64_t want = hdr_word(kind, 0), mask = ~(hdr_word(0, F_TIME) ^ hdr_word(0, 0));
+	uint32_t k = 0;
 	*n = 0;
 	if (st->len < HDR_LEN || st->len > rpc->msg_max)
 		goto bad;
-	for (size_t off = 0; off < st->len; off += HDR_LEN + h.len, ++*n)
+	for (size_t off = 0; off < st->len; off += HDR_LEN + h.len, k++) {
+		uint64_t w;
+		/* WORD: our byte order, KIND, our version, flags 0 or F_TIME,
+		 * and the payload inside the message: all sub_hdr would accept
+		 * of such a header, in one compare */
+		if (RCPI_LIKELY(st->len - off >= HDR_LEN)) {
+			memcpy(&w, msg + off, sizeof w);
+			memcpy(&h.len, msg + off + offsetof(struct rpc_hdr, len), sizeof h.len);
+			if (RCPI_LIKELY((w & mask) == want &&
+			                (size_t)h.len <= st->len - off - HDR_LEN))
+				continue;
+		}
 		if (sub_hdr(msg, st->len, off, kind, &h) < 0)
 			goto bad;
+	}
+	*n = k;
 	return 0;
 bad:
 	rpc->st.bad_msgs++;

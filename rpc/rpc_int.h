@@ -113,7 +113,6 @@ struct peer {
 	rcp_chan *ch;
 	struct blist posted;      /* response receives */
 	uint32_t expect;          /* responses that may still come */
-	struct rcp_rpc_req *live; /* pending requests (list) */
 	int failed;
 	struct rfp_cli *rfp; /* remote fetch, if attached */
 	int rfp_state;       /* 0 unknown, 1 attaching, 2 attached, -1 none */
@@ -144,7 +143,6 @@ struct rcp_rpc_req {
 	uint32_t rfp_slot;                 /* RFP slot + 1, 0: reply mode */
 	uint32_t hidx;                     /* deadline heap index + 1, 0: none */
 	uint32_t qgen;                     /* queued in its peer's batch qgen - 1 */
-	struct rcp_rpc_req *pnext, *pprev; /* peer's live list */
 	struct rcp_rpc_req *dnext;         /* done queue / free list */
 };
 
