@@ -392,7 +392,10 @@ static RCPI_HOT_INLINE void slot_acked(rcp_chan *ch, struct slot *s, uint64_t no
 			ch->rttvar = (3 * ch->rttvar + d) / 4;
 			ch->srtt = (7 * ch->srtt + sample) / 8;
 		}
-		if (!ch->min_rtt || sample < ch->min_rtt)
+		/* A sample of 0 is the endpoint's cached clock (one progress
+		 * sent and took the ack), not a path: it would read as "none
+		 * yet" and RACK's window would flip between 0 and a path's. */
+		if (sample && (!ch->min_rtt || sample < ch->min_rtt))
 			ch->min_rtt = sample;
 		st->rtt_sum_ns += sample;
 		st->pipe_sum += ch->tx_next - ch->tx_una - ch->sacked_out;
