@@ -136,7 +136,7 @@ struct pr_peer {
 	 * 0: none yet): a precv of any tag posts its receive ahead for it
 	 * (recv.c, the fast path) */
 	uint64_t last_rtag1;
-	uint64_t recheck_ns;  /* PR_STOCK: when to look in the mailbox again */
+	uint64_t recheck_ns; /* PR_STOCK: when to look in the mailbox again */
 	uint64_t backoff_ns;
 	struct pr_ctxstate *cs;
 	int ncs, capcs;

@@ -265,12 +265,12 @@ struct rcp_chan {
 	uint64_t srtt, rttvar, rto;
 	uint64_t min_rtt;             /* least RTT sample (0: none yet): RACK's reordering window */
 	uint64_t rack_xmit, rack_rtt; /* newest frame delivered: when sent, its RTT (RACK) */
-	uint64_t rto_base; /* last time the cumulative ack advanced */
-	uint64_t rack_at;  /* when a hole below the highest sack turns lost */
-	uint64_t tlp_at;   /* tail-loss probe due (0: none armed) */
-	int tlp_probes;    /* probes since the last new frame: each waits twice as long */
-	int wnd_told;      /* a full header (it carries wnd) was acked: compact ones may go */
-	uint64_t last_tx;  /* last time a new reliable frame went out */
+	uint64_t rto_base;            /* last time the cumulative ack advanced */
+	uint64_t rack_at;             /* when a hole below the highest sack turns lost */
+	uint64_t tlp_at;              /* tail-loss probe due (0: none armed) */
+	int tlp_probes;   /* probes since the last new frame: each waits twice as long */
+	int wnd_told;     /* a full header (it carries wnd) was acked: compact ones may go */
+	uint64_t last_tx; /* last time a new reliable frame went out */
 	int backoff;
 	uint32_t tx_msg_next;  /* next message id to assign */
 	uint32_t tx_msg_start; /* next message id whose first frame goes out */

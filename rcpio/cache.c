@@ -954,7 +954,8 @@ void rcpio_cache_finalize(void)
 		        g.c.dropped_stale, g.c.commits, g.c.rollbacks, g.c.bg_writebacks,
 		        ns.queries_served, ns.puts_served, ns.puts_failed, ns.held_bytes, ns.probes,
 		        ns.fillers_lost, g.c.hinted, g.c.hints_stale, g.c.hints_ahead,
-		        ns.queries_sent, ns.pulls_mapped, ns.pools_mapped, g.pinfo.committed, g.pinfo.refused, g.pinfo.rolled_back);
+		        ns.queries_sent, ns.pulls_mapped, ns.pools_mapped, g.pinfo.committed,
+		        g.pinfo.refused, g.pinfo.rolled_back);
 	}
 	if (g.wb_on) {
 		pthread_mutex_lock(&g.lock);

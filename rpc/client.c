@@ -448,7 +448,7 @@ int rcp_rpc_forward(rcp_rpc *rpc, rcp_chan *ch, uint64_t id, const void *in, voi
 sent:
 	if (!rpc->depth && p->expect > p->flight)
 		p->flight = p->expect; /* HALVES, batch.c */
-	r->state = Q_PENDING; /* on no list (complete.c, NO LIVE LIST) */
+	r->state = Q_PENDING;          /* on no list (complete.c, NO LIVE LIST) */
 	if (timeout_ns > 0) {
 		r->deadline = rcpi_now_ns() + (uint64_t)timeout_ns;
 		if (rpci_timer_add(rpc, r)) {

@@ -30,7 +30,8 @@
  * receive), and the counters of a call that held one or failed: apart
  * from rpci_done, so that a call completing with none of them and status 0
  * runs a path that saves no registers (LEAN below). */
-static __attribute__((noinline, cold)) void done_rare(rcp_rpc *rpc, struct rcp_rpc_req *r, int status)
+static __attribute__((noinline, cold)) void done_rare(rcp_rpc *rpc, struct rcp_rpc_req *r,
+                                                      int status)
 {
 	if (r->rfp_slot) {
 		rfp_cli_abandon(rpc, r->peer, r->rfp_slot);

@@ -86,10 +86,8 @@ static int sub_hdr(const unsigned char *msg, size_t len, size_t off, int kind, s
  * sub_hdr's rules, unchanged. */
 static inline uint64_t hdr_word(int kind, uint16_t flags)
 {
-	struct rpc_hdr h = {.order = RPC_ORDER,
-	                    .kind = (uint8_t)kind,
-	                    .version = RPC_VERSION,
-	                    .flags = flags};
+	struct rpc_hdr h = {
+	    .order = RPC_ORDER, .kind = (uint8_t)kind, .version = RPC_VERSION, .flags = flags};
 	uint64_t w;
 	memcpy(&w, &h, sizeof w);
 	return w;

@@ -111,8 +111,8 @@ struct outq {
 
 struct peer {
 	rcp_chan *ch;
-	struct blist posted;      /* response receives */
-	uint32_t expect;          /* responses that may still come */
+	struct blist posted; /* response receives */
+	uint32_t expect;     /* responses that may still come */
 	int failed;
 	struct rfp_cli *rfp; /* remote fetch, if attached */
 	int rfp_state;       /* 0 unknown, 1 attaching, 2 attached, -1 none */
@@ -140,10 +140,10 @@ struct rcp_rpc_req {
 	struct rbuf *resp;       /* response held while OUT is in use */
 	unsigned char *ovf_resp; /* overflowed response payload */
 	struct aux *ovf_aux;
-	uint32_t rfp_slot;                 /* RFP slot + 1, 0: reply mode */
-	uint32_t hidx;                     /* deadline heap index + 1, 0: none */
-	uint32_t qgen;                     /* queued in its peer's batch qgen - 1 */
-	struct rcp_rpc_req *dnext;         /* done queue / free list */
+	uint32_t rfp_slot;         /* RFP slot + 1, 0: reply mode */
+	uint32_t hidx;             /* deadline heap index + 1, 0: none */
+	uint32_t qgen;             /* queued in its peer's batch qgen - 1 */
+	struct rcp_rpc_req *dnext; /* done queue / free list */
 };
 
 struct rcp_rpc_handle {

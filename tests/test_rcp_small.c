@@ -750,14 +750,10 @@ static void t_plain_word(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(t_small_done_at_once),
-	    cmocka_unit_test(t_small_detached),
-	    cmocka_unit_test(t_direct_order),
-	    cmocka_unit_test(t_next_receive),
-	    cmocka_unit_test(t_next_receive_big),
-	    cmocka_unit_test(t_express),
-	    cmocka_unit_test(t_express_acks),
-	    cmocka_unit_test(t_plain_word),
+	    cmocka_unit_test(t_small_done_at_once), cmocka_unit_test(t_small_detached),
+	    cmocka_unit_test(t_direct_order),       cmocka_unit_test(t_next_receive),
+	    cmocka_unit_test(t_next_receive_big),   cmocka_unit_test(t_express),
+	    cmocka_unit_test(t_express_acks),       cmocka_unit_test(t_plain_word),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

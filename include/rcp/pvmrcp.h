@@ -84,15 +84,15 @@ long pvm_rcp_packed_sent(int reset);
 int pvm_rcp_upkstats(unsigned long *adopted, unsigned long *served, unsigned long *built);
 
 struct pvm_rcp_waitstats {
-	unsigned long long waits;     /* waits that did not end at the first look */
-	unsigned long long polls;     /* looks at the transports while waiting */
-	unsigned long long yields;    /* sched_yield calls */
-	unsigned long long sleeps;    /* sleeps on the endpoints' and pvmd's fds */
-	unsigned long long max_run;   /* most looks in a row, past the few microseconds
+	unsigned long long waits;      /* waits that did not end at the first look */
+	unsigned long long polls;      /* looks at the transports while waiting */
+	unsigned long long yields;     /* sched_yield calls */
+	unsigned long long sleeps;     /* sleeps on the endpoints' and pvmd's fds */
+	unsigned long long max_run;    /* most looks in a row, past the few microseconds
 	                               alone, without yielding or sleeping */
-	unsigned long long crowded;   /* yields that kept this task off the CPU long
+	unsigned long long crowded;    /* yields that kept this task off the CPU long
 	                               (other tasks want it: sleep rather than yield) */
-	unsigned long long nic_polls; /* the first endpoint's nic polls, waiting or not:
+	unsigned long long nic_polls;  /* the first endpoint's nic polls, waiting or not:
 	                                 one per look (polls) and a few per message */
 	unsigned long long unexpected; /* the first endpoint's messages that found no
 	                                  receive posted (buffered, copied out later) */

@@ -180,7 +180,7 @@ struct verbs_nic {
 	size_t reg_bytes;
 	int watch;          /* memwatch.c: 1 open, -1 unavailable, 0 not tried */
 	uint64_t watch_seq; /* ranges taken from it so far */
-	struct vb_mr *mrs; /* peers' regions, for close */
+	struct vb_mr *mrs;  /* peers' regions, for close */
 	struct rcpi_vb_rma_stats rs;
 };
 

@@ -220,9 +220,9 @@ int rcpi_xdp_err(const char *what, int err);
 #define XDP_BURST    64
 #define XDP_STASH    32 /* released RX buffers returned to the fill ring at a time (rx.c) */
 #define XDP_PEERS    1024
-#define XDP_BLOB     7u /* id + MAC */
-#define XDP_KICKS    64 /* kicks per flush before RCP_EAGAIN */
-#define XDP_MINFRAME 60 /* what a link pads a short frame to (no FCS) */
+#define XDP_BLOB     7u     /* id + MAC */
+#define XDP_KICKS    64     /* kicks per flush before RCP_EAGAIN */
+#define XDP_MINFRAME 60     /* what a link pads a short frame to (no FCS) */
 #define XDP_SOLO_NS  50000u /* a waiter's time alone (above, "Sleeping") */
 #define XDP_RXROOM   (XDP_FRAME - XDP_PACKET_HEADROOM) /* frame bytes per RX buffer */
 #define XDP_SEGS     4                       /* buffers per frame at most (multi-buffer) */
