@@ -46,6 +46,7 @@
 #include "pvm-glue/inplace.h"
 #include "pvm-glue/packed.h"
 #include "pvm-glue/upk.h"
+#include "pvm-glue/real.h"
 
 struct piece {
 	const void *p;
@@ -214,16 +215,6 @@ void pvmrcpi_ip_malloc_setup(void)
 }
 
 /* ---- the wrappers ---- */
-
-/* The next definition of FN after ours (libpvm3's), found once. */
-#define REAL(fn)                                                                                   \
-	static __typeof__(fn) *real_;                                                              \
-	if (!real_)                                                                                \
-		*(void **)&real_ = dlsym(RTLD_NEXT, #fn);                                          \
-	if (!real_) {                                                                              \
-		return PvmSysErr;                                                                  \
-	}                                                                                          \
-	(void)0
 
 int pvm_initsend(int enc)
 {

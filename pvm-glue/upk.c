@@ -46,6 +46,7 @@
 
 #include "pvm-glue/glue.h"
 #include "pvm-glue/upk.h"
+#include "pvm-glue/real.h"
 
 struct lz {
 	int bufid, stamp;
@@ -58,16 +59,6 @@ static struct lz *lzs;
 static int nlz, caplz;
 static unsigned stamps;
 unsigned long pvmrcpi_upk_adopted, pvmrcpi_upk_served, pvmrcpi_upk_built;
-
-/* The next definition of FN after ours (libpvm3's), found once. */
-#define REAL(fn)                                                                                   \
-	static __typeof__(fn) *real_;                                                              \
-	if (!real_)                                                                                \
-		*(void **)&real_ = dlsym(RTLD_NEXT, #fn);                                          \
-	if (!real_) {                                                                              \
-		return PvmSysErr;                                                                  \
-	}                                                                                          \
-	(void)0
 
 static int real_setsbuf(int id)
 {

@@ -696,6 +696,22 @@ static inline void chan_touch(rcp_chan *ch, uint64_t now)
 		ch->last_heard = now;
 }
 
+/* An acked frame grows the window: a frame a round trip in slow start, a
+ * frame a window past ssthresh (cwnd in CWND_ONE fixed point); at the
+ * ring's size, as a small exchange soon is, it stays (send.c slot_acked,
+ * express.c's ack). */
+static inline void cwnd_grow(rcp_chan *ch)
+{
+	if (ch->cwnd < ch->nslots * CWND_ONE) {
+		if (ch->cwnd < ch->ssthresh)
+			ch->cwnd += CWND_ONE;
+		else
+			ch->cwnd += CWND_ONE * CWND_ONE / (ch->cwnd ? ch->cwnd : 1);
+		if (ch->cwnd > ch->nslots * CWND_ONE)
+			ch->cwnd = ch->nslots * CWND_ONE;
+	}
+}
+
 /* How far past tx_una CH may send (send.c, WINDOW).  cwnd counts only the
  * frames still in the network: a frame the peer selectively acked has left
  * it (sacked_out).  Counted from tx_una as before, one lost frame held the

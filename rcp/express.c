@@ -88,15 +88,7 @@ static RCPI_HOT_INLINE void express_ack(rcp_chan *ch, const struct rcpw_hdr *h, 
 	if ((uint32_t)(h->credits - ch->credits_granted) - 1u <
 	    (uint32_t)(ch->credits_used + 1000000 - ch->credits_granted))
 		ch->credits_granted = h->credits;
-	/* slot_acked: the window grows (at the ring's size it stays). */
-	if (ch->cwnd < ch->nslots * CWND_ONE) {
-		if (ch->cwnd < ch->ssthresh)
-			ch->cwnd += CWND_ONE;
-		else
-			ch->cwnd += CWND_ONE * CWND_ONE / (ch->cwnd ? ch->cwnd : 1);
-		if (ch->cwnd > ch->nslots * CWND_ONE)
-			ch->cwnd = ch->nslots * CWND_ONE;
-	}
+	cwnd_grow(ch);
 	ch->core->st.express_acks++;
 	s->in_use = 0; /* slot_free: no buffer */
 	ch->tx_una++;

@@ -412,15 +412,7 @@ static RCPI_HOT_INLINE void slot_acked(rcp_chan *ch, struct slot *s, uint64_t no
 		ch->rack_xmit = s->sent_at;
 		ch->rack_rtt = now - s->sent_at;
 	}
-	/* (At the ring's size, as a small exchange soon is, it stays.) */
-	if (ch->cwnd < ch->nslots * CWND_ONE) {
-		if (ch->cwnd < ch->ssthresh)
-			ch->cwnd += CWND_ONE;
-		else
-			ch->cwnd += CWND_ONE * CWND_ONE / (ch->cwnd ? ch->cwnd : 1);
-		if (ch->cwnd > ch->nslots * CWND_ONE)
-			ch->cwnd = ch->nslots * CWND_ONE;
-	}
+	cwnd_grow(ch);
 	if (s->hlen == RCPW_HLEN)
 		ch->wnd_told = 1;
 	s->req = NULL;
