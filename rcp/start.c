@@ -131,25 +131,16 @@ static __attribute__((noinline)) const unsigned char *gv_frame(rcp_chan *ch, rcp
 	return inl;
 }
 
-/* Gather send R of one frame: gathered into the frame (GATHER SENDS).
- * Returns 0, RCP_EAGAIN, or 1 (no memory: nothing changed). */
-static __attribute__((noinline)) int gv_eager(rcp_chan *ch, rcp_req *r, uint64_t now)
+/* R whole in one eager frame from DATA (OWN: the pool buffer DATA is, or
+ * NULL; INL: payload copied into the slot); AT_ONCE: R completes now (its
+ * bytes are ours), else on the peer's ack (ACKREQ).  Both eager starts
+ * below end here. */
+static RCPI_HOT_INLINE int eager_one(rcp_chan *ch, rcp_req *r, const void *data, unsigned char *own,
+                                     int inl, int at_once, uint64_t now)
 {
-	rcpc_core *c = ch->core;
-	unsigned char *own = NULL, *dst = slot_of(ch, ch->tx_next)->inl;
-	int at_once = !r->sync;
-	struct slot *s;
-
-	if (r->total > INLINE_CAP) {
-		if (!(own = rcpi_buf_get(c)))
-			return 1;
-		c->sendbuf_used += c->payload_max;
-		dst = own;
-	}
-	gv_copy(r, 0, 0, 0, dst, r->total);
-	s = rcpi_slot_new(ch, at_once ? NULL : r, RCPW_DATA,
-	                  RCPW_F_FIRST | RCPW_F_EAGER | (at_once ? 0 : RCPW_F_ACKREQ), r->msg,
-	                  r->tag, r->total, dst, (uint32_t)r->total, 0);
+	struct slot *s = rcpi_slot_new(ch, at_once ? NULL : r, RCPW_DATA,
+	                               RCPW_F_FIRST | RCPW_F_EAGER | (at_once ? 0 : RCPW_F_ACKREQ),
+	                               r->msg, r->tag, r->total, data, (uint32_t)r->total, inl);
 	s->own = own;
 	if (at_once) {
 		rcpi_complete(r, 0);
@@ -158,6 +149,24 @@ static __attribute__((noinline)) int gv_eager(rcp_chan *ch, rcp_req *r, uint64_t
 		list_add_tail(&ch->busyq, &r->link);
 	}
 	return rcpi_slot_send(ch, s, now);
+}
+
+/* Gather send R of one frame: gathered into the frame (GATHER SENDS).
+ * Returns 0, RCP_EAGAIN, or 1 (no memory: nothing changed). */
+static __attribute__((noinline)) int gv_eager(rcp_chan *ch, rcp_req *r, uint64_t now)
+{
+	rcpc_core *c = ch->core;
+	unsigned char *own = NULL, *dst = slot_of(ch, ch->tx_next)->inl;
+	int at_once = !r->sync;
+
+	if (r->total > INLINE_CAP) {
+		if (!(own = rcpi_buf_get(c)))
+			return 1;
+		c->sendbuf_used += c->payload_max;
+		dst = own;
+	}
+	gv_copy(r, 0, 0, 0, dst, r->total);
+	return eager_one(ch, r, dst, own, 0, at_once, now);
 }
 
 /* Receiver first, large message, RMA both ways: rather than one process
@@ -344,18 +353,7 @@ int rcpi_send_start(rcp_chan *ch, rcp_req *r, uint64_t now)
 			c->sendbuf_used += c->payload_max;
 		}
 		at_once = inl || own;
-		s = rcpi_slot_new(ch, at_once ? NULL : r, RCPW_DATA,
-		                  RCPW_F_FIRST | RCPW_F_EAGER | (at_once ? 0 : RCPW_F_ACKREQ),
-		                  r->msg, r->tag, r->total, own ? own : r->buf, (uint32_t)r->total,
-		                  inl);
-		s->own = own;
-		if (at_once) {
-			rcpi_complete(r, 0);
-		} else {
-			r->state = S_WAITACK;
-			list_add_tail(&ch->busyq, &r->link);
-		}
-		return rcpi_slot_send(ch, s, now);
+		return eager_one(ch, r, own ? own : r->buf, own, inl, at_once, now);
 	}
 	/* Rendezvous: request to send, with an RMA key when worth it. */
 	c->st.rndv_msgs++;
