@@ -211,7 +211,8 @@ static void t_mcast(void **state)
 		char s[128];
 		for (int i = 0; i < 2; i++) {
 			assert_int_equal(pr_mcn_pvm_group(pg[i], "vm/0", s, sizeof s), 0);
-			assert_int_equal(inet_pton(AF_INET6, s + 12, m2[i]), 1); /* after "verbs:mcast:" */
+			/* The MGID: after "verbs:mcast:". */
+			assert_int_equal(inet_pton(AF_INET6, s + 12, m2[i]), 1);
 			assert_int_equal(rcpi_umad_mc_join(sa, m2[i], 0x52435000u, &j[i], 200), 0);
 			assert_memory_equal(j[i].mgid, m2[i], 16);
 			printf("ibsim: PVM group \"%s\": joined %s: MLID 0x%04x\n", pg[i], s + 12,

@@ -38,7 +38,7 @@
 #define VB_CTL_IMM 0x52435243u
 #define VB_CTL_LEN 16u
 #define VB_CTLQ    32
-#define VB_PARKED  8 /* REQs kept from senders not yet peers (rc.c) */
+#define VB_PARKED  8              /* REQs kept from senders not yet peers (rc.c) */
 #define VB_RKEY    24u            /* packed remote key: see mr.c */
 #define VB_REGS    64             /* cached local registrations (mr.c) */
 #define VB_REG_MAX (256ull << 20) /* bytes the cache may pin */
