@@ -687,11 +687,12 @@ static void on_echo(rcp_rpc_handle *h, void *arg)
 /* RPC over verbs: nothing in rpc/ names a transport; what the endpoint's
  * nic can do decides (RMA: large arguments and results go by rendezvous,
  * here RDMA).  Echo calls of 8 B to 1 MiB, both endpoints progressed in
- * turn, every byte checked; from 128 KiB the call and its answer each
- * move by RDMA. */
+ * turn, every byte checked; from 128 KiB the call and its answer go by
+ * rendezvous, the first of them by frames while the RC QPs connect (on
+ * demand, session 21), the rest by RDMA. */
 /* RPC echo calls of 8 B to 1 MiB from an endpoint at CADDR to a server
  * at SADDR, bytes checked; MS, the model's counters (NULL on a device):
- * the calls and answers from 128 KiB moved by RDMA. */
+ * the calls and answers above 128 KiB moved by RDMA. */
 static void rpc_echo(const char *saddr, const char *caddr, struct mock_stats *ms)
 {
 	rcp_ep *se, *ce;
@@ -704,8 +705,8 @@ static void rpc_echo(const char *saddr, const char *caddr, struct mock_stats *ms
 
 	CHECK(buf);
 	/* The server takes channels it did not open (RCP_EP_ACCEPT): it adds
-	 * the client as a peer only after RCP's handshake, so the client's
-	 * first RC REQ finds it not knowing the client (rc.c). */
+	 * the client as a peer only after RCP's handshake (the RC QPs, made
+	 * at the first RMA since session 21, come after that). */
 	CHECK(rcp_ep_open(saddr, &ec, &se) == 0);
 	CHECK(rcp_ep_open(caddr, NULL, &ce) == 0);
 	CHECK(rcp_rpc_create(se, NULL, &srv) == 0 && rcp_rpc_create(ce, NULL, &cli) == 0);
