@@ -18,6 +18,7 @@
 #ifndef PVMRCP_MCGROUP_H
 #define PVMRCP_MCGROUP_H
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -58,6 +59,35 @@ static inline int pr_mcn_beside(const char *addr, char *out, size_t len)
 	if (!end || !strchr(addr, ':') || (size_t)(end - addr) + 2 > len)
 		return -1;
 	snprintf(out, len, "%.*s", (int)(end - addr + (at ? 0 : 1)), addr);
+	return 0;
+}
+
+/* The InfiniBand multicast group of PVM group NAME in SCOPE (the VM;
+ * session 21): "verbs:mcast:ff12:5243:7067:H:H:H:H:H", the MGID's last
+ * 80 bits a hash (FNV-1a, 64 bits, then 16 more) of SCOPE and NAME.  So
+ * every task of a VM derives the same group from the name alone, with no
+ * registry, and two PVM groups get two MGIDs: each HCA port is attached
+ * only to the groups its tasks joined, and the switches carry a group's
+ * datagrams only to its members' ports.  "7067" ("pg") keeps the derived
+ * groups clear of the VM-wide default (…:7076:6d63).  0, or -1 if OUT is
+ * too short. */
+static inline int pr_mcn_pvm_group(const char *name, const char *scope, char *out, size_t len)
+{
+	uint64_t h = 0xcbf29ce484222325ull, h2;
+	const char *parts[2] = {scope ? scope : "", name ? name : ""};
+
+	if (len < 52) /* the longest: 27 + 5 * 4 + 4 colons + NUL */
+		return -1;
+
+	for (int k = 0; k < 2; k++) {
+		for (const char *c = parts[k]; *c; c++)
+			h = (h ^ (unsigned char)*c) * 0x100000001b3ull;
+		h = (h ^ 0xff) * 0x100000001b3ull; /* "a","bc" differs from "ab","c" */
+	}
+	h2 = (h ^ (h >> 29)) * 0xbf58476d1ce4e5b9ull;
+	snprintf(out, len, "verbs:mcast:ff12:5243:7067:%x:%x:%x:%x:%x",
+	         (unsigned)(h >> 48) & 0xffff, (unsigned)(h >> 32) & 0xffff,
+	         (unsigned)(h >> 16) & 0xffff, (unsigned)h & 0xffff, (unsigned)(h2 >> 48) & 0xffff);
 	return 0;
 }
 

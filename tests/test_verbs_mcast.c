@@ -407,6 +407,85 @@ static void t_pvm_path(void **state)
 	free(buf);
 }
 
+/* Session 21: one multicast group per PVM group.  Each task derives the
+ * group of a PVM group from its name and the VM (pvm-glue/mcgroup.h,
+ * pr_mcn_pvm_group): the same name gives the same MGID everywhere,
+ * another name or another VM another one.  Tasks 1 and 2 join "workers",
+ * task 3 "io", task 0 "workers" to send; 150 KB to tasks 1 and 2 reaches
+ * both whole and not one datagram reaches task 3's port (the model's
+ * memberships: 4; task 3's layer took nothing, not even to drop it).
+ * Joined on first use, left on last: a second layer of "workers" in
+ * task 1 (same port) adds no SA membership, closing it keeps the port in
+ * the group, closing task 1's last one takes the port out. */
+static void t_pvm_groups(void **state)
+{
+	enum { T = 4, LEN = 150000 };
+	char ga[128], gb[128], gc[128], gd[128], names[T][16];
+	const char *np[2];
+	struct rcp_mcn_config c = {.scope = "vm/0"};
+	struct rcp_mcn_stats st = {0};
+	struct mock_stats *ms = mock_stats();
+	rcp_mcn *m[T], *again;
+	uint8_t *buf = malloc(LEN);
+	int status[2], rc = RCP_EAGAIN;
+	uint64_t id = 0;
+	long rounds = 0;
+
+	(void)state;
+	CHECK(buf);
+	test_fill(buf, LEN, g_seed);
+	CHECK(pr_mcn_pvm_group("workers", "vm/0", ga, sizeof ga) == 0);
+	CHECK(pr_mcn_pvm_group("io", "vm/0", gb, sizeof gb) == 0);
+	CHECK(pr_mcn_pvm_group("workers", "vm/1", gc, sizeof gc) == 0);
+	CHECK(pr_mcn_pvm_group("workers", "vm/0", gd, sizeof gd) == 0);
+	CHECK(!strcmp(ga, gd) && strcmp(ga, gb) && strcmp(ga, gc));
+	CHECK(!strncmp(ga, "verbs:mcast:ff12:5243:7067:", 27));
+	CHECK(pr_mcn_pvm_group("workers", "vm/0", gd, 20) == -1);
+	for (int i = 0; i < T; i++) {
+		char a[32];
+		snprintf(a, sizeof a, "verbs:mock%d:1", i);
+		snprintf(names[i], sizeof names[i], "t%x", 0x40001 + i);
+		c.group = i == 3 ? gb : ga;
+		c.self_id = names[i];
+		CHECK(rcp_mcn_open(a, &c, &m[i]) == 0);
+	}
+	CHECK(ms->mc_members == T); /* ports 0-2 in "workers", port 3 in "io" */
+	np[0] = names[1];
+	np[1] = names[2];
+	CHECK(rcp_mcn_send(m[0], np, 2, buf, LEN, &id) == 0);
+	while (rc == RCP_EAGAIN) {
+		CHECK(++rounds < 20000000);
+		for (int i = 0; i < T; i++)
+			rcp_mcn_progress(m[i]);
+		rc = rcp_mcn_send_status(m[0], status, 2);
+	}
+	CHECK(rc == 0 && status[0] == 0 && status[1] == 0);
+	for (int i = 1; i < 3; i++) {
+		void *got = NULL;
+		size_t len = 0;
+		CHECK(rcp_mcn_claim(m[i], id, &got, &len) == 0);
+		CHECK(len == LEN && test_check(got, LEN, g_seed) < 0);
+		free(got);
+	}
+	CHECK(rcp_mcn_get_stats(m[3], &st) == 0);
+	CHECK(st.data_recv == 0 && st.foreign_recv == 0 && st.dup_recv == 0 && st.bad_recv == 0);
+	CHECK(ms->mc_unrouted == 0);
+	/* Join on first use, leave on last (nic/verbs/mcjoin.c). */
+	c.group = ga;
+	c.self_id = names[1];
+	CHECK(rcp_mcn_open("verbs:mock1:1", &c, &again) == 0);
+	CHECK(ms->mc_members == T);
+	rcp_mcn_close(again);
+	CHECK(ms->mc_members == T);
+	rcp_mcn_close(m[1]);
+	CHECK(ms->mc_members == T - 1);
+	for (int i = 0; i < T; i++)
+		if (i != 1)
+			rcp_mcn_close(m[i]);
+	CHECK(ms->mc_members == 0 && mock_live() == 0);
+	free(buf);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -415,6 +494,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(t_members, setup8, teardown),
 	    cmocka_unit_test_setup_teardown(t_repair_faults, setup8, teardown),
 	    cmocka_unit_test_setup_teardown(t_pvm_path, setup8, teardown),
+	    cmocka_unit_test_setup_teardown(t_pvm_groups, setup8, teardown),
 	};
 	g_seed = test_seed(0x5eed25);
 	setenv("RCP_FAULTS", "", 1);

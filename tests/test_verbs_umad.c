@@ -23,6 +23,7 @@
 
 #include "common/rcp_common.h"
 #include "nic/verbs/umad.h"
+#include "pvm-glue/mcgroup.h"
 #include "testutil.h"
 
 #define MGID_RCP "ff12:5243:5000::17"
@@ -200,6 +201,28 @@ static void t_mcast(void **state)
 	assert_int_equal(rcpi_umad_mc_join(sa, mgid, 0x52435000u, &g2, 200), 0);
 	assert_true(g2.mlid >= 0xc000);
 	assert_int_equal(rcpi_umad_mc_leave(sa, mgid, 200), 0);
+	/* Session 21: the groups of two PVM groups (pvm-glue/mcgroup.h), MGIDs
+	 * derived from their names: two groups for the SA, two MLIDs, each
+	 * left on its own. */
+	{
+		const char *pg[2] = {"workers", "io"};
+		uint8_t m2[2][16];
+		struct rcpi_umad_mcgroup j[2];
+		char s[128];
+		for (int i = 0; i < 2; i++) {
+			assert_int_equal(pr_mcn_pvm_group(pg[i], "vm/0", s, sizeof s), 0);
+			/* The MGID: after "verbs:mcast:". */
+			assert_int_equal(inet_pton(AF_INET6, s + 12, m2[i]), 1);
+			assert_int_equal(rcpi_umad_mc_join(sa, m2[i], 0x52435000u, &j[i], 200), 0);
+			assert_memory_equal(j[i].mgid, m2[i], 16);
+			printf("ibsim: PVM group \"%s\": joined %s: MLID 0x%04x\n", pg[i], s + 12,
+			       (unsigned)j[i].mlid);
+		}
+		assert_true(j[0].mlid != j[1].mlid && j[0].mlid >= 0xc000 && j[1].mlid >= 0xc000);
+		assert_int_equal(rcpi_umad_mc_leave(sa, m2[0], 200), 0);
+		assert_int_equal(rcpi_umad_mc_leave(sa, m2[0], 200), RCP_ENOENT);
+		assert_int_equal(rcpi_umad_mc_leave(sa, m2[1], 200), 0);
+	}
 }
 
 static int umad_tests(void)

@@ -670,6 +670,7 @@ static struct ibv_qp *m_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *a)
 		a->cap.max_inline_data = mock_cfg.max_inline;
 	q->max_inline = a->cap.max_inline_data;
 	mock_qps[slot] = q;
+	mock_st.rc_qps += a->qp_type == IBV_QPT_RC;
 	live++;
 	return &q->qp;
 }

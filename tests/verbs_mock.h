@@ -42,6 +42,7 @@ struct mock_stats {
 	uint64_t err_cqes, flush_cqes;
 	uint64_t events;                              /* completion events raised */
 	uint64_t resets;                              /* QPs moved to RESET */
+	uint64_t rc_qps;                              /* RC QPs created (session 21) */
 	uint64_t max_sq_used;                         /* deepest send queue seen */
 	uint64_t rdma_writes, rdma_reads, rdma_bytes; /* RC work done (verbs_mock_rc.c) */
 	uint64_t mc_sends;    /* datagrams sent to a group (verbs_mock_mc.c) */

@@ -139,6 +139,7 @@ static void at_fork_child(void)
 		return;
 	side = 1;
 	memset(&wst, 0, sizeof wst);
+	memset(mock_stats(), 0, sizeof *mock_stats()); /* the child's own counts */
 	while (recv(sp[1], NULL, 0, MSG_DONTWAIT | MSG_TRUNC) >= 0)
 		; /* a previous child's leftovers */
 	mock_qpn_base(SIDE1_QPN + 0x100);

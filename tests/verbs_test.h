@@ -31,7 +31,7 @@ static inline struct rcpi_vb_rma_stats rma_stats(rcp_nic *n)
 	return s;
 }
 
-/* Both receive, three turns each: the RC handshake's datagrams (REQ,
+/* Both receive, three turns each: an RC handshake's datagrams (REQ,
  * REP, the REQ sent again) are carried through. */
 static inline void pair_recv_turns(struct pair *p)
 {

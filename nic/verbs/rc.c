@@ -24,19 +24,24 @@
  * Layout (VB_CTL_LEN = 16 bytes, big endian): 0 type (1 REQ, 2 REP),
  * 1 version (1), 2 zero (2), 4 QPN, 8 PSN, 12 QPN answered (REP) or 0.
  *
- * When.  A synchronous get/put (nic.h) must not wait for the peer's CPU:
- * in a single thread driving both ends (tests, and any pair of endpoints
- * progressed in turn) it would wait forever.  So the out QP is made and
- * its REQ sent when the peer is added (verbs.c), and the handshake
- * completes in the background, in rcp_nic_recv, while RCP's own handshake
- * and the RTS or READY carrying a key go by: by the first transfer the QP
- * is usually up (else: below).  A REQ from a sender not yet added as a
- * peer is dropped (the source QPN and LID are the HCA's, but only peers
- * get QPs); the sender resends it, at once when it gets the peer's own
- * REQ (then the peer knows it), and on a timer (1 ms doubling to 64 ms,
- * checked in recv while any connection is waiting) for lost datagrams;
- * after REQ_TRIES (~1 s) it stops, and a transfer to that peer starts a
- * new connection.
+ * When.  On demand (session 21): the out QP is made, and its REQ sent,
+ * by the first get/put to the peer, not when the peer is added; a peer
+ * that only exchanges datagrams never costs an RC QP (an HCA holds a
+ * context per QP, and a process of N peers would otherwise hold 2N).
+ * Until session 20 the QP was made at peer add so that it would be up by
+ * the first transfer; now that first transfer finds it not up and falls
+ * back (below), and the handshake completes in the background, in
+ * rcp_nic_recv/pending/arm, while the fallback's frames go by.  A REQ
+ * from a sender not yet added as a peer is dropped (the source QPN and
+ * LID are the HCA's, but only peers get QPs); the sender resends it, at
+ * once when it gets the peer's own REQ (then the peer knows it), and on a
+ * timer (1 ms doubling to 64 ms, checked in recv while any connection is
+ * waiting) for lost datagrams; after REQ_TRIES (~1 s) it stops, and a
+ * transfer to that peer starts a new connection.  The dropped REQ is also
+ * kept (the last VB_PARKED senders', rcpi_vb_rc_park) and answered when
+ * its sender is added: a server adds a client when RCP's handshake
+ * accepts its channel, after the client's first transfer sent the REQ, and
+ * never sends one of its own that would bring it again.
  *
  * A get/put that finds the out QP not up takes what the UD QP holds (a
  * REP may be there) and, if it is still not up, answers RCP_ENOTSUP at
@@ -148,6 +153,7 @@ static struct vb_rc *rc_new(struct verbs_nic *v, int remote)
 	if (v->api->modify_qp(rc->qp, &a,
 	                      IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
 		goto fail;
+	v->rs.rc_made++;
 	return rc;
 fail:
 	rcpi_warn("verbs: %s: making an RC queue pair failed", v->dev);
@@ -292,6 +298,66 @@ void rcpi_vb_rc_ctl(struct verbs_nic *v)
 			v->rs.ctl_dropped++;
 	}
 	v->nctl = 0;
+}
+
+/* A REQ from SRC, no peer of ours (yet): kept, the latest per sender, in
+ * VB_PARKED slots, the oldest replaced.  With connections made on demand
+ * the side that accepts a channel may add its peer only after that peer's
+ * first REQ came, and may never send a REQ of its own to bring it again:
+ * without this the REQ's timer (1 ms and up) would be the only way. */
+void rcpi_vb_rc_park(struct verbs_nic *v, const struct vb_dest *src, const uint8_t *b)
+{
+	int i;
+
+	if (b[0] != CTL_REQ)
+		return;
+	for (i = 0; i < VB_PARKED; i++)
+		if (v->park[i].used && v->park[i].src.qpn == src->qpn &&
+		    v->park[i].src.lid == src->lid && !memcmp(v->park[i].src.gid, src->gid, 16))
+			break;
+	if (i == VB_PARKED) {
+		i = v->park_next;
+		v->park_next = (v->park_next + 1) % VB_PARKED;
+	}
+	v->park[i].src = *src;
+	v->park[i].used = 1;
+	memcpy(v->park[i].b, b, VB_CTL_LEN);
+}
+
+/* PEER just added: the REQ it sent before, if one was kept, is answered. */
+static int added(rcp_nic *nic, int rc, const int *peer)
+{
+	struct verbs_nic *v = vb_of(nic);
+	const struct vb_dest *d;
+
+	if (rc)
+		return rc;
+	d = &v->peers[*peer].d;
+	for (int i = 0; i < VB_PARKED; i++) {
+		struct vb_parked *k = &v->park[i];
+		if (!k->used || k->src.qpn != d->qpn || k->src.has_gid != d->has_gid ||
+		    (d->has_gid ? memcmp(k->src.gid, d->gid, 16) : k->src.lid != d->lid))
+			continue;
+		k->used = 0;
+		if (v->nctl == VB_CTLQ)
+			continue; /* the sender's timer brings it again */
+		v->ctl[v->nctl].peer = *peer;
+		memcpy(v->ctl[v->nctl].b, k->b, VB_CTL_LEN);
+		v->nctl++;
+		v->rs.parked++;
+		rcpi_vb_rc_ctl(v);
+	}
+	return 0;
+}
+
+int rcpi_vb_rc_peer_add(rcp_nic *nic, const void *blob, size_t len, int *peer)
+{
+	return added(nic, rcpi_vb_peer_add(nic, blob, len, peer), peer);
+}
+
+int rcpi_vb_rc_peer_add_str(rcp_nic *nic, const char *addr, int *peer)
+{
+	return added(nic, rcpi_vb_peer_add_str(nic, addr, peer), peer);
 }
 
 void rcpi_vb_rc_timers(struct verbs_nic *v)

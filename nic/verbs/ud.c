@@ -450,8 +450,11 @@ static __attribute__((noinline)) int take_ctl_slow(struct verbs_nic *v, struct i
 		if (ntohl(wc[i].imm_data) != VB_CTL_IMM || wc[i].byte_len != VB_GRH + VB_CTL_LEN ||
 		    peer < 0 || v->nctl == VB_CTLQ) {
 			/* From no peer of ours: connections are only for peers
-			 * added (rc.c); the sender retries if it is one soon. */
+			 * added (rc.c), which keeps the REQ for when it is. */
 			v->rs.ctl_dropped++;
+			if (peer < 0 && ntohl(wc[i].imm_data) == VB_CTL_IMM &&
+			    wc[i].byte_len == VB_GRH + VB_CTL_LEN)
+				rcpi_vb_rc_park(v, &d, slot_ptr(v, slot) + VB_RXPAD + VB_GRH);
 		} else {
 			v->ctl[v->nctl].peer = peer;
 			memcpy(v->ctl[v->nctl].b, slot_ptr(v, slot) + VB_RXPAD + VB_GRH,

@@ -415,25 +415,6 @@ static int vb_arm(rcp_nic *nic)
 	return frames_pending(nic) ? RCP_EAGAIN : 0;
 }
 
-/* A new peer's RC QP starts connecting at once (rc.c, CONNECTIONS); a
- * failure there leaves the peer usable for frames, and a transfer tries
- * again. */
-static int vb_peer_add(rcp_nic *nic, const void *blob, size_t len, int *peer)
-{
-	int rc = rcpi_vb_peer_add(nic, blob, len, peer);
-	if (!rc && !vb_of(nic)->peers[*peer].d.mc)
-		(void)rcpi_vb_rc_start(vb_of(nic), *peer);
-	return rc;
-}
-
-static int vb_peer_add_str(rcp_nic *nic, const char *addr, int *peer)
-{
-	int rc = rcpi_vb_peer_add_str(nic, addr, peer);
-	if (!rc && !vb_of(nic)->peers[*peer].d.mc)
-		(void)rcpi_vb_rc_start(vb_of(nic), *peer);
-	return rc;
-}
-
 static int vb_peer_remove(rcp_nic *nic, int peer)
 {
 	struct verbs_nic *v = vb_of(nic);
@@ -466,8 +447,8 @@ const struct rcpi_nic_ops rcpi_nic_verbs_ops = {
     .query = vb_query,
     .addr_str = rcpi_vb_addr_str,
     .addr_blob = rcpi_vb_addr_blob,
-    .peer_add = vb_peer_add,
-    .peer_add_str = vb_peer_add_str,
+    .peer_add = rcpi_vb_rc_peer_add,
+    .peer_add_str = rcpi_vb_rc_peer_add_str,
     .peer_remove = vb_peer_remove,
     .send = rcpi_vb_send,
     .flush = rcpi_vb_flush,

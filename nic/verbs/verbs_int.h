@@ -38,6 +38,7 @@
 #define VB_CTL_IMM 0x52435243u
 #define VB_CTL_LEN 16u
 #define VB_CTLQ    32
+#define VB_PARKED  8              /* REQs kept from senders not yet peers (rc.c) */
 #define VB_RKEY    24u            /* packed remote key: see mr.c */
 #define VB_REGS    64             /* cached local registrations (mr.c) */
 #define VB_REG_MAX (256ull << 20) /* bytes the cache may pin */
@@ -82,6 +83,13 @@ struct vb_ctl {
 	uint8_t b[VB_CTL_LEN];
 };
 
+/* A REQ from a sender not yet added as a peer, kept for when it is. */
+struct vb_parked {
+	struct vb_dest src;
+	uint8_t used;
+	uint8_t b[VB_CTL_LEN];
+};
+
 /* A cached local registration (mr.c). */
 struct vb_reg {
 	uintptr_t lo, hi;
@@ -97,6 +105,8 @@ struct rcpi_vb_rma_stats {
 	uint64_t ctl_dropped; /* malformed or unattributable control datagrams */
 	uint64_t ctl_sent, connects, accepts;
 	uint64_t gave_up; /* connections no answer came for (REQ_TRIES REQs) */
+	uint64_t rc_made; /* RC QPs made, out and in (on demand since session 21) */
+	uint64_t parked;  /* REQs kept from a sender not yet a peer, answered once it is */
 	uint64_t not_yet; /* transfers refused at once (RCP_ENOTSUP): the out QP not up yet */
 	uint64_t reg_hits, reg_misses, reg_evicted, reg_invalidated;
 	uint64_t reg_unmapped;  /* entries dropped: their memory was unmapped (memwatch.c) */
@@ -172,6 +182,8 @@ struct verbs_nic {
 	uint8_t rd_atom;
 	struct vb_ctl ctl[VB_CTLQ];
 	int nctl;
+	struct vb_parked park[VB_PARKED];
+	int park_next;
 	int rc_waiting; /* out connections not up yet */
 	uint64_t rma_seq;
 	struct vb_reg regs[VB_REGS];
@@ -239,6 +251,9 @@ uint64_t rcpi_vb_watch_events(void);
 
 /* rc.c */
 int rcpi_vb_rc_start(struct verbs_nic *v, int peer);
+void rcpi_vb_rc_park(struct verbs_nic *v, const struct vb_dest *src, const uint8_t *b);
+int rcpi_vb_rc_peer_add(rcp_nic *nic, const void *blob, size_t len, int *peer);
+int rcpi_vb_rc_peer_add_str(rcp_nic *nic, const char *addr, int *peer);
 void rcpi_vb_rc_drop(struct verbs_nic *v, int peer);
 void rcpi_vb_rc_ctl(struct verbs_nic *v);
 void rcpi_vb_rc_timers(struct verbs_nic *v);
