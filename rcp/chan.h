@@ -317,7 +317,7 @@ struct rcpc_core {
 	struct rcpc_io io;
 	void *owner;
 	uint32_t payload_max; /* mtu - header */
-	uint32_t small_max;   /* min(inline_max, payload_max): SMALL SENDS (core.c) */
+	uint32_t small_max;   /* min(inline_max, payload_max): SMALL SENDS (isend.c) */
 	struct list chans;
 	struct list dirty; /* channels rcpi_chan_flush() must look at (FLUSH) */
 	/* Posted receives (R_POSTED / R_READY) are by channel (rcp_chan.direct
@@ -583,7 +583,7 @@ static inline void rx_set(rcp_chan *ch, uint32_t seq, int v)
 	}
 }
 
-/* PLAIN (session 20, chan2).  The express paths (express.c, core.c
+/* PLAIN (session 20, chan2).  The express paths (express.c, isend.c
  * send_small) leave a channel to the general path while any part of its
  * "unusual" state is set: failed, accepted (HANDSHAKE), frames held past a
  * gap, a receive promised by READY, frames the nic refused, selective

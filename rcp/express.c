@@ -189,7 +189,7 @@ RCPI_HOT_INLINE rcp_chan *rcpi_input_express(rcpc_core *c, int peer, const void 
 #endif
 }
 
-/* The slot of a whole small message sent express (core.c send_small,
+/* The slot of a whole small message sent express (isend.c send_small,
  * when rcpi_slot_express_ok): rcpi_slot_new's work for this one shape,
  * with the compact header written as it goes on the wire (little-endian,
  * no CRC, the peer's epoch named) rather than filled in host order,

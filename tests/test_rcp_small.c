@@ -1,5 +1,5 @@
 /*
- * tests/test_rcp_small.c — the small-message path (rcp/core.c, SMALL
+ * tests/test_rcp_small.c — the small-message path (rcp/isend.c, SMALL
  * SENDS): a send of one inline frame with nothing ahead of it is done when
  * rcpc_isend returns, with its own status, and needs no request when
  * detached; but never past what the general path would refuse (no credit
