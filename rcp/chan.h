@@ -128,6 +128,7 @@ struct rcp_req {
 	uint8_t sync;    /* send: complete on ack only (rcpc_issend) */
 	uint8_t own_buf; /* send: buf is the library's copy, freed with the request */
 	uint8_t rma;     /* RMA_BUSY, RMA_PEER (rmaq.c, RMA EVENTS) */
+	uint8_t sent;    /* lives on core->free_sent (isend.c, SENT REQUESTS) */
 	int error;       /* done: its status; before, the first error of its RMA transfer */
 	uint64_t tag;
 	unsigned char *buf; /* send: const in spirit */
@@ -330,6 +331,7 @@ struct rcpc_core {
 	rcp_chan **by_peer;
 	int npeers;
 	rcp_req *free_reqs;
+	rcp_req *free_sent; /* finished small sends' requests (isend.c, SENT REQUESTS) */
 	struct list free_unexp; /* unexp records for reuse */
 	void **req_slabs;
 	int nslabs;

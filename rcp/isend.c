@@ -74,26 +74,45 @@ static RCPI_HOT_INLINE int send_small(rcp_chan *ch, uint64_t tag, const void *bu
 	return 1;
 }
 
-/* A send request born finished (SMALL SENDS): from the pool, with only
- * the fields a finished send is read by (rcpc_req_done, a callback's
- * status, cancel, multicast's fold) set; counted as completed for the
+/* SENT REQUESTS.  A small send's request is born finished (SMALL SENDS)
+ * and is read only as a finished send is (rcpc_req_done and the
+ * callback's status: error, chan, tag, total; cancel, which finds it
+ * done; multicast's fold).  Such requests are kept apart, on the core's
+ * free_sent list, with the fields no finished send changes (core, kind,
+ * state Q_DONE, error 0, own_buf, src, mr, parent and cb NULL) left as
+ * they are: taking one writes its channel, tag and length only, and
+ * rcpi_req_free puts it back there (r->sent, set for good: it never
+ * returns to the general pool, whose rcpi_req_alloc would give it any
+ * other shape).  A callback given to one after it finished
+ * (rcpc_req_set_cb) is the one field that moves; the free clears it.
+ * (Session 21, chan3: the finished-send token of session 20's notes,
+ * without an API change: -~18 instructions per 8 B round trip.)  The
+ * list grows to the most such requests held at once; they stay in the
+ * pool's slabs, freed with the core.  Counted as completed for the
  * progress that follows, as rcpi_complete would. */
 static RCPI_HOT_INLINE rcp_req *req_sent(rcpc_core *c, rcp_chan *ch, uint64_t tag, size_t len)
 {
-	rcp_req *r = c->free_reqs;
-	c->free_reqs = r->pool_next;
-	r->core = c;
-	r->kind = REQ_SEND;
-	r->state = Q_DONE;
-	r->own_buf = 0;
-	r->error = 0;
+	rcp_req *r = c->free_sent;
+
+	if (RCPI_LIKELY(r)) {
+		c->free_sent = r->pool_next;
+	} else {
+		r = c->free_reqs; /* (isend looked: not NULL) */
+		c->free_reqs = r->pool_next;
+		r->core = c;
+		r->kind = REQ_SEND;
+		r->state = Q_DONE;
+		r->own_buf = 0;
+		r->error = 0;
+		r->src = NULL;
+		r->mr = NULL;
+		r->parent = NULL;
+		r->cb = NULL;
+		r->sent = 1;
+	}
 	r->chan = ch;
-	r->src = NULL;
 	r->tag = tag;
 	r->len = r->total = len;
-	r->mr = NULL;
-	r->parent = NULL;
-	r->cb = NULL;
 	c->completed++;
 	return r;
 }
@@ -146,7 +165,7 @@ static RCPI_HOT_INLINE int isend(rcp_chan *ch, uint64_t tag, const void *buf, si
 	if (ch->failed)
 		return ch->failed;
 	c = ch->core;
-	if (!sync && c->free_reqs && send_small(ch, tag, buf, len, now)) {
+	if (!sync && (c->free_sent || c->free_reqs) && send_small(ch, tag, buf, len, now)) {
 		*req = req_sent(c, ch, tag, len);
 		return 0;
 	}

@@ -115,6 +115,15 @@ inline rcp_req *rcpi_req_alloc(rcpc_core *c)
 inline void rcpi_req_free(rcp_req *r)
 {
 	rcpc_core *c = r->core;
+	if (r->sent) {
+		/* Back to the finished sends' list, its fields as req_sent
+		 * keeps them (isend.c, SENT REQUESTS); a callback given
+		 * after it finished is the one field that may have moved. */
+		r->cb = NULL;
+		r->pool_next = c->free_sent;
+		c->free_sent = r;
+		return;
+	}
 	if (r->own_buf) {
 		if (r->gv) { /* a gather send's segments (start.c) */
 			free(r->gv);
