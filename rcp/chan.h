@@ -380,6 +380,7 @@ struct rcpc_core {
 /* ---- req.c: requests, completion, pools ---- */
 void rcpi_copy_large(void *d, const void *s, size_t n);
 void rcpi_complete(rcp_req *r, int error);
+void rcpi_complete_recv(rcp_req *r, size_t n);
 rcp_req *rcpi_req_alloc(rcpc_core *c);
 void rcpi_req_free(rcp_req *r);
 struct unexp *rcpi_unexp_get(rcpc_core *c);

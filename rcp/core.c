@@ -162,7 +162,7 @@ static RCPI_HOT_INLINE int input_small(rcp_chan *ch, const struct rcpw_hdr *h,
 	n = h->len < r->len ? h->len : r->len;
 	copy_bytes(r->buf, pl, n);
 	r->got = h->len;
-	rcpi_complete(r, h->len > r->len ? RCP_ETRUNC : 0);
+	rcpi_complete_recv(r, h->len);
 	/* Its credit goes back on the ack input_done arms (CREDITS). */
 	ch->credits_given++;
 	ch->rx_next++;

@@ -171,7 +171,7 @@ RCPI_HOT_INLINE rcp_chan *rcpi_input_express(rcpc_core *c, int peer, const void 
 	r->total = n;
 	copy_bytes(r->buf, p + RCPW_CHLEN, n < r->len ? n : r->len);
 	r->got = n;
-	rcpi_complete(r, n > r->len ? RCP_ETRUNC : 0);
+	rcpi_complete_recv(r, n);
 	/* Its credit goes back on the ack input_done arms (CREDITS). */
 	ch->credits_given++;
 	ch->rx_next++;

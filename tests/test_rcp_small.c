@@ -622,6 +622,28 @@ static void t_express(void **state)
 	send_one(s, 4, 0x54);
 	assert_int_equal(got(s, r1, b1, seed), 0x54);
 	assert_int_equal(express_in(s, 1), e0 + 1);
+	/* Into a shorter receive: express too, truncated (rcpi_complete_recv:
+	 * RCP_ETRUNC, the whole length in the status, the bytes it took in
+	 * the stats). */
+	{
+		struct sim_one x = {0};
+		memset(b1, 0, sizeof b1);
+		rcpc_core_stats(sim_core(s, 1), &st0);
+		assert_int_equal(rcpc_irecv(sim_core(s, 1), ba, 5, b1, 4, sim_now(s), &x.r), 0);
+		send_one(s, 5, 0x55);
+		assert_int_equal(sim_run(s, sim_one_done, &x, SEC), 0);
+		rcpc_core_stats(sim_core(s, 1), &st1);
+		if (x.st.error != RCP_ETRUNC || x.st.len != 8 || b1[3] != 0x55 || b1[4] ||
+		    st1.msgs_recv != st0.msgs_recv + 1 || st1.bytes_recv != st0.bytes_recv + 4)
+			fail_msg("truncated: error %d len %zu bytes %d %d, msgs +%llu bytes +%llu "
+			         "(seed %#llx)",
+			         x.st.error, x.st.len, b1[3], b1[4],
+			         (unsigned long long)(st1.msgs_recv - st0.msgs_recv),
+			         (unsigned long long)(st1.bytes_recv - st0.bytes_recv),
+			         (unsigned long long)seed);
+		assert_int_equal(express_in(s, 1), e0 + 2);
+		e0++;
+	}
 	/* A receive for any channel posted first (so none is direct): the
 	 * posted lists give the receive, in posting order, express too. */
 	r2 = post(s, NULL, RCP_ANY_TAG, b2);
