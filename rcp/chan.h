@@ -128,6 +128,7 @@ struct rcp_req {
 	uint8_t sync;    /* send: complete on ack only (rcpc_issend) */
 	uint8_t own_buf; /* send: buf is the library's copy, freed with the request */
 	uint8_t rma;     /* RMA_BUSY, RMA_PEER (rmaq.c, RMA EVENTS) */
+	uint8_t sent;    /* lives on core->free_sent (isend.c, SENT REQUESTS) */
 	int error;       /* done: its status; before, the first error of its RMA transfer */
 	uint64_t tag;
 	unsigned char *buf; /* send: const in spirit */
@@ -317,7 +318,7 @@ struct rcpc_core {
 	struct rcpc_io io;
 	void *owner;
 	uint32_t payload_max; /* mtu - header */
-	uint32_t small_max;   /* min(inline_max, payload_max): SMALL SENDS (core.c) */
+	uint32_t small_max;   /* min(inline_max, payload_max): SMALL SENDS (isend.c) */
 	struct list chans;
 	struct list dirty; /* channels rcpi_chan_flush() must look at (FLUSH) */
 	/* Posted receives (R_POSTED / R_READY) are by channel (rcp_chan.direct
@@ -330,6 +331,7 @@ struct rcpc_core {
 	rcp_chan **by_peer;
 	int npeers;
 	rcp_req *free_reqs;
+	rcp_req *free_sent; /* finished small sends' requests (isend.c, SENT REQUESTS) */
 	struct list free_unexp; /* unexp records for reuse */
 	void **req_slabs;
 	int nslabs;
@@ -378,6 +380,7 @@ struct rcpc_core {
 /* ---- req.c: requests, completion, pools ---- */
 void rcpi_copy_large(void *d, const void *s, size_t n);
 void rcpi_complete(rcp_req *r, int error);
+void rcpi_complete_recv(rcp_req *r, size_t n);
 rcp_req *rcpi_req_alloc(rcpc_core *c);
 void rcpi_req_free(rcp_req *r);
 struct unexp *rcpi_unexp_get(rcpc_core *c);
@@ -583,7 +586,7 @@ static inline void rx_set(rcp_chan *ch, uint32_t seq, int v)
 	}
 }
 
-/* PLAIN (session 20, chan2).  The express paths (express.c, core.c
+/* PLAIN (session 20, chan2).  The express paths (express.c, isend.c
  * send_small) leave a channel to the general path while any part of its
  * "unusual" state is set: failed, accepted (HANDSHAKE), frames held past a
  * gap, a receive promised by READY, frames the nic refused, selective

@@ -171,7 +171,7 @@ RCPI_HOT_INLINE rcp_chan *rcpi_input_express(rcpc_core *c, int peer, const void 
 	r->total = n;
 	copy_bytes(r->buf, p + RCPW_CHLEN, n < r->len ? n : r->len);
 	r->got = n;
-	rcpi_complete(r, n > r->len ? RCP_ETRUNC : 0);
+	rcpi_complete_recv(r, n);
 	/* Its credit goes back on the ack input_done arms (CREDITS). */
 	ch->credits_given++;
 	ch->rx_next++;
@@ -189,7 +189,7 @@ RCPI_HOT_INLINE rcp_chan *rcpi_input_express(rcpc_core *c, int peer, const void 
 #endif
 }
 
-/* The slot of a whole small message sent express (core.c send_small,
+/* The slot of a whole small message sent express (isend.c send_small,
  * when rcpi_slot_express_ok): rcpi_slot_new's work for this one shape,
  * with the compact header written as it goes on the wire (little-endian,
  * no CRC, the peer's epoch named) rather than filled in host order,

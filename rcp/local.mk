@@ -4,5 +4,6 @@ librcp_la_SOURCES += rcp/wire.h rcp/wire.c rcp/core.h rcp/core.c rcp/chan.h rcp/
 librcp_la_SOURCES += rcp/mcastnet.c
 librcp_la_SOURCES += rcp/fallback.c
 librcp_la_SOURCES += rcp/start.c
+librcp_la_SOURCES += rcp/isend.c
 rcpinclude_HEADERS += include/rcp/rcp.h include/rcp/wait.h
 rcpinclude_HEADERS += include/rcp/mcastnet.h

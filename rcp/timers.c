@@ -28,7 +28,7 @@
  * often it changes.
  *
  * LAZY KEYS.  A key is a lower bound of its channel's deadline, not
- * always the deadline itself: the small-message paths (core.c send_small,
+ * always the deadline itself: the small-message paths (isend.c send_small,
  * input_done, a receive posted for a channel) do not mark the channel —
  * the recomputation cost ~100 instructions per frame — but lower its key
  * to the earliest time their change can make due (chan_arm); what they

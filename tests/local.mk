@@ -157,7 +157,7 @@ tests_test_rcp_sim_acks_CFLAGS = $(TEST_CFLAGS)
 tests_test_rcp_sim_acks_LDFLAGS = -static
 tests_test_rcp_sim_acks_LDADD = $(TEST_LDADD)
 
-# The small-message path (rcp/core.c, SMALL SENDS), on the simulator.
+# The small-message path (rcp/isend.c, SMALL SENDS), on the simulator.
 check_PROGRAMS += tests/test_rcp_small
 TESTS += tests/test_rcp_small
 tests_test_rcp_small_SOURCES = tests/test_rcp_small.c tests/sim.c tests/sim.h tests/testutil.h

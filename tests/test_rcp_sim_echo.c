@@ -128,7 +128,7 @@ static void t_piggyback(void **state)
 	assert_int_equal(st1.msgs_recv, rounds);
 	{
 		/* Each message is one frame that isend sends at once: it
-		 * rings the nic itself, unbatched (core.c isend, xmit_now). */
+		 * rings the nic itself, unbatched (isend.c isend, xmit_now). */
 		struct sim_stats ss;
 		sim_stats(s, &ss);
 		assert_int_equal(ss.more, 0);

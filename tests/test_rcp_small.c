@@ -1,5 +1,5 @@
 /*
- * tests/test_rcp_small.c — the small-message path (rcp/core.c, SMALL
+ * tests/test_rcp_small.c — the small-message path (rcp/isend.c, SMALL
  * SENDS): a send of one inline frame with nothing ahead of it is done when
  * rcpc_isend returns, with its own status, and needs no request when
  * detached; but never past what the general path would refuse (no credit
@@ -174,6 +174,101 @@ static void t_small_detached(void **state)
 	}
 	sim_run(s, never, NULL, SEC / 10);
 	assert_int_equal(take_cbq(sim_core(s, 0)), 16);
+	sim_free(s);
+}
+
+/* Delivers the next N messages on node 1 (any tag), checks nothing. */
+static void drain(struct sim *s, int n, uint64_t seed)
+{
+	for (int i = 0; i < n; i++) {
+		unsigned char in[8];
+		struct sim_one x = {0};
+		assert_int_equal(rcpc_irecv(sim_core(s, 1), sim_chan(s, 1, 0), RCP_ANY_TAG, in,
+		                            sizeof in, sim_now(s), &x.r),
+		                 0);
+		if (sim_run(s, sim_one_done, &x, SEC) || x.st.error)
+			fail_msg("message %d of %d not delivered (seed %#llx)", i, n,
+			         (unsigned long long)seed);
+	}
+}
+
+/* SENT REQUESTS (rcp/isend.c): the requests of small sends that finished
+ * at once are kept on their own list and taken again with only their
+ * channel, tag and length written.  Over rounds of reuse each still has
+ * its own status; one that had a callback given after it finished runs
+ * it once and comes back without it; a receive's request freed between
+ * rounds never becomes a send's (its status would name no channel). */
+static void t_sent_requests(void **state)
+{
+	uint64_t seed = test_seed(1915);
+	struct sim *s = pair(seed, 0);
+	rcp_chan *ab = sim_chan(s, 0, 1);
+	enum { N = 4, ROUNDS = 6 };
+	unsigned char out[N][8];
+	rcp_req *r[N], *first[N];
+	struct rcp_status st;
+
+	(void)state;
+	for (int round = 0; round < ROUNDS; round++) {
+		for (int i = 0; i < N; i++) {
+			size_t len = (size_t)((i + round) % 8) + 1;
+			memset(out[i], round * N + i, sizeof out[i]);
+			assert_int_equal(rcpc_isend(ab, 1000 + (uint64_t)(round * N + i), out[i], len,
+			                            sim_now(s), &r[i]),
+			                 0);
+			for (int j = 0; j < i; j++)
+				if (r[j] == r[i])
+					fail_msg("round %d: sends %d and %d share a request (seed %#llx)",
+					         round, j, i, (unsigned long long)seed);
+		}
+		if (round == 0)
+			memcpy(first, r, sizeof first);
+		/* A callback given after the send finished: queued once
+		 * (take_cbq releases it), and the request comes back without it. */
+		rcpc_req_set_cb(r[round % N], drop_cb, NULL);
+		assert_int_equal(rcpc_cancel(r[round % N], sim_now(s)), 0); /* done: nothing */
+		for (int i = 0; i < N; i++) {
+			size_t len = (size_t)((i + round) % 8) + 1;
+			if (i == round % N)
+				continue;
+			memset(&st, 0xa5, sizeof st);
+			if (rcpc_req_done(r[i], &st) != 1)
+				fail_msg("round %d send %d: not done at once (seed %#llx)", round, i,
+				         (unsigned long long)seed);
+			if (st.error || st.chan != ab || st.tag != 1000 + (uint64_t)(round * N + i) ||
+			    st.len != len)
+				fail_msg("round %d send %d: error %d chan %p tag %llu len %zu "
+				         "(seed %#llx)",
+				         round, i, st.error, (void *)st.chan, (unsigned long long)st.tag,
+				         st.len, (unsigned long long)seed);
+		}
+		assert_int_equal(take_cbq(sim_core(s, 0)), 1);
+		/* A receive on the sending side, canceled and freed: its request
+		 * is the general pool's, never taken for a send. */
+		{
+			unsigned char in[8];
+			rcp_req *q;
+			assert_int_equal(rcpc_irecv(sim_core(s, 0), ab, 5, in, sizeof in, sim_now(s),
+			                            &q),
+			                 0);
+			assert_int_equal(rcpc_cancel(q, sim_now(s)), 0);
+			assert_int_equal(rcpc_req_done(q, &st), 1);
+			assert_int_equal(st.error, RCP_ECANCELED);
+		}
+		/* The receiver takes them: credits back for the next round. */
+		drain(s, N, seed);
+		sim_run(s, never, NULL, SEC / 100);
+	}
+	/* The first round's requests served every round after it. */
+	for (int i = 0; i < N; i++) {
+		int seen = 0;
+		for (int j = 0; j < N; j++)
+			seen += first[j] == r[i];
+		if (!seen)
+			fail_msg("last round's send %d: a request the first round never had "
+			         "(seed %#llx)",
+			         i, (unsigned long long)seed);
+	}
 	sim_free(s);
 }
 
@@ -527,6 +622,28 @@ static void t_express(void **state)
 	send_one(s, 4, 0x54);
 	assert_int_equal(got(s, r1, b1, seed), 0x54);
 	assert_int_equal(express_in(s, 1), e0 + 1);
+	/* Into a shorter receive: express too, truncated (rcpi_complete_recv:
+	 * RCP_ETRUNC, the whole length in the status, the bytes it took in
+	 * the stats). */
+	{
+		struct sim_one x = {0};
+		memset(b1, 0, sizeof b1);
+		rcpc_core_stats(sim_core(s, 1), &st0);
+		assert_int_equal(rcpc_irecv(sim_core(s, 1), ba, 5, b1, 4, sim_now(s), &x.r), 0);
+		send_one(s, 5, 0x55);
+		assert_int_equal(sim_run(s, sim_one_done, &x, SEC), 0);
+		rcpc_core_stats(sim_core(s, 1), &st1);
+		if (x.st.error != RCP_ETRUNC || x.st.len != 8 || b1[3] != 0x55 || b1[4] ||
+		    st1.msgs_recv != st0.msgs_recv + 1 || st1.bytes_recv != st0.bytes_recv + 4)
+			fail_msg("truncated: error %d len %zu bytes %d %d, msgs +%llu bytes +%llu "
+			         "(seed %#llx)",
+			         x.st.error, x.st.len, b1[3], b1[4],
+			         (unsigned long long)(st1.msgs_recv - st0.msgs_recv),
+			         (unsigned long long)(st1.bytes_recv - st0.bytes_recv),
+			         (unsigned long long)seed);
+		assert_int_equal(express_in(s, 1), e0 + 2);
+		e0++;
+	}
 	/* A receive for any channel posted first (so none is direct): the
 	 * posted lists give the receive, in posting order, express too. */
 	r2 = post(s, NULL, RCP_ANY_TAG, b2);
@@ -751,6 +868,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(t_small_done_at_once), cmocka_unit_test(t_small_detached),
+	    cmocka_unit_test(t_sent_requests),
 	    cmocka_unit_test(t_direct_order),       cmocka_unit_test(t_next_receive),
 	    cmocka_unit_test(t_next_receive_big),   cmocka_unit_test(t_express),
 	    cmocka_unit_test(t_express_acks),       cmocka_unit_test(t_plain_word),
