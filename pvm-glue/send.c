@@ -688,11 +688,11 @@ static long gather_max(void)
 }
 
 /* This host's raw encoding (pvm_getminfo's enc of a PvmDataRaw buffer),
- * or -1 if the encodings could not be told apart. */
-int pvmrcpi_enc_raw(void)
+ * or XDR's (PvmDataDefault), or -1 if they could not be told apart. */
+int pvmrcpi_enc_sig(int xdr)
 {
 	(void)enc_ok(0); /* learns the encodings once */
-	return enc_known > 0 ? enc_sig[0] : -1;
+	return enc_known > 0 ? enc_sig[xdr ? 1 : 0] : -1;
 }
 
 /* Does buffer SBUF (*MI filled) go over RCP: 0 no; 1 by pvm_pkmesg's
