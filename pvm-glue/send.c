@@ -836,36 +836,26 @@ static int packed_send_iov(struct pr_peer *p, int ctx, int tag, struct rcp_iov *
 	return rc < 0 ? rc : 1;
 }
 
-/* An in-place message gathered from the user's memory (inplace.c). */
-static int packed_send_gather(struct pr_peer *p, int ctx, int tag, int sbuf,
-                              const struct pvmminfo *mi)
+/* Sent as segments where its bytes lie (packed_send_iov): an in-place
+ * message (HOW 2) from the user's memory (inplace.c), a Raw or XDR one of
+ * more than PVMRCP_COPY_MAX bytes from libpvm3's fragments (frags.c).
+ * 1 sent, 0 not this way (the caller copies), or a PVM code. */
+static int packed_send_segs(struct pr_peer *p, int ctx, int tag, int sbuf,
+                            const struct pvmminfo *mi, int how)
 {
 	unsigned char head[(PR_PK_HDR + 1) * sizeof(int)];
 	struct rcp_iov *iov = NULL;
 	size_t hl;
-	int n, rc;
+	int n, rc = 0;
 
-	rc = pvmrcpi_ip_iov(sbuf, mi->len, enc_sig[0], head, &hl, &iov, &n); /* PVM codes */
-	if (!rc && (rc = pvmrcpi_pk_head_to_wire(head, hl)) < 0)
-		free(iov);
-	if (rc)
-		return rc;
-	return packed_send_iov(p, ctx, tag, iov, n);
-}
-
-/* A Raw or XDR message of more than PVMRCP_COPY_MAX bytes sent from
- * libpvm3's fragments where they lie (frags.c): 1 sent, 0 they cannot be
- * read (the caller copies), or a PVM code. */
-static int packed_send_frags(struct pr_peer *p, int ctx, int tag, int sbuf,
-                             const struct pvmminfo *mi)
-{
-	unsigned char head[(PR_PK_HDR + 1) * sizeof(int)];
-	struct rcp_iov *iov;
-	int n, rc;
-
-	if (!frags_ok(mi))
-		return 0;
-	rc = pvmrcpi_frags_iov(sbuf, mi, mi->enc == enc_sig[1], S.copy_max, head, &iov, &n);
+	if (how == 2) {
+		rc = pvmrcpi_ip_iov(sbuf, mi->len, enc_sig[0], head, &hl, &iov, &n);
+		if (!rc && (rc = pvmrcpi_pk_head_to_wire(head, hl)) < 0)
+			free(iov);
+		rc = rc ? rc : 1;
+	} else if (frags_ok(mi)) {
+		rc = pvmrcpi_frags_iov(sbuf, mi, mi->enc == enc_sig[1], S.copy_max, head, &iov, &n);
+	}
 	return rc <= 0 ? rc : packed_send_iov(p, ctx, tag, iov, n);
 }
 
@@ -892,9 +882,7 @@ static int packed_send(int tid, int tag)
 		return pvmrcpi_lost(p);
 	if (pvmrcpi_route(p) != PR_RCP)
 		return 0;
-	if (how == 2)
-		return packed_send_gather(p, ctx, tag, sbuf, &mi);
-	if ((rc = packed_send_frags(p, ctx, tag, sbuf, &mi)) != 0)
+	if ((rc = packed_send_segs(p, ctx, tag, sbuf, &mi, how)) != 0)
 		return rc;
 	rc = packed_bytes(sbuf, how, &mi, &bytes, &len);
 	if (rc < 0)
