@@ -37,8 +37,9 @@ PRI_FR int pvmrcpi_frags_copy(int bufid, const struct pvmminfo *mi, int xdr, cha
 PRI_FR int pvmrcpi_frags_iov(int bufid, const struct pvmminfo *mi, int xdr, size_t min,
                              unsigned char *head, struct rcp_iov **iov, int *n);
 
-/* Messages sent from libpvm3's fragments (frags.c), for tests
- * (pvm_rcp_fragstats). */
+/* Messages sent from libpvm3's fragments, gathered and copied (frags.c);
+ * counted for a debugger, reported nowhere yet (a test sees the effect:
+ * the receiver adopts such a message, tests/pvm packed-frags). */
 PRI_FR extern unsigned long pvmrcpi_frags_gathered, pvmrcpi_frags_copied;
 
 #endif
