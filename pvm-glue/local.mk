@@ -10,6 +10,7 @@ libpvmrcp_la_SOURCES = pvm-glue/glue.h pvm-glue/glue.c pvm-glue/real.c pvm-glue/
 	pvm-glue/ctrl.c pvm-glue/inplace.h pvm-glue/inplace.c
 libpvmrcp_la_SOURCES += pvm-glue/msgbuf.h pvm-glue/msgbuf.c
 libpvmrcp_la_SOURCES += pvm-glue/upk.h pvm-glue/upk.c pvm-glue/real.h
+libpvmrcp_la_SOURCES += pvm-glue/frags.h pvm-glue/frags.c
 libpvmrcp_la_SOURCES += pvm-glue/mcgroup.h
 libpvmrcp_la_LIBADD = librcp.la $(PVM_LIBS)
 libpvmrcp_la_LDFLAGS = -version-info 0:0:0 -export-symbols-regex '^pvm_'

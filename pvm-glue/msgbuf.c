@@ -66,7 +66,7 @@ static int unpack_raw(struct pr_msg *m)
 	if (pvmrcpi_upk_min() >= 0 && left >= pvmrcpi_upk_min() && ((int *)p)[0] == left &&
 	    !syn_add(b, m)) {
 		/* one fragment: pvm_upk* read it where it lies (upk.c) */
-		if (!pvmrcpi_upk_adopt(b, m->data, p + sizeof(int), (size_t)left)) {
+		if (!pvmrcpi_upk_adopt(b, 0, m->data, p + sizeof(int), (size_t)left)) {
 			m->bufid = b;
 			m->data = NULL;
 			return 0;
@@ -93,6 +93,34 @@ static int unpack_raw(struct pr_msg *m)
 	return 0;
 }
 
+/* An XDR message of one fragment of at least PVMRCP_UPK_MIN bytes (what
+ * a relinked sender makes, frags.c): an empty PvmDataDefault buffer whose
+ * pvm_upk* decode the bytes where they landed (upk.c, ADOPTED BUFFERS),
+ * its source, tag and length told by syn[].  0 done; else M is as it was
+ * and the caller rebuilds the message with pvm_upkmesg. */
+static int adopt_xdr(struct pr_msg *m)
+{
+	const char *p = (const char *)m->data + 8 * sizeof(int);
+	long left = ((int *)m->data)[0];
+	size_t len = m->len;
+	int b;
+	if (pvmrcpi_upk_min() < 0 || left < pvmrcpi_upk_min() || (left & 3) ||
+	    ((int *)p)[0] != left || (b = pvm_mkbuf(PvmDataDefault)) < 0)
+		return 1;
+	m->len = (size_t)left;
+	if (!syn_add(b, m)) {
+		if (!pvmrcpi_upk_adopt(b, 1, m->data, p + sizeof(int), (size_t)left)) {
+			m->bufid = b;
+			m->data = NULL;
+			return 0;
+		}
+		pvmrcpi_syn_del(b);
+	}
+	pvmrcpi_real.freebuf(b);
+	m->len = len;
+	return 1;
+}
+
 /* A packed message (PR_PACKED): its bytes are what pvm_pkmesg wrote in
  * the sender's PvmDataRaw buffer (send.c, packed_bytes), checked and in
  * this host's byte order again (take_msg, packed.c); pvm_upkmesg
@@ -105,8 +133,10 @@ static int unpack_msg(struct pr_msg *m)
 	int b, old, save, nb, rc, *hdr = m->data;
 	if (m->len < 8 * sizeof(int) || hdr[0] < 0)
 		return PvmBadMsg;
-	if (hdr[4] == pvmrcpi_enc_raw())
+	if (hdr[4] == pvmrcpi_enc_sig(0))
 		return unpack_raw(m);
+	if (hdr[4] == pvmrcpi_enc_sig(1) && !adopt_xdr(m))
+		return 0;
 	hdr[1] = m->ctx;
 	hdr[2] = m->tag;
 	hdr[6] = m->src;

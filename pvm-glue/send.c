@@ -11,6 +11,7 @@
 
 #include <rcp/pvmrcp.h>
 
+#include "pvm-glue/frags.h"
 #include "pvm-glue/glue.h"
 #include "pvm-glue/inplace.h"
 #include "pvm-glue/packed.h"
@@ -687,11 +688,11 @@ static long gather_max(void)
 }
 
 /* This host's raw encoding (pvm_getminfo's enc of a PvmDataRaw buffer),
- * or -1 if the encodings could not be told apart. */
-int pvmrcpi_enc_raw(void)
+ * or XDR's (PvmDataDefault), or -1 if they could not be told apart. */
+int pvmrcpi_enc_sig(int xdr)
 {
 	(void)enc_ok(0); /* learns the encodings once */
-	return enc_known > 0 ? enc_sig[0] : -1;
+	return enc_known > 0 ? enc_sig[xdr ? 1 : 0] : -1;
 }
 
 /* Does buffer SBUF (*MI filled) go over RCP: 0 no; 1 by pvm_pkmesg's
@@ -713,6 +714,13 @@ static int for_rcp(int sbuf, struct pvmminfo *mi)
 	return 1;
 }
 
+/* Raw and XDR buffers are sent from libpvm3's fragments (frags.c); an
+ * in-place one that takes the pvm_pkmesg path is relabelled raw there. */
+static int frags_ok(const struct pvmminfo *mi)
+{
+	return mi->enc == enc_sig[0] || mi->enc == enc_sig[1];
+}
+
 /* The bytes pvm_pkmesg writes for buffer SBUF in a PvmDataRaw buffer:
  * 8 native ints {len, ctx, tag, wid, enc, crc, src, dst}, then each
  * fragment as {int length, bytes}; the receiver's pvm_upkmesg rebuilds
@@ -727,6 +735,8 @@ static int packed_bytes(int sbuf, int how, const struct pvmminfo *mi, char **out
 	size_t cap, n;
 	char *b = NULL;
 
+	if (how == 1 && frags_ok(mi) && (rc = pvmrcpi_frags_copy(sbuf, mi, mi->enc == enc_sig[1], out, len)) != 0)
+		return rc < 0 ? rc : 0;
 	if (how == 2) {
 		rc = pvmrcpi_ip_gather(sbuf, mi->len, enc_sig[0], &b, &n);
 		if (!rc && (rc = pvmrcpi_pk_to_wire((unsigned char *)b, n)) < 0)
@@ -794,27 +804,20 @@ static int packed_bytes(int sbuf, int how, const struct pvmminfo *mi, char **out
 	return 0;
 }
 
-/* An in-place message gathered from the user's memory (inplace.c): the
- * header and the user's pieces as the segments of one RCP message
- * (rcp_isendv), no copy on this side; waited for, as a large psend is,
- * since PVM lets the user change the arrays once pvm_send returns (other
+/* The message as the segments IOV (N of them, the first its head in
+ * wire order): an in-place one gathered from the user's memory
+ * (inplace.c), or a large Raw or XDR one from libpvm3's fragments
+ * (frags.c).  One RCP message (rcp_isendv), no copy on this side;
+ * waited for, as a large psend is, since PVM lets the user change the
+ * arrays (or pack into, or free, the buffer) once pvm_send returns (other
  * tasks' messages are taken meanwhile, so two tasks sending to each
- * other do not wait for each other).  1 sent, or a PVM code. */
-static int packed_send_gather(struct pr_peer *p, int ctx, int tag, int sbuf,
-                              const struct pvmminfo *mi)
+ * other do not wait for each other).  Frees IOV.  1 sent, or a PVM code. */
+static int packed_send_iov(struct pr_peer *p, int ctx, int tag, struct rcp_iov *iov, int n)
 {
-	unsigned char head[(PR_PK_HDR + 1) * sizeof(int)];
-	struct rcp_iov *iov = NULL;
 	struct rcp_status st;
-	size_t hl;
 	rcp_req *r;
-	int n, rc, tid = p->tid;
+	int rc, tid = p->tid;
 
-	rc = pvmrcpi_ip_iov(sbuf, mi->len, enc_sig[0], head, &hl, &iov, &n); /* PVM codes */
-	if (!rc && (rc = pvmrcpi_pk_head_to_wire(head, hl)) < 0)
-		free(iov);
-	if (rc)
-		return rc;
 	rc = pvmrcpi_prepare(p, ctx); /* RCP codes from here */
 	pr_dirty(p);
 	if (!rc)
@@ -831,6 +834,29 @@ static int packed_send_gather(struct pr_peer *p, int ctx, int tag, int sbuf,
 	if (rc == PvmNoTask)
 		pvmrcpi_peer_dead(p);
 	return rc < 0 ? rc : 1;
+}
+
+/* Sent as segments where its bytes lie (packed_send_iov): an in-place
+ * message (HOW 2) from the user's memory (inplace.c), a Raw or XDR one of
+ * more than PVMRCP_COPY_MAX bytes from libpvm3's fragments (frags.c).
+ * 1 sent, 0 not this way (the caller copies), or a PVM code. */
+static int packed_send_segs(struct pr_peer *p, int ctx, int tag, int sbuf,
+                            const struct pvmminfo *mi, int how)
+{
+	unsigned char head[(PR_PK_HDR + 1) * sizeof(int)];
+	struct rcp_iov *iov = NULL;
+	size_t hl;
+	int n, rc = 0;
+
+	if (how == 2) {
+		rc = pvmrcpi_ip_iov(sbuf, mi->len, enc_sig[0], head, &hl, &iov, &n);
+		if (!rc && (rc = pvmrcpi_pk_head_to_wire(head, hl)) < 0)
+			free(iov);
+		rc = rc ? rc : 1;
+	} else if (frags_ok(mi)) {
+		rc = pvmrcpi_frags_iov(sbuf, mi, mi->enc == enc_sig[1], S.copy_max, head, &iov, &n);
+	}
+	return rc <= 0 ? rc : packed_send_iov(p, ctx, tag, iov, n);
 }
 
 /* pvm_send over RCP when TID's pair is: 1 sent, 0 not for RCP (stock),
@@ -856,8 +882,8 @@ static int packed_send(int tid, int tag)
 		return pvmrcpi_lost(p);
 	if (pvmrcpi_route(p) != PR_RCP)
 		return 0;
-	if (how == 2)
-		return packed_send_gather(p, ctx, tag, sbuf, &mi);
+	if ((rc = packed_send_segs(p, ctx, tag, sbuf, &mi, how)) != 0)
+		return rc;
 	rc = packed_bytes(sbuf, how, &mi, &bytes, &len);
 	if (rc < 0)
 		return rc;

@@ -1,6 +1,6 @@
 /*
- * pvm-glue/upk.c — large raw messages received over RCP unpacked straight
- * from the bytes RCP delivered.
+ * pvm-glue/upk.c — large Raw and XDR messages received over RCP unpacked
+ * straight from the bytes RCP delivered.
  *
  * ADOPTED BUFFERS.  A packed message in this host's raw encoding used to
  * be rebuilt into a PvmDataRaw buffer with pvm_pkbyte (msgbuf.c): a copy
@@ -29,6 +29,21 @@
  * (lpvmpack.c, dec_raw_init), and ours was made the receive buffer before
  * anything was read.  pvm_freebuf and the glue's own frees drop it.
  *
+ * XDR (session 21).  A relinked sender now sends a Raw or XDR message as
+ * one fragment (frags.c), so XDR messages of PVMRCP_UPK_MIN bytes are
+ * adopted too, in an empty PvmDataDefault buffer; before, the receiver
+ * copied them twice (pvm_pkbyte into a raw buffer, then pvm_upkmesg).
+ * The served calls decode as libpvm3 does through glibc's XDR (lpvmpack.c
+ * dec_xdr_*): bytes copied, then the position rounded up to 4; shorts,
+ * ints and floats one big-endian 32-bit word each (a short the word's low
+ * half, as xdr_short casts); doubles one 64-bit word; complexes two of
+ * their parts.  Longs are not served: their XDR width depends on how
+ * libpvm3 was built (Debian's reads 32 bits back unsigned), so they build
+ * the buffer and libpvm3 decodes them.  Building packs the bytes with
+ * pvm_pkbyte into the XDR buffer, which stores them unchanged (an XDR
+ * message is a multiple of 4 bytes: no padding added), and skipping the
+ * bytes already read keeps 4-byte steps, as the served position does.
+ *
  * Which buffer is ours is checked, not assumed: libpvm3 frees the receive
  * buffer behind our back in a few calls (pvm_recvinfo), and its id may
  * then come back for another buffer.  Each adopted buffer carries a stamp
@@ -37,7 +52,9 @@
  * is served only while libpvm3 still reports that stamp and length 0.
  */
 #include <dlfcn.h>
+#include <endian.h>
 #include <pvm3.h>
+#include <stdint.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,7 +66,7 @@
 #include "pvm-glue/real.h"
 
 struct lz {
-	int bufid, stamp;
+	int bufid, stamp, xdr;
 	void *mem;
 	const char *p;
 	size_t len, pos;
@@ -78,6 +95,13 @@ static int real_upkbyte(char *p, int cnt, int std)
 	return real_(p, cnt, std);
 }
 
+static uint32_t rd32(const unsigned char *q)
+{
+	uint32_t v;
+	memcpy(&v, q, sizeof v);
+	return v;
+}
+
 static struct lz *find(int bufid)
 {
 	for (int i = 0; i < nlz; i++)
@@ -104,7 +128,7 @@ long pvmrcpi_upk_min(void)
 	return min;
 }
 
-int pvmrcpi_upk_adopt(int bufid, void *mem, const char *p, size_t len)
+int pvmrcpi_upk_adopt(int bufid, int xdr, void *mem, const char *p, size_t len)
 {
 	struct pvmminfo mi;
 	struct lz *z;
@@ -124,7 +148,7 @@ int pvmrcpi_upk_adopt(int bufid, void *mem, const char *p, size_t len)
 		return PvmSysErr;
 	if ((z = find(bufid)) != NULL)
 		drop(z);
-	lzs[nlz++] = (struct lz){bufid, mi.dst, mem, p, len, 0};
+	lzs[nlz++] = (struct lz){bufid, mi.dst, xdr, mem, p, len, 0};
 	pvmrcpi_upk_adopted++;
 	return 0;
 }
@@ -193,18 +217,75 @@ static int build_id(int bufid)
 
 /* ---- the wrappers ---- */
 
-#define UPK(fn, T, size)                                                                           \
+/* XDR: the item decoded at Q (W bytes on the wire) into the native item
+ * at OUT of SIZE bytes, as glibc's xdr_short/int/float/double do on this
+ * host: big-endian 32-bit words (shorts are the low half of one, as
+ * xdr_short casts), doubles one 64-bit word. */
+static void xdr_item(void *out, const unsigned char *q, int w, size_t size)
+{
+	if (w == 8) {
+		uint64_t v = (uint64_t)be32toh(rd32(q)) << 32 | be32toh(rd32(q + 4));
+		memcpy(out, &v, sizeof v);
+	} else if (size == sizeof(short)) {
+		short v = (short)(int32_t)be32toh(rd32(q));
+		memcpy(out, &v, sizeof v);
+	} else {
+		uint32_t v = be32toh(rd32(q));
+		memcpy(out, &v, sizeof v);
+	}
+}
+
+/* Serves an unpack of CNT items of SIZE bytes with stride STD from Z
+ * (ADOPTED BUFFERS): W is an item's bytes in an XDR message (0: XDR not
+ * served), PARTS 2 for a complex (two words of W / 2).  1 served, 0 not
+ * (the caller builds and calls libpvm3). */
+static int serve(struct lz *z, void *p, int cnt, int std, size_t size, int w, int parts)
+{
+	size_t n;
+	if (std != 1 || cnt < 0)
+		return 0;
+	if (!z->xdr) {
+		n = (size_t)cnt * size;
+		if (n > z->len - z->pos)
+			return 0;
+		if (n)
+			memcpy(p, z->p + z->pos, n);
+		z->pos += n;
+		return 1;
+	}
+	if (!w || (size_t)cnt > (z->len - z->pos) / (size_t)w)
+		return 0;
+	n = (size_t)cnt * (size_t)w;
+	if (w == 1) { /* bytes, then padding to a word, as dec_xdr_byte */
+		if (n)
+			memcpy(p, z->p + z->pos, n);
+		z->pos += (n + 3) & ~(size_t)3;
+		if (z->pos > z->len)
+			z->pos = z->len; /* cannot happen: an adopted XDR length is 4-aligned */
+		return 1;
+	}
+	{
+		const unsigned char *q = (const unsigned char *)z->p + z->pos;
+		int ww = w / parts;
+		size_t isz = size / (size_t)parts, items = n / (size_t)ww;
+		for (size_t i = 0; i < items; i++)
+			xdr_item((char *)p + i * isz, q + i * (size_t)ww, ww, isz);
+	}
+	z->pos += n;
+	return 1;
+}
+
+/* XDR (W != 0): bytes 1, shorts, ints and floats 4, doubles and
+ * complexes 8, double complexes 16; longs are not served (their XDR
+ * width depends on how libpvm3 was built: it decodes them itself). */
+#define UPK(fn, T, size, w, parts)                                                                      \
 	int fn(T *p, int cnt, int std)                                                             \
 	{                                                                                          \
 		struct lz *z;                                                                      \
 		int rc;                                                                            \
 		REAL(fn);                                                                          \
 		if (nlz && (z = valid(pvm_getrbuf())) != NULL) {                                   \
-			size_t n = (size_t)cnt * (size);                                           \
-			if (std == 1 && cnt >= 0 && n <= z->len - z->pos) {                        \
-				if (n)                                                             \
-					memcpy(p, z->p + z->pos, n);                               \
-				z->pos += n;                                                       \
+			if (serve(z, p, cnt, std, size, w, parts)) {                                \
 				pvmrcpi_upk_served++;                                              \
 				return 0;                                                          \
 			}                                                                          \
@@ -214,17 +295,17 @@ static int build_id(int bufid)
 		return real_(p, cnt, std);                                                         \
 	}
 
-UPK(pvm_upkbyte, char, 1)
-UPK(pvm_upkshort, short, sizeof(short))
-UPK(pvm_upkushort, unsigned short, sizeof(unsigned short))
-UPK(pvm_upkint, int, sizeof(int))
-UPK(pvm_upkuint, unsigned int, sizeof(unsigned int))
-UPK(pvm_upklong, long, sizeof(long))
-UPK(pvm_upkulong, unsigned long, sizeof(unsigned long))
-UPK(pvm_upkfloat, float, sizeof(float))
-UPK(pvm_upkdouble, double, sizeof(double))
-UPK(pvm_upkcplx, float, 2 * sizeof(float))
-UPK(pvm_upkdcplx, double, 2 * sizeof(double))
+UPK(pvm_upkbyte, char, 1, 1, 1)
+UPK(pvm_upkshort, short, sizeof(short), 4, 1)
+UPK(pvm_upkushort, unsigned short, sizeof(unsigned short), 4, 1)
+UPK(pvm_upkint, int, sizeof(int), 4, 1)
+UPK(pvm_upkuint, unsigned int, sizeof(unsigned int), 4, 1)
+UPK(pvm_upklong, long, sizeof(long), 0, 1)
+UPK(pvm_upkulong, unsigned long, sizeof(unsigned long), 0, 1)
+UPK(pvm_upkfloat, float, sizeof(float), 4, 1)
+UPK(pvm_upkdouble, double, sizeof(double), 8, 1)
+UPK(pvm_upkcplx, float, 2 * sizeof(float), 8, 2)
+UPK(pvm_upkdcplx, double, 2 * sizeof(double), 16, 2)
 
 int pvm_upkstr(char *p)
 {

@@ -1,5 +1,5 @@
 /*
- * pvm-glue/upk.h — large raw messages received over RCP unpacked straight
+ * pvm-glue/upk.h — large Raw and XDR messages received over RCP unpacked straight
  * from the bytes RCP delivered (pvm-glue/upk.c).
  */
 #ifndef PVMRCP_UPK_H
@@ -13,11 +13,12 @@
  * PVMRCP_UPK_MIN, read once, default 65536; -1 never. */
 PRI_UPK long pvmrcpi_upk_min(void);
 
-/* Empty PvmDataRaw buffer BUFID stands for the LEN bytes at P, which lie
- * in MEM (malloc'd): pvm_upk* read them from there until a call we do
- * not serve needs them in libpvm3's buffer (upk.c, ADOPTED BUFFERS).
- * Takes MEM on success (0); PvmNoMem or PvmSysErr leave it the caller's. */
-PRI_UPK int pvmrcpi_upk_adopt(int bufid, void *mem, const char *p, size_t len);
+/* Empty buffer BUFID (PvmDataRaw, or with XDR 1 PvmDataDefault) stands
+ * for the LEN data bytes at P (XDR: LEN a multiple of 4), which lie in
+ * MEM (malloc'd): pvm_upk* read them from there until a call we do not
+ * serve needs them in libpvm3's buffer (upk.c, ADOPTED BUFFERS).  Takes
+ * MEM on success (0); PvmNoMem or PvmSysErr leave it the caller's. */
+PRI_UPK int pvmrcpi_upk_adopt(int bufid, int xdr, void *mem, const char *p, size_t len);
 
 /* Buffer BUFID is freed, or its id was handed out again: forget it. */
 PRI_UPK void pvmrcpi_upk_drop(int bufid);

@@ -157,3 +157,121 @@ static int t_packed_adopted(void)
 	quit(&tid, 1);
 	return 0;
 }
+
+/* ---- session 21: Raw and XDR messages sent from libpvm3's fragments
+ * (pvm-glue/frags.c) and XDR ones unpacked where they landed ---- */
+
+/* Child of packed-frags: a message with tag T (T_QUIT ends) asks for
+ * message T: 1 and 2 XDR, {AD_N, ad_val(T, 0..AD_N-1)} then (1 only) 5
+ * bytes, 3 shorts, 2 floats, 2 doubles, a complex, a double complex and a
+ * long; 3 the same ints Raw; 4 eight ints XDR (a small message). */
+static int child_fxsend(void)
+{
+	int parent = pvm_parent(), nb, tag, src, n = AD_N, *v = malloc(AD_N * sizeof *v);
+	short sh[3] = {-2, 7, 30000};
+	float fl[2] = {1.5f, -2.25f}, cx[2] = {3.5f, -1.0f};
+	double db[2] = {1e300, -0.125}, dz[2] = {2.5, 1e-300};
+	long lg = -5;
+	if (!v)
+		return 1;
+	for (;;) {
+		int b = pvm_recv(parent, -1), rc;
+		if (b < 0 || pvm_bufinfo(b, &nb, &tag, &src) < 0)
+			return 1;
+		if (tag == T_QUIT)
+			break;
+		for (int i = 0; i < AD_N; i++)
+			v[i] = ad_val(tag, i);
+		rc = pvm_initsend(tag == 3 ? PvmDataRaw : PvmDataDefault) < 0;
+		if (tag == 4)
+			rc |= pvm_pkint(v, 8, 1);
+		else
+			rc |= pvm_pkint(&n, 1, 1) | pvm_pkint(v, AD_N, 1);
+		if (tag == 1)
+			rc |= pvm_pkbyte("abcde", 5, 1) | pvm_pkshort(sh, 3, 1) |
+			      pvm_pkfloat(fl, 2, 1) | pvm_pkdouble(db, 2, 1) | pvm_pkcplx(cx, 1, 1) |
+			      pvm_pkdcplx(dz, 1, 1) | pvm_pklong(&lg, 1, 1);
+		if (rc || pvm_send(parent, tag) < 0)
+			return 1;
+	}
+	free(v);
+	return 0;
+}
+
+/* Messages from a task built as we are (numbers: each message's tag):
+ *  1  XDR, 64 KiB of ints in libpvm3's fragments then one of each type:
+ *     every value as packed; relinked the message came as one fragment
+ *     and is adopted, every unpack served but the long's (libpvm3 decodes
+ *     longs itself: built once; stock's value, whatever its XDR long
+ *     makes of -5), then PvmNoData past the end;
+ *  2  XDR ints unpacked as doubles (another type than packed): each
+ *     double is two ints' words, as stock's decoder makes it;
+ *  3  the same ints Raw, in several fragments: adopted, served;
+ *  4  eight XDR ints: a small message, copied, not adopted. */
+static int t_packed_frags(void)
+{
+	int tid, b, n = -1, *v = malloc(4 * (AD_N + 1)), ae, rc, nb, tag, src;
+	char by[8] = {0};
+	short sh[3] = {0};
+	float fl[2] = {0}, cx[2] = {0};
+	double db[2] = {0}, dz[2] = {0}, d2[4];
+	long lg = 0;
+
+	CHECK(v, "no memory");
+	CHECK(spawn("fxsend", 1, &tid, NULL) == 0, "spawn");
+	CHECK((b = ad_get(tid, 1)) > 0, "recv 1");
+#ifndef PVMT_STOCK
+	CHECK(pvm_rcp_route(tid), "the pair is not on RCP");
+#endif
+	ad_moved(0, 0, 0, 1);
+	CHECK(pvm_bufinfo(b, &nb, &tag, &src) == 0 && tag == 1 && src == tid && nb >= 4 * AD_N,
+	      "bufinfo %d %d", nb, tag);
+	CHECK(pvm_upkint(&n, 1, 1) == 0 && n == AD_N && pvm_upkint(v, AD_N, 1) == 0, "ints");
+	for (int i = 0; i < AD_N; i++)
+		CHECK(v[i] == ad_val(1, i), "int %d: %d", i, v[i]);
+	CHECK(pvm_upkbyte(by, 5, 1) == 0 && !memcmp(by, "abcde", 5), "bytes %.5s", by);
+	CHECK(pvm_upkshort(sh, 3, 1) == 0 && sh[0] == -2 && sh[1] == 7 && sh[2] == 30000,
+	      "shorts %d %d %d", sh[0], sh[1], sh[2]);
+	CHECK(pvm_upkfloat(fl, 2, 1) == 0 && fl[0] == 1.5f && fl[1] == -2.25f, "floats %g %g",
+	      fl[0], fl[1]);
+	CHECK(pvm_upkdouble(db, 2, 1) == 0 && db[0] == 1e300 && db[1] == -0.125, "doubles %g %g",
+	      db[0], db[1]);
+	CHECK(pvm_upkcplx(cx, 1, 1) == 0 && cx[0] == 3.5f && cx[1] == -1.0f, "cplx %g %g", cx[0],
+	      cx[1]);
+	CHECK(pvm_upkdcplx(dz, 1, 1) == 0 && dz[0] == 2.5 && dz[1] == 1e-300, "dcplx %g %g",
+	      dz[0], dz[1]);
+	CHECK(ad_moved(0, 8, 0, 0), "message 1: 8 served (adopted before the count began)");
+	/* stock libpvm3 on LP64 gives 4294967291 (its XDR long is 32 bits,
+	 * read back unsigned); relinked it is libpvm3's decoder too */
+	CHECK(pvm_upklong(&lg, 1, 1) == 0 && (int)lg == -5, "long %ld", lg);
+	ae = pvm_setopt(PvmAutoErr, 0);
+	rc = pvm_upkint(&n, 1, 1);
+	pvm_setopt(PvmAutoErr, ae);
+	CHECK(rc == PvmNoData, "unpack past the end: %d, want PvmNoData", rc);
+	CHECK(ad_moved(0, 0, 1, 0), "message 1: the long built it");
+
+	CHECK((b = ad_get(tid, 2)) > 0 && pvm_upkint(&n, 1, 1) == 0 && n == AD_N, "recv 2");
+	CHECK(pvm_upkdouble(d2, 4, 1) == 0, "ints as doubles");
+	for (int i = 0; i < 4; i++) {
+		uint64_t w = (uint64_t)(uint32_t)ad_val(2, 2 * i) << 32 | (uint32_t)ad_val(2, 2 * i + 1);
+		double want;
+		memcpy(&want, &w, sizeof want);
+		CHECK(!memcmp(&d2[i], &want, sizeof want), "double %d from ints %d %d", i,
+		      ad_val(2, 2 * i), ad_val(2, 2 * i + 1));
+	}
+	CHECK(pvm_upkint(&n, 1, 1) == 0 && n == ad_val(2, 8), "int after the doubles %d", n);
+	CHECK(ad_moved(1, 3, 0, 0), "message 2: adopted, 3 served");
+
+	CHECK((b = ad_get(tid, 3)) > 0 && pvm_upkint(&n, 1, 1) == 0 && n == AD_N, "recv 3");
+	CHECK(pvm_upkint(v, AD_N, 1) == 0, "raw ints");
+	for (int i = 0; i < AD_N; i++)
+		CHECK(v[i] == ad_val(3, i), "raw int %d: %d", i, v[i]);
+	CHECK(ad_moved(1, 2, 0, 0), "message 3: adopted, 2 served");
+
+	CHECK((b = ad_get(tid, 4)) > 0 && pvm_upkint(v, 8, 1) == 0 && v[7] == ad_val(4, 7),
+	      "small XDR %d", v[7]);
+	CHECK(ad_moved(0, 0, 0, 0), "message 4: not adopted");
+	free(v);
+	quit(&tid, 1);
+	return 0;
+}
