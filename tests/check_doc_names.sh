@@ -79,8 +79,9 @@ for d in $docs; do
 				if (w ~ /[A-Za-z0-9_]\.(c|h|sh|mk|py)$/) { print d, NR, "file", w; continue }
 				if (w ~ /^[A-Z][A-Z0-9]+$/ && length(w) >= 4) { print d, NR, "name", w; continue }
 				while (match(w, /[A-Za-z_][A-Za-z0-9_]*_[A-Za-z0-9_]*/)) {
-					print d, NR, "name", substr(w, RSTART, RLENGTH)
+					x = substr(w, RSTART, RLENGTH)
 					w = substr(w, RSTART + RLENGTH)
+					if (x !~ /_$/) print d, NR, "name", x # RCP_*: a family
 				}
 			}
 		}
