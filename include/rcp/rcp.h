@@ -185,7 +185,7 @@ int rcp_ep_arm(rcp_ep *ep);
  * run for the protocol's timers (retransmission, acks, liveness): ns, 0 if
  * due now, -1 if no timer is pending.  An RCP_EP_SLEEP endpoint asks for
  * at least RCP_SLEEP_SLACK_US (its loss-recovery timers may run that late;
- * docs/protocol.md, Waiting).  Returns RCP_EINVAL for NULL. */
+ * docs/waiting.md).  Returns RCP_EINVAL for NULL. */
 int64_t rcp_ep_timeout_ns(const rcp_ep *ep);
 /* Drives the protocol: receives frames, fires timers, sends what is due,
  * then runs the completion callbacks due.  Returns the number of requests
