@@ -45,7 +45,7 @@ static const struct rcpi_env_var vars[] = {
      "xdp: where the XDP program runs: native (the driver), generic (the kernel's skb path) or "
      "auto (generic on veth, else native where the driver has it)"},
     {"RCP_PEER_TIMEOUT", "5000", "ms of peer silence before RCP_EPEER"},
-    {"RCP_TRANSPORT", "", "force a transport (shm, udp, xdp)"},
+    {"RCP_TRANSPORT", "", "force a transport (shm, udp, xdp, verbs)"},
     {"RCP_SESSION", "", "per-job session name; frames of other sessions are dropped"},
     {"RCP_SESSION_KEY", "",
      "job key: every frame carries a Poly1305 MAC under a key derived from this string; "

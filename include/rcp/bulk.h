@@ -153,7 +153,7 @@ int rcp_bulk_create(rcp_bulk_ctx *ctx, int nseg, void *const ptrs[], const size_
 /* Frees a local or remote handle.  A local handle's key is revoked at once:
  * later accesses by peers fail with RCP_EACCES; accesses being served are
  * finished first (this may progress the endpoint, bounded by the peer
- * timeout).  Returns 0, RCP_EINVAL, or RCP_EBUSY (a transfer of this
+ * timeout).  Returns 0, or RCP_EBUSY (a transfer of this
  * process still uses the handle: the handle is not freed).  NULL gives 0. */
 int rcp_bulk_free(rcp_bulk *h);
 

@@ -89,7 +89,8 @@ struct rcp_mcn_stats {
  * "udp:IFADDR:PORT": it sends the data and carries the acknowledgements)
  * and a group endpoint joined on IFADDR's interface.  Returns 0,
  * RCP_EINVAL (NULL, no group or self_id), RCP_ENOTSUP (UADDR's nic has no
- * RCP_NIC_CAP_MCAST), RCP_ENOMEM, or an rcp_nic_open code. */
+ * RCP_NIC_CAP_MCAST), RCP_ENOMEM, RCP_EADDR (UADDR's own address has no
+ * port part), or an rcp_nic_open / rcp_nic_peer_add code (the group). */
 int rcp_mcn_open(const char *uaddr, const struct rcp_mcn_config *cfg, rcp_mcn **out);
 /* Closes M (NULL accepted): leaves the group, frees held messages; a
  * message being sent is abandoned. */
@@ -118,11 +119,13 @@ int64_t rcp_mcn_timeout_ns(const rcp_mcn *m);
  * RCP_EINVAL. */
 int rcp_mcn_claim(rcp_mcn *m, uint64_t id, void **buf, size_t *len);
 
-/* A wait source for rcp_ep_wait_add (both fds, progress, timers). */
+/* A wait source for rcp_ep_wait_add (both fds, progress, timers).  0, or
+ * RCP_EINVAL (M or SRC NULL). */
 int rcp_mcn_wait_src(rcp_mcn *m, struct rcp_wait_src *src);
 
 /* The unicast endpoint's address.  0, RCP_EINVAL, RCP_ERANGE. */
 int rcp_mcn_addr(const rcp_mcn *m, char *buf, size_t len);
+/* Copies M's counters into ST.  0, or RCP_EINVAL (M or ST NULL). */
 int rcp_mcn_get_stats(const rcp_mcn *m, struct rcp_mcn_stats *st);
 
 #ifdef __cplusplus

@@ -155,7 +155,9 @@ struct rcp_nic_frame {
  * CFG may be NULL for defaults.
  * Returns 0, RCP_EINVAL, RCP_EADDR (malformed), RCP_ENOENT (no such backend
  * built), RCP_ENODEV (verbs: no such device, or its port not ACTIVE),
- * RCP_EADDRINUSE, RCP_EPERM, RCP_ENOMEM, RCP_ESYS. */
+ * RCP_EADDRINUSE, RCP_EPERM, RCP_ENOMEM, RCP_ESYS; RCP_EINVAL also for a
+ * malformed RCP_FAULTS spec, RCP_ENOTSUP for RCP_SESSION_KEY in a build
+ * without libsodium. */
 int rcp_nic_open(const char *addr, const struct rcp_nic_config *cfg, rcp_nic **out);
 
 /* Closes the endpoint, releasing all peers and registrations.  NULL is
@@ -196,7 +198,7 @@ int rcp_nic_peer_remove(rcp_nic *nic, int peer);
 int rcp_nic_send(rcp_nic *nic, int peer, const struct iovec *iov, int iovcnt, unsigned flags);
 
 /* Pushes out frames batched with RCP_NIC_MORE.  Returns 0, RCP_EAGAIN
- * (some frames still queued) or RCP_ESYS. */
+ * (some frames still queued), RCP_ESYS or RCP_EINVAL (NULL). */
 int rcp_nic_flush(rcp_nic *nic);
 
 /* Receives up to MAX frames without blocking.  Returns the count (0 if
@@ -222,18 +224,20 @@ void rcp_nic_release(rcp_nic *nic, struct rcp_nic_frame *frames, int n);
 /* ---- sleeping --------------------------------------------------------- */
 
 /* A file descriptor that becomes readable when frames may have arrived,
- * once the endpoint is armed.  Use with poll/epoll; never read it. */
+ * once the endpoint is armed.  Use with poll/epoll; never read it.
+ * Returns the fd, or RCP_EINVAL (NULL). */
 int rcp_nic_fd(const rcp_nic *nic);
 
 /* Arms the wake-up: returns 0 if the caller may now sleep on the fd, or
- * RCP_EAGAIN if frames are already waiting (do not sleep: receive them).
- * Any rcp_nic_recv() disarms. */
+ * RCP_EAGAIN if frames are already waiting (do not sleep: receive them),
+ * RCP_EINVAL (NULL).  Any rcp_nic_recv() disarms. */
 int rcp_nic_arm(rcp_nic *nic);
 
-/* Waits until frames may be ready or TIMEOUT_NS passes (<0: forever).
- * Spins for SPIN_NS first (<0: the RCP_SPIN_NS default), then arms and
- * sleeps in poll().  Returns 0 when frames may be ready, RCP_ETIMEDOUT,
- * RCP_ESYS. */
+/* Waits until frames may be ready or TIMEOUT_NS passes (<0: forever),
+ * by the one wait policy (docs/waiting.md): spins, then arms and sleeps
+ * on the fd; SPIN_NS stands for RCP_SPIN_NS (<0: that default; 0: sleep
+ * at once).  Returns 0 when frames may be ready,
+ * RCP_ETIMEDOUT, RCP_ESYS, RCP_EINVAL (NULL). */
 int rcp_nic_wait(rcp_nic *nic, int64_t timeout_ns, int64_t spin_ns);
 
 /* ---- memory registration and RMA -------------------------------------- */

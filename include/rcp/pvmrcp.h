@@ -24,7 +24,8 @@ extern "C" {
 
 /* Starts RCP for this task now (enrolling in PVM if needed), to fail
  * early.  Returns 0, or a PVM error code (PvmSysErr: no pvmd or no RCP
- * endpoint; PvmNotImpl: disabled by PVMRCP=0).  Without it, start-up
+ * endpoint, or after pvm_exit; PvmNotImpl: disabled by PVMRCP=0; or
+ * pvm_mytid's error when enrolling fails).  Without it, start-up
  * happens on first use and a failure there silently means stock PVM. */
 int pvm_rcp_init(void);
 
@@ -35,8 +36,8 @@ int pvm_rcp_active(void);
  * relinked, not started yet, or this task itself).  May ask pvmd. */
 int pvm_rcp_route(int tid);
 
-/* The transport of this task's RCP channel with TID: "shm", "udp", or
- * "stock" (no channel yet, or TID not relinked).  Does not ask pvmd: call
+/* The transport of this task's RCP channel with TID: "shm", "udp", "xdp",
+ * "verbs", or "stock" (no channel yet, or TID not relinked).  Does not ask pvmd: call
  * pvm_rcp_route first to open the channel.  For tests and diagnostics. */
 const char *pvm_rcp_transport(int tid);
 
@@ -64,12 +65,6 @@ const char *pvm_rcp_mcast_route(int tid);
 int pvm_rcp_mcast_stats(unsigned long long *data_sent, unsigned long long *bytes_recv,
                         unsigned long long *members_failed);
 
-/* How this task's blocking waits went, counted since start-up or the last
- * reset (RESET nonzero: zeroed after the copy).  A wait spins alone for a
- * few microseconds, then offers the CPU (sched_yield) after every look at
- * the transports, so that a task it waits for on the same CPU (the peer,
- * pvmd, the group server) runs; then sleeps (not with RCP_WAIT=spin).
- * For tests and diagnostics.  Returns 0. */
 /* pvm_send's of packed buffers (and pvm_mcast copies) that went over RCP
  * (not pvmd) since the start; RESET nonzero: back to 0 after.  Always
  * >= 0 (no error code). */
@@ -83,6 +78,13 @@ long pvm_rcp_packed_sent(int reset);
  * diagnostics.  Returns 0. */
 int pvm_rcp_upkstats(unsigned long *adopted, unsigned long *served, unsigned long *built);
 
+/* How this task's blocking waits went, counted since start-up or the last
+ * reset (RESET nonzero: zeroed after the copy).  A wait spins alone for a
+ * few microseconds, then offers the CPU (sched_yield) after every look at
+ * the transports, so that a task it waits for on the same CPU (the peer,
+ * pvmd, the group server) runs; then sleeps (with RCP_WAIT=spin only
+ * when the CPU is crowded, docs/waiting.md).
+ * For tests and diagnostics.  Returns 0. */
 struct pvm_rcp_waitstats {
 	unsigned long long waits;      /* waits that did not end at the first look */
 	unsigned long long polls;      /* looks at the transports while waiting */

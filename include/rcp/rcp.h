@@ -22,7 +22,11 @@
  * once, with a status: 0, RCP_ETRUNC (receive buffer too short: the
  * buffer holds the first bytes, status.len the real length), RCP_EPEER
  * (peer silent for RCP_PEER_TIMEOUT, or restarted), RCP_ECANCELED,
- * RCP_ECLOSED (endpoint closed).
+ * RCP_ECLOSED (endpoint closed), RCP_EPROTO (the peer broke the protocol:
+ * its channel failed), RCP_ENOMEM (no memory for the message, or a
+ * receive past the credits-on-demand bound), RCP_ENOENT (rcp_irecv_next:
+ * a message of another tag came first), or the nic's code for an RMA
+ * transfer of the message that failed.
  *
  * Threads: one thread per endpoint at a time (no locks inside); use
  * several endpoints for several threads.
@@ -169,21 +173,24 @@ int rcp_ep_addr(const rcp_ep *ep, char *buf, size_t len);
 /* The nic endpoint underneath (for queries; do not send on it). */
 rcp_nic *rcp_ep_nic(rcp_ep *ep);
 /* Fd to poll for readability before calling rcp_progress(); valid for the
- * endpoint's lifetime.  Call rcp_ep_arm() first; see rcp_nic_arm(). */
+ * endpoint's lifetime.  Call rcp_ep_arm() first; see rcp_nic_arm().
+ * Returns the fd, or RCP_EINVAL (NULL EP). */
 int rcp_ep_fd(const rcp_ep *ep);
 /* Returns 0 if the caller may sleep on the fd now, RCP_EAGAIN if there is
- * work to progress first.  Sends the acks the endpoint owes first: nothing
- * it sends before the caller wakes could carry them. */
+ * work to progress first, RCP_EINVAL (NULL EP).  Sends the acks the
+ * endpoint owes first: nothing it sends before the caller wakes could
+ * carry them. */
 int rcp_ep_arm(rcp_ep *ep);
 /* How long a sleeper on rcp_ep_fd() may sleep before rcp_progress() must
  * run for the protocol's timers (retransmission, acks, liveness): ns, 0 if
  * due now, -1 if no timer is pending.  An RCP_EP_SLEEP endpoint asks for
  * at least RCP_SLEEP_SLACK_US (its loss-recovery timers may run that late;
- * docs/protocol.md, Waiting).  Returns RCP_EINVAL for NULL. */
+ * docs/waiting.md).  Returns RCP_EINVAL for NULL. */
 int64_t rcp_ep_timeout_ns(const rcp_ep *ep);
 /* Drives the protocol: receives frames, fires timers, sends what is due,
  * then runs the completion callbacks due.  Returns the number of requests
- * completed (>= 0) or a negative code. */
+ * completed (>= 0), RCP_EINVAL (NULL EP) or the nic's receive error
+ * (rcp_nic_recv: RCP_ESYS). */
 int rcp_progress(rcp_ep *ep);
 
 /* ---- waiting (include/rcp/wait.h; the policy: docs/waiting.md) ----
@@ -210,17 +217,21 @@ int rcp_ep_wait(rcp_ep *ep, int (*done)(void *), void *arg, int64_t timeout_ns);
  * zeroes the counts after copying them (ST may be NULL).  0 or
  * RCP_EINVAL. */
 int rcp_ep_wait_stats(rcp_ep *ep, struct rcp_wait_stats *st, int reset);
+/* Copies EP's counters into ST.  0, or RCP_EINVAL (EP or ST NULL). */
 int rcp_ep_get_stats(const rcp_ep *ep, struct rcp_ep_stats *st);
 
 /* ---- channels ---- */
 
 /* Records a channel to the endpoint at ADDR (nic address string).
  * Connecting twice to the same address returns the same channel.
- * Returns 0, RCP_EINVAL, RCP_EADDR, RCP_EPEER, RCP_ENOMEM. */
+ * Returns 0, RCP_EINVAL, RCP_ENOMEM, or an rcp_nic_peer_add code:
+ * RCP_EADDR, RCP_EPEER (shm: no such endpoint), RCP_EPERM (shm: another
+ * user's segment), RCP_EAGAIN (the nic's peer table is full). */
 int rcp_connect(rcp_ep *ep, const char *addr, rcp_chan **out);
 /* Closes a channel: pending requests on it complete with RCP_ECLOSED. */
 void rcp_chan_close(rcp_chan *ch);
-/* The peer's address string.  Returns 0, RCP_EINVAL, RCP_ERANGE. */
+/* The peer's address string.  Returns 0, RCP_EINVAL, RCP_ERANGE (BUF too
+ * short), RCP_ENOENT (an accepted peer, known only by its address blob). */
 int rcp_chan_peer_addr(const rcp_chan *ch, char *buf, size_t len);
 /* Sets/gets a user pointer on the channel. */
 void rcp_chan_set_user(rcp_chan *ch, void *user);
@@ -259,8 +270,9 @@ int rcp_chan_reconnect(rcp_chan **ch);
  * fits one frame and the peer has room for it) may complete at once: RCP
  * keeps a copy of up to 2 KiB, and of larger ones while RCP_SEND_BUF
  * allows; else it completes when acknowledged.  Returns 0 (and *REQ), or
- * RCP_EINVAL, RCP_ENOMEM, RCP_EPEER (channel already failed),
- * RCP_ECLOSED. */
+ * RCP_EINVAL (CH or REQ NULL, TAG RCP_ANY_TAG, BUF NULL with LEN > 0),
+ * RCP_ENOMEM, RCP_ECLOSED (the endpoint is closing), or the error the
+ * channel failed with (RCP_EPEER; RCP_EPROTO, RCP_ENOMEM). */
 int rcp_isend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, rcp_req **req);
 /* One segment of a gathered message (rcp_isendv): LEN bytes at BASE. */
 struct rcp_iov {
@@ -282,8 +294,8 @@ struct rcp_iov {
  * the same statuses, and rcp_cancel applies.  Returns 0 (and *REQ), or
  * RCP_EINVAL (CH or REQ NULL, TAG RCP_ANY_TAG, IOVCNT < 0, IOV NULL with
  * IOVCNT > 0, a segment with LEN > 0 and BASE NULL, a total past
- * SIZE_MAX), RCP_ENOMEM, RCP_EPEER (channel already failed),
- * RCP_ECLOSED. */
+ * SIZE_MAX), RCP_ENOMEM, RCP_ECLOSED, or the error the channel failed
+ * with (as rcp_isend). */
 int rcp_isendv(rcp_chan *ch, uint64_t tag, const struct rcp_iov *iov, int iovcnt, rcp_req **req);
 /* Like rcp_isend, but the request completes only when the peer's RCP has
  * acknowledged the whole message (it is matched or buffered there), never
@@ -292,7 +304,8 @@ int rcp_isendv(rcp_chan *ch, uint64_t tag, const struct rcp_iov *iov, int iovcnt
 int rcp_issend(rcp_chan *ch, uint64_t tag, const void *buf, size_t len, rcp_req **req);
 /* Posts a receive into BUF (LEN bytes) for a message from CH (or
  * RCP_ANY_CHAN) with TAG (or RCP_ANY_TAG).  Returns 0 (and *REQ), or
- * RCP_EINVAL, RCP_ENOMEM, RCP_EPEER, RCP_ECLOSED. */
+ * RCP_EINVAL, RCP_ENOMEM, RCP_ECLOSED, or the error CH failed with (as
+ * rcp_isend). */
 int rcp_irecv(rcp_ep *ep, rcp_chan *ch, uint64_t tag, void *buf, size_t len, rcp_req **req);
 /* Posts a receive for CH's next message only, taken if its tag is TAG:
  * if another message of CH starts first, it stays unexpected (for
@@ -305,7 +318,7 @@ int rcp_irecv(rcp_ep *ep, rcp_chan *ch, uint64_t tag, void *buf, size_t len, rcp
  * at a time per channel; never promised to the sender (no READY: a
  * larger message comes by RTS).  Returns 0 (and *REQ), RCP_ENOENT,
  * RCP_EBUSY (one is posted on CH), RCP_EINVAL (CH is NULL or of another
- * endpoint), RCP_ENOMEM, RCP_EPEER, RCP_ECLOSED. */
+ * endpoint), RCP_ENOMEM, RCP_ECLOSED, or the error CH failed with. */
 int rcp_irecv_next(rcp_ep *ep, rcp_chan *ch, uint64_t tag, void *buf, size_t len, rcp_req **req);
 
 /* Completes REQ if done: returns 0 and fills ST (may be NULL) and releases
@@ -313,15 +326,18 @@ int rcp_irecv_next(rcp_ep *ep, rcp_chan *ch, uint64_t tag, void *buf, size_t len
  * in ST->error (and also returned when nonzero).  RCP_EINVAL for a request
  * with a callback (so also rcp_wait and rcp_waitany). */
 int rcp_test(rcp_req *req, struct rcp_status *st);
-/* Waits up to TIMEOUT_NS (<0: forever) for REQ.  Returns like rcp_test,
- * or RCP_ETIMEDOUT (the request stays pending). */
+/* Waits up to TIMEOUT_NS (<0: forever) for REQ.  Returns like rcp_test
+ * (never RCP_EAGAIN; RCP_EINVAL also for a NULL REQ), or RCP_ETIMEDOUT
+ * (the request stays pending), or a progress error (RCP_ESYS). */
 int rcp_wait(rcp_req *req, struct rcp_status *st, int64_t timeout_ns);
 /* Waits for any of REQS[0..N) (NULL entries ignored); *IDX gets its index
- * and REQS[*IDX] is set to NULL.  Returns like rcp_wait. */
+ * and REQS[*IDX] is set to NULL.  Returns like rcp_wait; RCP_EINVAL also
+ * for N <= 0, IDX NULL or no request in REQS. */
 int rcp_waitany(rcp_req **reqs, int n, int *idx, struct rcp_status *st, int64_t timeout_ns);
 /* Cancels a pending request; it then completes with RCP_ECANCELED (unless
  * it completed first).  A receive already being filled, or promised to a
- * peer by READY, cannot be canceled: RCP_EBUSY. Returns 0, RCP_EBUSY. */
+ * peer by READY, cannot be canceled: RCP_EBUSY.  Returns 0, RCP_EBUSY,
+ * RCP_EINVAL (NULL). */
 int rcp_cancel(rcp_req *req);
 
 /* ---- completion callbacks ----
@@ -329,8 +345,8 @@ int rcp_cancel(rcp_req *req);
  * A request may carry a callback instead of being tested or waited for
  * (the shape of UCP's request callbacks and Mercury's NA_Trigger):
  *
- * - The callback runs exactly once per request, with its status (the codes
- *   of rcp_test: 0, RCP_ETRUNC, RCP_EPEER, RCP_ECANCELED, RCP_ECLOSED), from
+ * - The callback runs exactly once per request, with its status (0 or
+ *   the codes a request completes with, at the top of this file), from
  *   a call that progresses the endpoint (rcp_progress, rcp_test, rcp_wait,
  *   rcp_waitany, rcp_probe, rcp_send, rcp_recv, the layers' progress) after
  *   the protocol's own work, in completion order.  Never from inside the
@@ -396,12 +412,14 @@ int rcp_req_set_cb(rcp_req *req, rcp_req_cb cb, void *user);
  * RCP_ENOMEM; when it fails no callback runs. */
 int rcp_chan_watch(rcp_chan *ch, rcp_req_cb cb, void *user, rcp_req **req);
 
-/* Blocking forms (wait forever; fail on peer timeout). */
+/* Blocking forms (wait forever; fail on peer timeout): the codes of
+ * rcp_isend / rcp_irecv, then of rcp_wait. */
 int rcp_send(rcp_chan *ch, uint64_t tag, const void *buf, size_t len);
 int rcp_recv(rcp_ep *ep, rcp_chan *ch, uint64_t tag, void *buf, size_t len, struct rcp_status *st);
 
 /* Is a message matching (CH, TAG) waiting unreceived?  Returns 1 (ST
- * filled), 0 (no), or a negative code.  Progresses once. */
+ * filled), 0 (no), RCP_EINVAL (NULL EP) or a progress error.  Progresses
+ * once. */
 int rcp_probe(rcp_ep *ep, rcp_chan *ch, uint64_t tag, struct rcp_status *st);
 
 /* Sends one buffer to N channels without copying it per destination; one

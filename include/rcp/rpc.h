@@ -90,6 +90,13 @@ struct rcp_bytes {
 	size_t len;
 };
 
+/* The built-ins below return 0 or the sticky error, which the first
+ * failure sets: RCP_ERANGE (encoding: the buffer is full; rcp_proc_string
+ * or rcp_proc_bytes: a value too long for its length prefix), RCP_EPROTO
+ * (decoding: the message ends early or is malformed, or a bulk handle
+ * does not deserialise), RCP_EINVAL (a bad operation, or a NULL bulk
+ * handle to encode).  A NULL P or value pointer returns RCP_EINVAL and
+ * leaves the error alone. */
 int rcp_proc_u8(rcp_proc *p, uint8_t *v);
 int rcp_proc_u16(rcp_proc *p, uint16_t *v);
 int rcp_proc_u32(rcp_proc *p, uint32_t *v);
@@ -114,7 +121,8 @@ int rcp_proc_bulk(rcp_proc *p, rcp_bulk **h);
 int rcp_proc_raw(rcp_proc *p, void *data, size_t len);
 /* Runs FN on DATA (nested structs).  Returns like FN. */
 int rcp_proc_struct(rcp_proc *p, rcp_proc_fn fn, void *data);
-/* The operation (RCP_PROC_*), and the sticky error (0 if none). */
+/* The operation (RCP_PROC_*), and the sticky error (0 if none); each
+ * RCP_EINVAL for a NULL P. */
 int rcp_proc_op(const rcp_proc *p);
 int rcp_proc_error(const rcp_proc *p);
 
@@ -184,6 +192,7 @@ int rcp_rpc_create(rcp_ep *ep, const struct rcp_rpc_config *cfg, rcp_rpc **out);
  * unanswered handles, frees everything.  NULL accepted. */
 void rcp_rpc_destroy(rcp_rpc *rpc);
 rcp_ep *rcp_rpc_ep(const rcp_rpc *rpc);
+/* Copies RPC's counters into ST.  0, or RCP_EINVAL (RPC or ST NULL). */
 int rcp_rpc_get_stats(const rcp_rpc *rpc, struct rcp_rpc_stats *st);
 
 /* The stable id of NAME (FNV-1a 64; never 0). */
@@ -215,10 +224,13 @@ typedef void (*rcp_rpc_cb)(rcp_rpc_req *req, int status, void *out, void *arg);
 int rcp_rpc_forward(rcp_rpc *rpc, rcp_chan *ch, uint64_t id, const void *in, void *out,
                     int64_t timeout_ns, rcp_rpc_cb cb, void *arg, rcp_rpc_req **req);
 /* Status of a request without a callback: RCP_EAGAIN while pending, else
- * its final status (may be asked again).  rcp_rpc_test progresses once. */
+ * its final status (may be asked again).  rcp_rpc_test progresses once
+ * (its error is returned).  RCP_EINVAL for NULL, a request with a
+ * callback, or one freed. */
 int rcp_rpc_test(rcp_rpc_req *req);
 /* Waits up to TIMEOUT_NS (<0: forever) for REQ; returns its status, or
- * RCP_EAGAIN if it is still pending when the wait ends. */
+ * RCP_EAGAIN if it is still pending when the wait ends (the timeout
+ * passed), a progress error, or RCP_EINVAL as rcp_rpc_test. */
 int rcp_rpc_wait(rcp_rpc_req *req, int64_t timeout_ns);
 /* Frees a completed request without a callback.  Returns 0, RCP_EINVAL,
  * RCP_EBUSY (still pending: cancel it first). */
