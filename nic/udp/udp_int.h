@@ -275,7 +275,9 @@
 #define UDP_SMALL_FRAME   256 /* frames up to this are gathered and sent by sendto */
 #define UDP_MAIN_EVERY    4   /* with a lane: idle fills per look at the main socket */
 #define UDP_MAIN_HOT      8   /* fills that look at it after it delivered */
-#define UDP_SOLO_NS       50000u /* a waiter's time alone off loopback ("Waiting") */
+
+/* a waiter's time alone off loopback, ns (see "Waiting") */
+#define UDP_SOLO_NS 50000u
 
 union udp_sa {
 	struct sockaddr sa;
