@@ -17,7 +17,7 @@
 #
 #   perf/cluster_bench.sh [--links LIST] [--losses LIST] [--rounds R]
 #                         [--parts LIST] [--sizes LIST] [--hogs N]
-#                         [--out DIR] [--name NAME]         (root; build dir)
+#                         [--out DIR] [--name NAME] [--pin P] (root; build dir)
 #
 # --links: RATE:MTU[:PARTS] items (default "1gbit:1500 10gbit:9000
 # 1gbit:9000:mcast": the last one is the issue's pmcast target link);
@@ -28,6 +28,10 @@
 # measurement (default 0): the busy-machine rows of the wait policy.
 # --name the rcp-cluster name (default bench): two engineers' runs side
 # by side each take their own name (their hosts never see each other).
+# --pin the pp ends' CPUs, RCP and TCP alike (session 21): C:S runs the
+# client under `taskset -c C` and the server under `taskset -c S`, free
+# leaves both unpinned, tool (default) rcp-pingpong's own placement
+# (client CPU 0, server CPU 1).
 # The 8 B round trip alone, idle and beside one hog, in short runs:
 #   perf/cluster_bench.sh --parts pp --links 1gbit:1500 --losses 0 \
 #       --rounds 2 --sizes 8 --hogs 1
@@ -64,6 +68,7 @@ sizes=8,1M,4M
 nhogs=0
 out=""
 cname=bench
+pin=tool
 while [ $# -gt 0 ]; do
 	[ $# -ge 2 ] || { echo "$0: $1 needs a value" >&2; exit 2; }
 	case $1 in
@@ -75,13 +80,21 @@ while [ $# -gt 0 ]; do
 	--hogs) nhogs=$2 ;;
 	--out) out=$2 ;;
 	--name) cname=$2 ;;
+	--pin) pin=$2 ;;
 	*) echo "usage: $0 [--links LIST] [--losses LIST] [--rounds R] [--parts LIST]" \
-		"[--sizes LIST] [--hogs N] [--out DIR] [--name NAME]" >&2
+		"[--sizes LIST] [--hogs N] [--out DIR] [--name NAME] [--pin C:S|free|tool]" >&2
 		exit 2 ;;
 	esac
 	shift 2
 done
 [ -x "$pp" ] || { echo "$0: run from the build directory ($pp missing)" >&2; exit 2; }
+tc="" ts="" np=""
+case $pin in
+tool) ;;
+free) np=--no-pin ;;
+*:*) tc="taskset -c ${pin%%:*}" ts="taskset -c ${pin#*:}" np=--no-pin ;;
+*) echo "$0: --pin: C:S, free or tool" >&2; exit 2 ;;
+esac
 out=${out:-$here/results/cluster-$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$out/raw" || exit 1
 csv=$out/cluster.csv
@@ -113,12 +126,13 @@ pp_run() {
 	tcp) srv="tcp:198.18.0.2:$port" cli="--connect tcp:198.18.0.2:$port" ;;
 	esac
 	rm -f "$tmp/fifo" && mkfifo "$tmp/fifo"
-	C exec h2 /usr/bin/time -f "%e %U %S" -o "$tmp/t.srv" timeout 120 "$pp" --listen "$srv" \
-		--spin >"$tmp/fifo" 2>"$tmp/srv.err" &
+	# shellcheck disable=SC2086
+	C exec h2 /usr/bin/time -f "%e %U %S" -o "$tmp/t.srv" timeout 120 $ts "$pp" --listen "$srv" \
+		--spin $np >"$tmp/fifo" 2>"$tmp/srv.err" &
 	exec 3<"$tmp/fifo"
 	read -r _ <&3 # "serving ...": it listens
 	# shellcheck disable=SC2086
-	C exec h1 /usr/bin/time -f "%e %U %S" -o "$tmp/t.cli" timeout 120 "$pp" $cli --spin \
+	C exec h1 /usr/bin/time -f "%e %U %S" -o "$tmp/t.cli" timeout 120 $tc "$pp" $cli --spin $np \
 		--sizes "$sizes" --target-ms 150 >"$tmp/pp.out" 2>"$tmp/cli.err" ||
 		{ log "$tag $impl round $r failed"; cat "$tmp/cli.err" "$tmp/srv.err" >&2; }
 	cat <&3 >/dev/null

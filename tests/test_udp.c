@@ -176,7 +176,18 @@ static void t_addresses(void **state)
 	/* No SHARED_SEG even on loopback: a udp peer may be another user. */
 	assert_false(info.caps & (RCP_NIC_CAP_ORDERED | RCP_NIC_CAP_RELIABLE | RCP_NIC_CAP_RMA |
 	                          RCP_NIC_CAP_SHARED_SEG));
+	/* On loopback a waiter keeps the library's time alone; off it, the
+	 * udp nic's longer one (a round trip between hosts is longer). */
+	assert_int_equal(info.solo_ns, 0);
 	rcp_nic_close(a);
+	c = xopen("udp:0.0.0.0:", NULL);
+	{
+		struct rcp_nic_info i3;
+		assert_int_equal(rcp_nic_query(c, &i3), 0);
+		assert_false(i3.caps & RCP_NIC_CAP_SAME_HOST);
+		assert_int_equal(i3.solo_ns, 50000);
+	}
+	rcp_nic_close(c);
 
 	/* cfg->mtu lowers the MTU, never raises it; rx_frames follows. */
 	memset(&cfg, 0, sizeof cfg);

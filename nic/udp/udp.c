@@ -216,6 +216,9 @@ static void udp_query(const rcp_nic *nic, struct rcp_nic_info *info)
 	 * retransmits.  A loopback-bound endpoint reaches this host only. */
 	info->caps = RCP_NIC_CAP_CHECKED | (u->loopback ? RCP_NIC_CAP_SAME_HOST : 0) |
 	             (u->family == AF_INET ? RCP_NIC_CAP_MCAST : 0);
+	/* Between hosts a round trip is itself longer than the library's
+	 * 5 us alone (udp_int.h, "Waiting"); on loopback it is not. */
+	info->solo_ns = u->loopback ? 0 : UDP_SOLO_NS;
 }
 
 static int udp_addr_str(const rcp_nic *nic, char *buf, size_t len)

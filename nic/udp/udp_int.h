@@ -206,6 +206,16 @@
  *   option is re-set only when the one in force would sleep past the
  *   timeout or wake before half of it (steady waits set it once).  With a
  *   lane every sleep is ppoll on both sockets, then a receive.
+ *   Time alone (rcp_nic_info.solo_ns): a waiter spins alone 5 us past its
+ *   last event, then offers the CPU (sched_yield) at each look
+ *   (common/wait.c).  An 8 B round trip between two rcp-cluster hosts is
+ *   11-14 us (veth, bridge and nft on the sender's CPU, each way), so every
+ *   one of them yielded, ~2.6 sched_yield per round trip counted with
+ *   perf stat (session 21), each a system call while the answer may be
+ *   landing.  An endpoint not bound to loopback therefore asks for
+ *   UDP_SOLO_NS (50 us, as xdp): a LAN's round trip is longer still, and
+ *   an answer later than that is not coming soon.  On loopback (5-7 us)
+ *   the library's 5 us stays: there the peer may share our CPU.
  *
  * Invariants
  *   - rx_slot <= rx_n; slots [rx_slot, rx_n) hold frames not yet handed
@@ -265,6 +275,9 @@
 #define UDP_SMALL_FRAME   256 /* frames up to this are gathered and sent by sendto */
 #define UDP_MAIN_EVERY    4   /* with a lane: idle fills per look at the main socket */
 #define UDP_MAIN_HOT      8   /* fills that look at it after it delivered */
+
+/* a waiter's time alone off loopback, ns (see "Waiting") */
+#define UDP_SOLO_NS 50000u
 
 union udp_sa {
 	struct sockaddr sa;
