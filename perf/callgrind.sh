@@ -21,7 +21,8 @@
 # perf/results/callgrind-DATE.csv, "-" for none), TOP=K (also print each
 # mode's K costliest functions, callgrind_annotate), FUNCS=1 (also print
 # the chan row per function, self and inclusive, inlined code summed into
-# the function it ran in: perf/cg_funcs.py; session 20), RCP_LOG.
+# the function it ran in: perf/cg_funcs.py; session 20; and the pvm row's,
+# per psend+precv of the counted task: session 21), RCP_LOG.
 # Exits 77 with "SKIP: reason" without valgrind or without rcp-instr; the
 # pvm row says SKIP (and the rest still runs) without pvm or rcp-instr-pvm.
 # Counts depend on the compiler and flags (-O2 -g with LTO in the
@@ -121,6 +122,11 @@ else
 		exit 1
 	fi
 	pvm=$(cd "$tmp" && cg pvm "$tmp/cg.pvm" "$tmp/bin/rcp-instr-pvm" "$n" "$tmp/flag")
+	if [ -n "${FUNCS:-}" ] && command -v python3 >/dev/null 2>&1; then
+		# One task's count per N: per psend+precv, half the pvm row.
+		echo "-- pvm: per function, per psend+precv of one task (perf/cg_funcs.py)" >&2
+		python3 "$here/cg_funcs.py" "$tmp/cg.pvm" "$n" >&2
+	fi
 fi
 
 out=${OUT:-$top/perf/results/callgrind-$(date +%Y%m%d-%H%M%S).csv}

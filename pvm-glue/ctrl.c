@@ -32,6 +32,7 @@ static void ctrl_apply(rcp_ep *ep, rcp_chan *ch, uint64_t t, const int32_t *b)
 {
 	struct pr_peer *p, *o;
 
+	pr_changed(); /* pr_quiet's inputs, route, ch (glue.h, FAST PATHS) */
 	if (t == PR_HELLO) {
 		p = pvmrcpi_peer(b[0], 1);
 		if (!p)

@@ -155,7 +155,7 @@
 
 #include "pvm-glue/glue.h"
 
-struct pr_state pvmrcpi_st = {.state = PR_UNINIT};
+struct pr_state pvmrcpi_st = {.state = PR_UNINIT, .gen = 1};
 #define S pvmrcpi_st
 
 uint64_t pvmrcpi_now(void)
@@ -163,25 +163,6 @@ uint64_t pvmrcpi_now(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-int pvmrcpi_dtsize(int dt)
-{
-	switch (dt) {
-	case PVM_BYTE: return 1;
-	case PVM_SHORT:
-	case PVM_USHORT: return (int)sizeof(short);
-	case PVM_INT:
-	case PVM_UINT: return (int)sizeof(int);
-	case PVM_LONG:
-	case PVM_ULONG: return (int)sizeof(long);
-	case PVM_FLOAT: return (int)sizeof(float);
-	case PVM_CPLX: return 2 * (int)sizeof(float);
-	case PVM_DOUBLE: return (int)sizeof(double);
-	case PVM_DCPLX: return 2 * (int)sizeof(double);
-	case PVM_STR: return PvmNotImpl; /* as stock 3.4 */
-	default: return PvmBadParam;
-	}
 }
 
 int pvmrcpi_err(int rc)
@@ -413,6 +394,7 @@ int pvmrcpi_route(struct pr_peer *p)
 	now = pvmrcpi_now();
 	if (p->route == PR_STOCK && now < p->recheck_ns)
 		return PR_STOCK;
+	pr_changed(); /* p->ch and p->route (glue.h, FAST PATHS) */
 	if (mbox_lookup(p->tid, addr, sizeof addr) == 0 &&
 	    (ep = pick_peer_addr(p->tid, addr, &a)) != NULL && rcp_connect(ep, a, &p->ch) == 0 &&
 	    take_over(p, ep, &p->ch) == 0) {
@@ -435,6 +417,7 @@ int pvmrcpi_route(struct pr_peer *p)
 void pvmrcpi_peer_gone(struct pr_peer *p)
 {
 	pvmrcpi_unwatch(p); /* the channel's next task watches it */
+	pr_changed();
 	p->dead = 1;
 	p->ch = NULL; /* the channel's user pointer stays: let go (chan_get) */
 	p->route = PR_STOCK;
@@ -442,6 +425,7 @@ void pvmrcpi_peer_gone(struct pr_peer *p)
 
 void pvmrcpi_peer_dead(struct pr_peer *p)
 {
+	pr_changed();
 	p->dead = 1;
 	if (p->ch) {
 		pvmrcpi_chan_set(p->ch, NULL);
@@ -455,6 +439,7 @@ void pvmrcpi_peer_dead(struct pr_peer *p)
 
 static void close_eps(void)
 {
+	pr_changed(); /* no fast path past the close (glue.h, FAST PATHS) */
 	for (int k = 0; k < PR_MAXEP; k++) {
 		rcp_ep_close(S.eps[k]);
 		S.eps[k] = NULL;

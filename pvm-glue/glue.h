@@ -138,6 +138,11 @@ struct pr_peer {
 	uint64_t last_rtag1;
 	uint64_t recheck_ns; /* PR_STOCK: when to look in the mailbox again */
 	uint64_t backoff_ns;
+	/* FAST PATHS (below): psend's and precv's checks passed in context
+	 * send_ctx / recv_ctx while pvmrcpi_st.gen was send_gen / recv_gen
+	 * (0: never) */
+	uint64_t send_gen, recv_gen;
+	int send_ctx, recv_ctx;
 	struct pr_ctxstate *cs;
 	int ncs, capcs;
 	struct pr_peer *hnext;
@@ -188,6 +193,7 @@ struct pr_state {
 	char mbox[64];
 	struct pr_peer **htab;     /* tid -> peer */
 	struct pr_peer *last_peer; /* the last one found (pvmrcpi_peer) */
+	uint64_t gen;              /* FAST PATHS: moves on every change they read (from 1) */
 	unsigned hcap;
 	struct pr_msg held; /* list head */
 	int nheld;
@@ -207,6 +213,30 @@ PRI extern struct pr_state pvmrcpi_st;
 struct pr_syn {
 	int bufid, len, tag, src, ctx;
 };
+
+/* FAST PATHS (session 21).  A psend or precv of a small message to or
+ * from the task last looked up, after the first, passes the same checks
+ * call after call: RCP route, channel, not dead, nothing lost, HELLO sent
+ * and no stock message since the last BARRIER (psend); quiet, nothing
+ * held, the context's BARRIER requirement met (precv).  Read one by one,
+ * with the calls and frames around them, they were half of the glue's
+ * own 326 instructions per psend+precv (callgrind pvm row, FUNCS=1;
+ * 158 after, session 21).  So once the slow path has passed them it records
+ * the generation S.gen in the peer (send_gen/recv_gen, with the context),
+ * and the next call with the same peer and context that finds S.gen
+ * unchanged skips them.  S.gen moves (pr_changed) on every write to a
+ * field the checks read, for any peer: route, ch, dead, lost, watch_ch,
+ * hello_sent, the stock, fence and told counters and a context's
+ * counters (send.c, ctrl.c, glue.c), the held queue, drained counts and
+ * pr_quiet's inputs (recv.c, ctrl.c), and the endpoints' close.  Those
+ * writes are the rare events (first contact, stock messages, FENCE and
+ * BARRIER, failures), so a steady exchange keeps its generation; a
+ * writer that forgets pr_changed lets a fast call act on stale checks
+ * (pvmt fast-stock catches it at a stock send and on the held queue). */
+static inline void pr_changed(void)
+{
+	pvmrcpi_st.gen++;
+}
 
 /* glue.c */
 PRI int pvmrcpi_ready(void); /* 1 if RCP is up (initialising on first use) */
@@ -254,7 +284,25 @@ static inline rcp_ep *pvmrcpi_ep_next(int *i)
 	return NULL;
 }
 PRI uint64_t pvmrcpi_now(void);
-PRI int pvmrcpi_dtsize(int dt);
+/* Bytes of one item of PVM type DT, or PvmNotImpl (PVM_STR, as stock
+ * 3.4), PvmBadParam: inline, a table for PVM_BYTE..PVM_ULONG. */
+static inline int pvmrcpi_dtsize(int dt)
+{
+	static const signed char sz[] = {[PVM_BYTE] = 1,
+	                                 [PVM_SHORT] = sizeof(short),
+	                                 [PVM_INT] = sizeof(int),
+	                                 [PVM_FLOAT] = sizeof(float),
+	                                 [PVM_CPLX] = 2 * sizeof(float),
+	                                 [PVM_DOUBLE] = sizeof(double),
+	                                 [PVM_DCPLX] = 2 * sizeof(double),
+	                                 [PVM_LONG] = sizeof(long),
+	                                 [PVM_USHORT] = sizeof(short),
+	                                 [PVM_UINT] = sizeof(int),
+	                                 [PVM_ULONG] = sizeof(long)};
+	if ((unsigned)dt - 1u < sizeof sz - 1u)
+		return sz[dt];
+	return dt == PVM_STR ? PvmNotImpl : PvmBadParam;
+}
 
 /* send.c */
 PRI int pvmrcpi_ctrl_send(struct pr_peer *p, uint64_t tag, const void *buf, size_t len);

@@ -32,6 +32,8 @@ tests_pvm_pvmt_SOURCES += tests/pvm/pvmt_children.h tests/pvm/pvmt_transport.h
 tests_pvm_pvmt_SOURCES += tests/pvm/pvmt_adopt.h
 tests_pvm_pvmt_stock_SOURCES += tests/pvm/pvmt_children.h tests/pvm/pvmt_transport.h
 tests_pvm_pvmt_stock_SOURCES += tests/pvm/pvmt_adopt.h
+tests_pvm_pvmt_SOURCES += tests/pvm/pvmt_fast.h
+tests_pvm_pvmt_stock_SOURCES += tests/pvm/pvmt_fast.h
 if HAVE_CMOCKA
 # The packed message's wire layout: byte order and hostile lengths (no
 # libpvm3 call: packed.c is compiled in).

@@ -31,6 +31,7 @@ static void held_add(struct pr_msg *m)
 	S.held.prev->next = m;
 	S.held.prev = m;
 	S.nheld++;
+	pr_changed(); /* (glue.h, FAST PATHS) */
 }
 
 static void held_del(struct pr_msg *m)
@@ -38,6 +39,7 @@ static void held_del(struct pr_msg *m)
 	m->prev->next = m->next;
 	m->next->prev = m->prev;
 	S.nheld--;
+	pr_changed();
 }
 
 static void msg_free(struct pr_msg *m)
@@ -252,6 +254,7 @@ static int order_ok(struct pr_peer *p, int ctx, uint32_t req, uint64_t *since)
 		        "libpvmrcp: t%x: %u stock message(s) from t%x never reached the queue "
 		        "(message handler?); delivering later RCP messages anyway\n",
 		        (unsigned)S.mytid, req - cs->drained, (unsigned)p->tid);
+		pr_changed();
 		p->drained_tot += req - cs->drained; /* never coming: not pending either */
 		cs->drained = req;
 		return -1;
@@ -576,10 +579,11 @@ static int held_match(const struct want *w)
 	return 0;
 }
 
+/* (W NULL: nothing held, asked by precv_note) */
 static int fast_ok(const struct want *w, const struct pr_peer *p)
 {
 	return p && p->route == PR_RCP && p->ch && !p->dead && pr_quiet(p) &&
-	       (S.nheld == 0 || !held_match(w));
+	       (S.nheld == 0 || (w && !held_match(w)));
 }
 
 /* X's receive R ended (or its message is on the way: WAIT) with RC, ST:
@@ -619,6 +623,34 @@ static int fast_unpost(struct fx *x)
 	return fast_end(x, r, rcp_test(r, &st), &st, 0);
 }
 
+/* X leaves the fast path: its receive taken back (1: that had taken its
+ * message after all, FX_DONE), else FX_SLOW; returns 1. */
+static int fast_give_up(struct fx *x)
+{
+	if (fast_unpost(x))
+		return 1;
+	x->state = FX_SLOW;
+	return 1;
+}
+
+/* A look at X's peer found nothing (its receive posted ahead still
+ * waits, or its channel is empty): 0 (look again), a PVM code (sends to
+ * it were lost), or 1 (fast_give_up: a stock message came in). */
+static int fast_nothing(struct fx *x)
+{
+	struct pr_peer *p = x->p;
+	if (!pr_quiet(p))
+		return fast_give_up(x);
+	if (S.pvm_readable ||
+	    ((++x->polls & 255) == 0 && pvmrcpi_now() - S.last_drain_ns >= DRAIN_FAIR_NS)) {
+		int before = S.nheld;
+		pvmrcpi_drain();
+		if (S.nheld != before && !fast_ok(&x->w, p))
+			return fast_give_up(x);
+	}
+	return pr_lost(p) ? pvmrcpi_lost(p) : 0; /* send.c, LOST SENDS */
+}
+
 static int fast_step(void *arg)
 {
 	struct fx *x = arg;
@@ -651,18 +683,8 @@ static int fast_step(void *arg)
 		}
 		if (rc < 0)
 			break;
-		if (rc == 0) {
-			if (!pr_quiet(p))
-				break;
-			if (S.pvm_readable || ((++x->polls & 255) == 0 &&
-			                       pvmrcpi_now() - S.last_drain_ns >= DRAIN_FAIR_NS)) {
-				int before = S.nheld;
-				pvmrcpi_drain();
-				if (S.nheld != before && !fast_ok(&x->w, p))
-					break;
-			}
-			return pr_lost(p) ? pvmrcpi_lost(p) : 0; /* send.c, LOST SENDS */
-		}
+		if (rc == 0)
+			return fast_nothing(x);
 		if (st.tag & PR_CTRL) {
 			pvmrcpi_take_ctrl(p->ep, p->ch, st.tag);
 			continue;
@@ -693,10 +715,7 @@ static int fast_step(void *arg)
 			p->last_rtag1 = st.tag + 1;
 		return 1;
 	}
-	if (fast_unpost(x))
-		return 1;
-	x->state = FX_SLOW;
-	return 1;
+	return fast_give_up(x);
 }
 
 /* ---- the wrapped calls ---- */
@@ -707,60 +726,56 @@ static int fast_step(void *arg)
 static int note_gone(int tid, int rc)
 {
 	struct pr_peer *p = rc == PvmNoTask && tid != -1 ? pvmrcpi_peer(tid, 0) : NULL;
-	if (p)
+	if (p) {
+		pr_changed();
 		p->dead = 1;
+	}
 	return rc;
 }
 
-int pvm_precv(int tid, int tag, void *buf, int len, int dt, int *rtid, int *rtag, int *rlen)
+/* The fast path's receive F to its end, from RC (what its first
+ * fast_step returned: 0 blocks): 1 and the call's result in *OUT (the
+ * outputs set), or 0: the general matcher decides (FX_SLOW). */
+static int fx_finish(struct fx *f, int rc, int *out, int *rtid, int *rtag, int *rlen)
 {
-	struct rx x; /* the matcher's state: set only past the fast path */
-	int sz, rc, src, mtag;
+	int tid = f->w.src;
+	if (!rc)
+		rc = pvmrcpi_block(fast_step, f, &tid, 1, 0, 0);
+	if (rc < 0) {
+		fast_unpost(f); /* the buffer is the caller's again */
+		*out = note_gone(tid, rc);
+		return 1;
+	}
+	if (f->state != FX_DONE)
+		return 0;
+	if (f->rc) {
+		if (f->rc == PvmNoTask)
+			pvmrcpi_peer_dead(f->p);
+		*out = f->rc;
+		return 1;
+	}
+	if (rtid)
+		*rtid = f->src;
+	if (rtag)
+		*rtag = f->tag;
+	if (rlen)
+		*rlen = (int)f->len;
+	*out = 0;
+	return 1;
+}
+
+/* The general matcher's precv (rx_wait, deliver_copy). */
+static int precv_match(int tid, int tag, int ctx, void *buf, size_t cap, int *rtid, int *rtag,
+                       int *rlen)
+{
+	struct rx x = {.w = {tid, tag, ctx}};
+	int rc, src, mtag;
 	size_t mlen;
 
-	if (!pvmrcpi_ready())
-		return pvmrcpi_resolve()
-		           ? PvmSysErr
-		           : pvmrcpi_real.precv(tid, tag, buf, len, dt, rtid, rtag, rlen);
-	sz = pvmrcpi_dtsize(dt);
-	if (sz < 0 || len < 0)
-		return pvmrcpi_real.precv(tid, tag, buf, len, dt, rtid, rtag, rlen);
-	x.w = (struct want){tid, tag, pvmrcpi_ctx()};
-	if (tid != -1 && pr_encodable(x.w.ctx, tag < 0 ? 0 : tag)) {
-		struct fx f = {.w = x.w,
-		               .p = pvmrcpi_peer(tid, 0),
-		               .buf = buf,
-		               .cap = (size_t)len * (size_t)sz};
-		if (fast_ok(&f.w, f.p)) {
-			rc = fast_step(&f);
-			if (!rc)
-				rc = pvmrcpi_block(fast_step, &f, &tid, 1, 0, 0);
-			if (rc < 0) {
-				fast_unpost(&f); /* the buffer is the caller's again */
-				return note_gone(tid, rc);
-			}
-			if (f.state == FX_DONE) {
-				if (f.rc) {
-					if (f.rc == PvmNoTask)
-						pvmrcpi_peer_dead(f.p);
-					return f.rc;
-				}
-				if (rtid)
-					*rtid = f.src;
-				if (rtag)
-					*rtag = f.tag;
-				if (rlen)
-					*rlen = (int)f.len;
-				return 0;
-			}
-		}
-	}
-	memset(&x.c, 0, sizeof x.c);
-	x.since = 0;
 	rc = rx_wait(&x, tid, 0);
 	if (rc < 0)
 		return note_gone(tid, rc);
-	rc = deliver_copy(&x.c, buf, (size_t)len * (size_t)sz, &src, &mtag, &mlen);
+	rc = deliver_copy(&x.c, buf, cap, &src, &mtag, &mlen);
 	if (rc) {
 		if (rc == PvmNoTask && x.c.p)
 			pvmrcpi_peer_dead(x.c.p);
@@ -773,6 +788,113 @@ int pvm_precv(int tid, int tag, void *buf, int len, int dt, int *rtid, int *rtag
 	if (rlen)
 		*rlen = (int)mlen;
 	return 0;
+}
+
+/* The fast path's checks (fast_ok, the context's BARRIER requirement)
+ * hold for P in CTX with nothing held: pvm_precv may skip them until
+ * S.gen moves (glue.h, FAST PATHS). */
+static void precv_note(struct pr_peer *p, int ctx)
+{
+	struct pr_ctxstate *cs;
+	if (S.state == PR_READY && S.nheld == 0 && pr_encodable(ctx, 0) && fast_ok(NULL, p) &&
+	    (cs = pvmrcpi_cs(p, ctx)) && cs->cur_req <= cs->drained) {
+		p->recv_gen = S.gen;
+		p->recv_ctx = ctx;
+	}
+}
+
+static __attribute__((noinline)) int precv_slow(int tid, int tag, void *buf, int len, int dt,
+                                                int *rtid, int *rtag, int *rlen)
+{
+	struct pr_peer *p;
+	int sz, ctx, rc;
+	size_t cap;
+
+	if (!pvmrcpi_ready())
+		return pvmrcpi_resolve()
+		           ? PvmSysErr
+		           : pvmrcpi_real.precv(tid, tag, buf, len, dt, rtid, rtag, rlen);
+	sz = pvmrcpi_dtsize(dt);
+	if (sz < 0 || len < 0)
+		return pvmrcpi_real.precv(tid, tag, buf, len, dt, rtid, rtag, rlen);
+	ctx = pvmrcpi_ctx();
+	cap = (size_t)len * (size_t)sz;
+	if (tid != -1 && pr_encodable(ctx, tag < 0 ? 0 : tag)) {
+		struct fx f = {
+		    .w = {tid, tag, ctx}, .p = pvmrcpi_peer(tid, 0), .buf = buf, .cap = cap};
+		if (fast_ok(&f.w, f.p) && fx_finish(&f, fast_step(&f), &rc, rtid, rtag, rlen)) {
+			if (!rc)
+				precv_note(f.p, ctx);
+			return rc;
+		}
+	}
+	rc = precv_match(tid, tag, ctx, buf, cap, rtid, rtag, rlen);
+	if (!rc && tid != -1 && (p = pvmrcpi_peer(tid, 0)) != NULL)
+		precv_note(p, ctx);
+	return rc;
+}
+
+/* The receive posted ahead by pvm_precv's fast path (R, or NULL: its post
+ * failed) gave RC, *ST other than a message: what fast_step's first
+ * round would do next (without a second look: one nic poll before the
+ * wait, pvmt polls-per-look), then the rest of the fast path, else the
+ * matcher. */
+static __attribute__((noinline)) int precv_more(struct pr_peer *p, int tid, int tag, int ctx,
+                                                void *buf, size_t cap, rcp_req *r, int rc,
+                                                struct rcp_status *st, int *rtid, int *rtag,
+                                                int *rlen)
+{
+	struct fx f = {.w = {tid, tag, ctx}, .p = p, .buf = buf, .cap = cap};
+	int out;
+	if (r && rc == RCP_EAGAIN) {
+		f.r = r; /* posted: nothing yet, or a rendezvous under way */
+		rc = fast_nothing(&f);
+	} else if (r && fast_end(&f, r, rc, st, 0)) {
+		rc = 1; /* FX_DONE: an error */
+	} else {
+		rc = fast_step(&f); /* another message first, or the post failed */
+	}
+	if (fx_finish(&f, rc, &out, rtid, rtag, rlen))
+		return out;
+	return precv_match(tid, tag, ctx, buf, cap, rtid, rtag, rlen);
+}
+
+/* The fast path (glue.h, FAST PATHS): the task last looked up, whose
+ * checks passed in this context and generation, and a tag the receive
+ * can be posted ahead for (fast_step's first round, its common case
+ * inline): anything else is precv_slow's. */
+int pvm_precv(int tid, int tag, void *buf, int len, int dt, int *rtid, int *rtag, int *rlen)
+{
+	struct pr_peer *p = S.last_peer;
+	if (__builtin_expect(p && p->tid == tid && p->recv_gen == S.gen, 1) && len >= 0 &&
+	    tag >= -1) {
+		int sz = pvmrcpi_dtsize(dt), ctx = pvmrcpi_ctx();
+		uint64_t t = tag >= 0 ? pr_rtag(ctx, tag) : p->last_rtag1 - 1;
+		if (sz > 0 && p->recv_ctx == ctx &&
+		    (tag >= 0 || (p->last_rtag1 && pr_rtag_ctx(t) == ctx))) {
+			size_t cap = (size_t)len * (size_t)sz;
+			struct rcp_status st;
+			rcp_req *r;
+			int rc = rcp_irecv_next(p->ep, p->ch, t, buf, cap, &r);
+			if (!rc) {
+				rc = rcp_test(r, &st); /* progresses */
+				if (__builtin_expect(rc == 0 || rc == RCP_ETRUNC, 1)) {
+					p->last_rtag1 = st.tag + 1;
+					if (rtid)
+						*rtid = tid;
+					if (rtag)
+						*rtag = pr_rtag_tag(st.tag);
+					if (rlen)
+						*rlen = (int)st.len;
+					return 0;
+				}
+			} else {
+				r = NULL;
+			}
+			return precv_more(p, tid, tag, ctx, buf, cap, r, rc, &st, rtid, rtag, rlen);
+		}
+	}
+	return precv_slow(tid, tag, buf, len, dt, rtid, rtag, rlen);
 }
 
 int pvm_recv(int tid, int tag)

@@ -33,6 +33,7 @@ static void fence(struct pr_peer *p)
 {
 	static int32_t f[PR_FENCE_LEN / sizeof(int32_t)];
 	rcp_req *r;
+	pr_changed(); /* (glue.h, FAST PATHS) */
 	f[0] = (int32_t)++p->fences;
 	if (rcp_issend(p->ch, PR_FENCE, f, sizeof f, &r) == 0 &&
 	    pvmrcpi_wait_req(r, NULL, &p->tid, 1, 1) == PvmNoTask)
@@ -53,6 +54,7 @@ void pvmrcpi_count_stock(int tid, int ctx)
 	if (S.state != PR_READY)
 		return;
 	stock_sent++;
+	pr_changed(); /* the stock counters (glue.h, FAST PATHS) */
 	p = pvmrcpi_peer(tid, 1);
 	if (p && p->rcp_dirty && p->ch)
 		fence(p);
@@ -174,8 +176,10 @@ static void inflight_done(size_t len)
 static void note_failed(const struct rcp_status *st)
 {
 	struct pr_peer *p;
-	if (st->error && st->error != RCP_ECLOSED && st->chan && (p = pvmrcpi_chan_get(st->chan)))
+	if (st->error && st->error != RCP_ECLOSED && st->chan && (p = pvmrcpi_chan_get(st->chan))) {
+		pr_changed();
 		p->lost = 1;
+	}
 }
 
 static void watch_done(rcp_req *r, const struct rcp_status *st, void *user)
@@ -183,6 +187,7 @@ static void watch_done(rcp_req *r, const struct rcp_status *st, void *user)
 	struct pr_peer *p = user;
 	if (r != p->watch)
 		return; /* canceled, or a channel P left */
+	pr_changed();
 	p->watch = NULL;
 	p->watch_ch = NULL;
 	if (st->error != RCP_EPEER || st->chan != p->ch)
@@ -195,6 +200,7 @@ static void watch_done(rcp_req *r, const struct rcp_status *st, void *user)
 void pvmrcpi_watch(struct pr_peer *p)
 {
 	rcp_req *r;
+	pr_changed();
 	if (p->watch)
 		pvmrcpi_unwatch(p); /* on a channel P left */
 	if (!p->ch || rcp_chan_watch(p->ch, watch_done, p, &r))
@@ -207,6 +213,7 @@ void pvmrcpi_watch(struct pr_peer *p)
 void pvmrcpi_unwatch(struct pr_peer *p)
 {
 	rcp_req *r = p->watch;
+	pr_changed();
 	p->watch = NULL;
 	p->watch_ch = NULL;
 	if (r)
@@ -215,6 +222,7 @@ void pvmrcpi_unwatch(struct pr_peer *p)
 
 int pvmrcpi_lost(struct pr_peer *p)
 {
+	pr_changed();
 	p->lost = 0;
 	p->rcp_dirty = 0;
 	if (pvm_pstat(p->tid) == PvmNoTask) {
@@ -300,6 +308,7 @@ int pvmrcpi_hello(struct pr_peer *p)
 	rc = pvmrcpi_ctrl_send(p, PR_HELLO, h, sizeof h);
 	if (rc)
 		return rc;
+	pr_changed();
 	p->hello_sent = 1;
 	p->total_told = p->stock_total;
 	p->fences_told = p->fences;
@@ -325,6 +334,7 @@ int pvmrcpi_prepare(struct pr_peer *p, int ctx)
 		rc = pvmrcpi_ctrl_send(p, PR_BARRIER, b, sizeof b);
 		if (rc)
 			return rc;
+		pr_changed();
 		cs->barrier_sent = cs->stock_sent;
 		p->total_told = p->stock_total;
 		p->fences_told = p->fences;
@@ -342,7 +352,42 @@ static int stock_psend(int tid, int tag, void *buf, int len, int dt)
 	return rc;
 }
 
-int pvm_psend(int tid, int tag, void *buf, int len, int dt)
+/* A send to P failed with RC (an RCP code): PvmNoTask when P is gone. */
+static int psend_err(struct pr_peer *p, int rc)
+{
+	if (rc == RCP_EPEER || rc == RCP_ECLOSED) {
+		pvmrcpi_peer_dead(p);
+		return PvmNoTask;
+	}
+	return pvmrcpi_err(rc);
+}
+
+/* rcp_isend_detached of a message of up to S.copy_max bytes to P (tag T)
+ * returned RC and R other than "sent, nothing to wait for". */
+static __attribute__((noinline)) int psend_small_end(struct pr_peer *p, int tid, uint64_t t,
+                                                     const void *buf, size_t bytes, int rc,
+                                                     rcp_req *r)
+{
+	struct rcp_status st;
+	if (rc == RCP_EMSGSIZE)
+		rc = send_copy(p, t, buf, bytes);
+	else if (!rc && r)
+		return pvmrcpi_wait_req(r, &st, &tid, 1, 1); /* no memory to copy */
+	return psend_err(p, rc);
+}
+
+/* psend's checks hold for P in CTX: its fast path may skip them until
+ * S.gen moves (glue.h, FAST PATHS). */
+static void psend_note(struct pr_peer *p, int ctx)
+{
+	if (S.state == PR_READY && p->route == PR_RCP && p->ch && !p->dead && !pr_lost(p) &&
+	    pr_encodable(ctx, 0) && pr_prepared(p, ctx) && p->watch_ch == p->ch) {
+		p->send_gen = S.gen;
+		p->send_ctx = ctx;
+	}
+}
+
+static __attribute__((noinline)) int psend_slow(int tid, int tag, void *buf, int len, int dt)
 {
 	struct pr_peer *p;
 	size_t bytes;
@@ -374,10 +419,10 @@ int pvm_psend(int tid, int tag, void *buf, int len, int dt)
 	if (!rc && bytes <= S.copy_max) {
 		/* Up to a frame: RCP copies only what it cannot send at once. */
 		rc = rcp_isend_detached(p->ch, pr_rtag(ctx, tag), buf, bytes, &r);
-		if (rc == RCP_EMSGSIZE)
-			rc = send_copy(p, pr_rtag(ctx, tag), buf, bytes);
-		else if (!rc && r)
-			return pvmrcpi_wait_req(r, &st, &tid, 1, 1); /* no memory to copy */
+		if (rc || r)
+			return psend_small_end(p, tid, pr_rtag(ctx, tag), buf, bytes, rc, r);
+		psend_note(p, ctx);
+		return 0;
 	} else if (!rc) {
 		rc = rcp_isend(p->ch, pr_rtag(ctx, tag), buf, bytes, &r);
 		if (!rc) {
@@ -388,11 +433,32 @@ int pvm_psend(int tid, int tag, void *buf, int len, int dt)
 			return rc;
 		}
 	}
-	if (rc == RCP_EPEER || rc == RCP_ECLOSED) {
-		pvmrcpi_peer_dead(p);
-		return PvmNoTask;
+	return psend_err(p, rc);
+}
+
+/* The fast path (glue.h, FAST PATHS): the task last looked up, whose
+ * checks passed in this context and generation, and a message RCP sends
+ * or copies at once; anything else is psend_slow's. */
+int pvm_psend(int tid, int tag, void *buf, int len, int dt)
+{
+	struct pr_peer *p = S.last_peer;
+	if (__builtin_expect(p && p->tid == tid && p->send_gen == S.gen, 1) && tag >= 0 &&
+	    len >= 0) {
+		int sz = pvmrcpi_dtsize(dt), ctx = pvmrcpi_ctx();
+		size_t bytes = (size_t)len * (size_t)sz;
+		if (sz > 0 && p->send_ctx == ctx && bytes <= S.copy_max) {
+			uint64_t t = pr_rtag(ctx, tag);
+			rcp_req *r;
+			int rc;
+			p->rcp_dirty = 1; /* pr_dirty: watch_ch == ch (checked) */
+			rcp_sent++;
+			rc = rcp_isend_detached(p->ch, t, buf, bytes, &r);
+			if (__builtin_expect(!rc && !r, 1))
+				return 0;
+			return psend_small_end(p, tid, t, buf, bytes, rc, r);
+		}
 	}
-	return pvmrcpi_err(rc);
+	return psend_slow(tid, tag, buf, len, dt);
 }
 
 /* An RCP multicast of BUF to the N channels of one endpoint.  OWN: BUF is

@@ -242,7 +242,8 @@ struct rcp_chan {
 	struct list posted;  /* receives posted for this channel (rcpc_core.posted_any) */
 	/* The DIRECT receive: a receive of one frame or less posted for this
 	 * channel when no other receive could take its messages (none posted
-	 * for it, none for any channel), kept here instead of in `posted`:
+	 * for it, none for any channel with its tag: core.c any_could_take),
+	 * kept here instead of in `posted`:
 	 * the common "one receive for the next message" is matched without a
 	 * list (msg.c match_posted).  It is the earliest posted receive that
 	 * could take this channel's next message; never promised by READY. */

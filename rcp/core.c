@@ -125,10 +125,9 @@ static RCPI_HOT_INLINE void input_done(rcp_chan *ch, uint64_t now)
  * msg.c process_inorder would do, here without their general cases
  * (holes, held frames, other frame types, unexpected messages, READY
  * promises).  The receive is the channel's direct one (chan.h, DIRECT)
- * or, when it has none, the one the posted lists give (a layer with
- * receives posted for any channel, as relinked PVM's for its control
- * messages, has no direct receive).  Returns 1 if H was taken so, else 0
- * (nothing changed). */
+ * or, when it has none, the one the posted lists give (a receive for
+ * any channel that could take its message leaves it none: any_could_take).
+ * Returns 1 if H was taken so, else 0 (nothing changed). */
 static RCPI_HOT_INLINE int input_small(rcp_chan *ch, const struct rcpw_hdr *h,
                                        const unsigned char *pl)
 {
@@ -430,6 +429,17 @@ void rcpc_set_crowded(rcpc_core *c, int crowded)
 	c->crowded = crowded;
 }
 
+/* Could a receive posted for any channel take a message of TAG (then a
+ * channel's receive of TAG is not direct: chan.h, DIRECT)?  Relinked PVM's
+ * HELLO and FENCE receives cannot take its data (session 21). */
+static RCPI_HOT_INLINE int any_could_take(const rcpc_core *c, uint64_t tag)
+{
+	for (const struct list *p = c->posted_any.next; p != &c->posted_any; p = p->next)
+		if (tag == RCP_ANY_TAG || tag_match(container_of(p, rcp_req, clink)->tag, tag))
+			return 1;
+	return 0;
+}
+
 /* rcpc_irecv's body, inlined into both its callers (rcpc_irecv_next
  * calls it too: out of line, the common receive paid a call).  NEXT: a
  * NEXT receive, marked before rcpi_try_ready looks at it. */
@@ -499,7 +509,7 @@ static RCPI_HOT_INLINE int irecv(rcpc_core *c, rcp_chan *ch, uint64_t tag, void 
 	r->state = R_POSTED;
 	r->pseq = ++c->post_seq;
 	if (ch && !ch->direct && len <= c->payload_max && list_empty(&ch->posted) &&
-	    list_empty(&c->posted_any))
+	    !any_could_take(c, tag))
 		ch->direct = r; /* (chan.h, DIRECT) */
 	else
 		list_add_tail(ch ? &ch->posted : &c->posted_any, &r->clink);

@@ -136,8 +136,8 @@ RCPI_HOT_INLINE rcp_chan *rcpi_input_express(rcpc_core *c, int peer, const void 
 		return NULL;
 	/* Delivery (core.c input_small): in order, the next message, a
 	 * credit taken, a posted receive: the direct one if its tag matches,
-	 * else the one the posted lists give (a layer with receives for any
-	 * channel, as relinked PVM, has no direct one). */
+	 * else the one the posted lists give (a receive for any channel that
+	 * could take the message leaves the channel none). */
 	r = ch->direct;
 	memcpy(&tag, p + 32, 8);
 	if (ld32(p + 20) != ch->rx_next || ld32(p + 44) != ch->rx_msg_next ||

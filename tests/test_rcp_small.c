@@ -864,6 +864,47 @@ static void t_plain_word(void **state)
 	sim_free(s);
 }
 
+/* A receive for any channel of another tag (relinked PVM keeps its
+ * HELLO and FENCE ones posted) leaves a channel's receive direct (rcp/
+ * core.c any_could_take, session 21): it takes its message, the other
+ * tag goes to the receive for any channel.  One of the same tag, or a
+ * channel's receive of any tag, posted after it is not direct, and the
+ * earlier receive takes the message first. */
+static void t_direct_beside_any(void **state)
+{
+	uint64_t seed = test_seed(1990);
+	struct sim *s = pair(seed, 0);
+	rcp_chan *ba = sim_chan(s, 1, 0);
+	unsigned char b1[8], b2[8], bh[8];
+	rcp_req *r1, *w, *h;
+
+	(void)state;
+	h = post(s, NULL, 900, bh);
+	r1 = post(s, ba, 1, b1);
+	assert_ptr_equal(ba->direct, r1);
+	send_one(s, 1, 0x11);
+	assert_int_equal(got(s, r1, b1, seed), 0x11);
+	send_one(s, 900, 0x90);
+	assert_int_equal(got(s, h, bh, seed), 0x90);
+	/* the same tag for any channel first */
+	w = post(s, NULL, 2, b2);
+	r1 = post(s, ba, 2, b1);
+	assert_null(ba->direct);
+	send_one(s, 2, 0x21);
+	assert_int_equal(got(s, w, b2, seed), 0x21);
+	send_one(s, 2, 0x22);
+	assert_int_equal(got(s, r1, b1, seed), 0x22);
+	/* the channel's receive of any tag after one for any channel */
+	w = post(s, NULL, 3, b2);
+	r1 = post(s, ba, RCP_ANY_TAG, b1);
+	assert_null(ba->direct);
+	send_one(s, 3, 0x31);
+	assert_int_equal(got(s, w, b2, seed), 0x31);
+	send_one(s, 4, 0x41);
+	assert_int_equal(got(s, r1, b1, seed), 0x41);
+	sim_free(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -872,6 +913,7 @@ int main(void)
 	    cmocka_unit_test(t_direct_order),       cmocka_unit_test(t_next_receive),
 	    cmocka_unit_test(t_next_receive_big),   cmocka_unit_test(t_express),
 	    cmocka_unit_test(t_express_acks),       cmocka_unit_test(t_plain_word),
+	    cmocka_unit_test(t_direct_beside_any),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -846,6 +846,8 @@ static int t_posted_ahead(void)
 
 #include "pvmt_contact.h"
 
+#include "pvmt_fast.h"
+
 static const struct {
 	const char *name;
 	int (*fn)(void);
@@ -885,6 +887,7 @@ static const struct {
     {"first-contact", t_first_contact},
     {"restart-reported", t_restart_reported},
     {"restart-reported-recv", t_restart_reported_recv},
+    {"fast-stock", t_fast_stock},
 };
 
 /* pvmt run N PROG [ARGS...]: spawns N copies of PROG, prints their output
@@ -938,7 +941,8 @@ int main(int argc, char **argv)
 		             {"pord", child_pord},
 		             {"cross", child_cross},
 		             {"rcross", child_rcross},
-		             {"rwait", child_rwait}};
+		             {"rwait", child_rwait},
+		             {"fstk", child_fstk}};
 		int rc = 3;
 		for (unsigned i = 0; i < sizeof roles / sizeof roles[0]; i++)
 			if (!strcmp(argv[2], roles[i].r))
