@@ -88,6 +88,12 @@ TESTS += tests/test_xdp_jumbo
 tests_test_xdp_jumbo_SOURCES = tests/test_xdp_jumbo.c tests/testutil.h tests/test_xdp_veth.h common/sh.h
 tests_test_xdp_jumbo_CFLAGS = $(TEST_CFLAGS)
 tests_test_xdp_jumbo_LDADD = $(TEST_LDADD)
+# ... its rings and open, white box (session 21: issue 21's audit)
+check_PROGRAMS += tests/test_xdp_rings
+TESTS += tests/test_xdp_rings
+tests_test_xdp_rings_SOURCES = tests/test_xdp_rings.c tests/testutil.h tests/test_xdp_veth.h common/sh.h
+tests_test_xdp_rings_CFLAGS = $(TEST_CFLAGS)
+tests_test_xdp_rings_LDADD = $(TEST_LDADD)
 # ... and the xdp nic's time alone, as an endpoint's waits use it
 check_PROGRAMS += tests/test_xdp_solo
 TESTS += tests/test_xdp_solo

@@ -195,10 +195,10 @@ void rcpi_xdp_link_init(struct rcpi_xdp_link *l);
  * it), then detaches a crashed endpoint's program or refuses a foreign
  * one (RCP_EADDRINUSE).  Returns 0 or a negative RCP code. */
 int rcpi_xdp_link_own(struct rcpi_xdp_link *l);
-/* Makes the XSKMAP holding XSK, loads the program and attaches it
- * (RCP_XDP_MODE).  Returns 0, RCP_EPERM, RCP_ENOTSUP, RCP_EADDRINUSE,
- * RCP_ENOMEM, with the reason logged. */
-int rcpi_xdp_link_attach(struct rcpi_xdp_link *l, struct xsk_socket *xsk);
+/* Makes the XSKMAP holding XSK (bound to RX queue QUEUE), loads the
+ * program and attaches it (RCP_XDP_MODE).  Returns 0, RCP_EPERM,
+ * RCP_ENOTSUP, RCP_EADDRINUSE, RCP_ENOMEM, with the reason logged. */
+int rcpi_xdp_link_attach(struct rcpi_xdp_link *l, struct xsk_socket *xsk, uint32_t queue);
 /* Detaches our program (only ours), from the namespace of the open. */
 void rcpi_xdp_link_detach(struct rcpi_xdp_link *l);
 /* Closes the fds and gives the interface up (the lock last). */
