@@ -170,6 +170,13 @@ tests_test_rcp_small_SOURCES = tests/test_rcp_small.c tests/sim.c tests/sim.h te
 tests_test_rcp_small_CFLAGS = $(TEST_CFLAGS)
 tests_test_rcp_small_LDFLAGS = -static
 tests_test_rcp_small_LDADD = $(TEST_LDADD)
+# where a send slot keeps a copied payload (session 21, rcp/chan.h SLOT STORAGE)
+check_PROGRAMS += tests/test_rcp_slots
+TESTS += tests/test_rcp_slots
+tests_test_rcp_slots_SOURCES = tests/test_rcp_slots.c tests/sim.c tests/sim.h tests/testutil.h
+tests_test_rcp_slots_CFLAGS = $(TEST_CFLAGS)
+tests_test_rcp_slots_LDFLAGS = -static
+tests_test_rcp_slots_LDADD = $(TEST_LDADD)
 # The READY handshake when a promise and an RTS cross.
 check_PROGRAMS += tests/test_rcp_ready
 TESTS += tests/test_rcp_ready
