@@ -115,8 +115,9 @@
  *
  * Why the default window is XDP_WINDOW (80 frames, 120 KB at MTU 1500)
  * and not the 976 of 2048-entry rings (sessions 17-19): a small window
- * is faster here.  RCP's send ring has one slot of ~2.1 KiB per frame of
- * window and each message takes the next; the RX half of the UMEM is
+ * is faster here.  RCP's send ring had one slot of ~2.1 KiB per frame of
+ * window (192 B since session 21: rcp/chan.h, SLOT STORAGE) and each
+ * message takes the next; the RX half of the UMEM is
  * used round robin, a page a frame.  At 976 that is 2.2 MiB of slots and
  * 8 MiB of RX buffers cycled per end, a cold line and page or more per
  * message, and the cost shows inside the kick: the kernel's path (skb,
