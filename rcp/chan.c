@@ -179,6 +179,23 @@ void rcpi_conv_end(rcpc_core *c, int peer)
 	c->nretained++;
 }
 
+/* CH's send ring: nslots slots and their INLINE_CAP bytes each (chan.h,
+ * SLOT STORAGE; the latter not written here: its pages are touched only
+ * by payloads over SLOT_SMALL bytes).  0 or RCP_ENOMEM, nothing kept
+ * then. */
+static int slots_alloc(rcp_chan *ch)
+{
+	ch->slots = calloc(ch->nslots, sizeof *ch->slots);
+	ch->inl = malloc((size_t)ch->nslots * INLINE_CAP);
+	if (ch->slots && ch->inl)
+		return 0;
+	free(ch->slots);
+	free(ch->inl);
+	ch->slots = NULL;
+	ch->inl = NULL;
+	return RCP_ENOMEM;
+}
+
 /* The user has CH now, or a reliable frame came on it: never reclaimed,
  * and it gets its send ring (an accepted channel has none before: a
  * half-open one sends nothing reliable, and thousands of rings cost
@@ -189,7 +206,7 @@ void rcpi_chan_claim(rcp_chan *ch)
 		return;
 	ch->accepted = 0;
 	ch->core->naccepted--;
-	if (!ch->slots && !(ch->slots = calloc(ch->nslots, sizeof *ch->slots)))
+	if (!ch->slots && slots_alloc(ch))
 		rcpi_chan_fail(ch, RCP_ENOMEM);
 }
 
@@ -210,6 +227,7 @@ void rcpi_chan_free(rcp_chan *ch)
 	if (ch->peer >= 0 && ch->peer < c->npeers)
 		c->by_peer[ch->peer] = NULL;
 	free(ch->slots);
+	free(ch->inl);
 	free(ch->ctlq);
 	free(ch);
 }
@@ -263,8 +281,7 @@ int rcpi_chan_open(rcpc_core *c, int peer, uint64_t now, int lazy, rcp_chan **ou
 	if (n < 8)
 		n = 8;
 	ch->nslots = n;
-	ch->slots = lazy ? NULL : calloc(n, sizeof *ch->slots);
-	if (!lazy && !ch->slots) {
+	if (!lazy && slots_alloc(ch)) {
 		free(ch);
 		return RCP_ENOMEM;
 	}

@@ -156,6 +156,22 @@ struct rcp_req {
 	size_t gv_base;
 };
 
+/* SLOT STORAGE.  A slot is taken per frame, round robin by sequence
+ * number (slot_of), and a small message's bytes are copied into it.
+ * Until session 21 each slot held INLINE_CAP bytes in itself, ~2.1 KiB a
+ * slot: an 8 B ping-pong then wrote a new 2.1 KiB stride each message,
+ * 128 slots (xdp's window of 80) cycling 273 KiB and ~67 pages per end,
+ * and that footprint showed in the kernel's path on the same CPU (the
+ * xdp kick, docs/nic.md).  Now a payload of up to SLOT_SMALL bytes lives
+ * in the slot (192 B a slot, the ring 24 KiB) and a bigger one in the
+ * slot's own INLINE_CAP bytes of ch->inl, touched only when used.  Not a
+ * LIFO free list of hot buffers: a backend may keep pointers into a
+ * frame sent with RCP_NIC_MORE until its flush (the udp nic does), and an
+ * ack processed in that burst would free the slot and a new send reuse
+ * the buffer before the batched resend went out; round robin by sequence
+ * number keeps a freed slot's bytes intact for nslots more frames. */
+#define SLOT_SMALL 80u
+
 struct slot {
 	struct rcpw_hdr hdr; /* wire order, as sent (CRC included) */
 	rcp_req *req;        /* DATA frames of a non-inline send */
@@ -167,8 +183,9 @@ struct slot {
 	uint8_t in_use, sacked, nsent;
 	uint8_t ackreq; /* flagged ACKREQ: the peer acks it at once */
 	uint8_t hlen;   /* header bytes sent: RCPW_HLEN, or RCPW_CHLEN (compact) */
-	unsigned char inl[INLINE_CAP];
+	unsigned char sml[SLOT_SMALL]; /* a copied payload of up to SLOT_SMALL bytes */
 };
+_Static_assert(sizeof(struct slot) <= 192, "a slot stays three cache lines (SLOT STORAGE)");
 
 struct ctl {
 	uint8_t type;
@@ -261,6 +278,7 @@ struct rcp_chan {
 	/* send side */
 	uint32_t tx_next, tx_una, nslots;
 	struct slot *slots;
+	unsigned char *inl; /* nslots x INLINE_CAP: copied payloads over SLOT_SMALL */
 	uint32_t cwnd, ssthresh, peer_wnd, recover, highest_sacked, unsent, max_inflight;
 	uint32_t sacked_out; /* frames in [tx_una, tx_next) selectively acked (window) */
 	int have_sack;
@@ -566,6 +584,13 @@ static inline int tag_match(uint64_t want, uint64_t tag)
 static inline struct slot *slot_of(rcp_chan *ch, uint32_t seq)
 {
 	return &ch->slots[seq & (ch->nslots - 1)];
+}
+
+/* Where slot S of CH keeps a copied payload of LEN (<= INLINE_CAP) bytes
+ * (SLOT STORAGE). */
+static inline unsigned char *slot_inl(rcp_chan *ch, struct slot *s, size_t len)
+{
+	return len <= SLOT_SMALL ? s->sml : ch->inl + (size_t)(s - ch->slots) * INLINE_CAP;
 }
 
 static inline int rx_bit(const rcp_chan *ch, uint32_t seq)

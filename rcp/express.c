@@ -208,8 +208,8 @@ RCPI_HOT_INLINE struct slot *rcpi_slot_express(rcp_chan *ch, uint32_t msg, uint6
 	                 s->seq,       ch->rx_next,  ch->credits_given};
 	uint32_t tail[2] = {0, msg}; /* crc (none), msg */
 
-	copy_bytes(s->inl, buf, len);
-	s->payload = s->inl;
+	s->payload = slot_inl(ch, s, len);
+	copy_bytes((unsigned char *)s->payload, buf, len);
 	s->own = NULL;
 	s->hlen = RCPW_CHLEN;
 	memcpy(h, &w0, 8);

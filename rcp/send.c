@@ -220,8 +220,8 @@ RCPI_HOT_INLINE struct slot *rcpi_slot_new(rcp_chan *ch, rcp_req *req, uint8_t t
 	s = slot_claim(ch, req, plen, flags & RCPW_F_ACKREQ);
 	if (copy) {
 		assert(plen <= INLINE_CAP);
-		copy_bytes(s->inl, payload, plen);
-		s->payload = s->inl;
+		s->payload = slot_inl(ch, s, plen);
+		copy_bytes((unsigned char *)s->payload, payload, plen);
 	} else {
 		s->payload = payload;
 	}

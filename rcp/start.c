@@ -126,7 +126,7 @@ static __attribute__((noinline)) const unsigned char *gv_frame(rcp_chan *ch, rcp
 	}
 	if (*np > INLINE_CAP)
 		*np = INLINE_CAP;
-	inl = slot_of(ch, ch->tx_next)->inl;
+	inl = slot_inl(ch, slot_of(ch, ch->tx_next), *np);
 	gv_copy(r, i, base, off, inl, *np);
 	return inl;
 }
@@ -156,7 +156,7 @@ static RCPI_HOT_INLINE int eager_one(rcp_chan *ch, rcp_req *r, const void *data,
 static __attribute__((noinline)) int gv_eager(rcp_chan *ch, rcp_req *r, uint64_t now)
 {
 	rcpc_core *c = ch->core;
-	unsigned char *own = NULL, *dst = slot_of(ch, ch->tx_next)->inl;
+	unsigned char *own = NULL, *dst = slot_inl(ch, slot_of(ch, ch->tx_next), r->total);
 	int at_once = !r->sync;
 
 	if (r->total > INLINE_CAP) {

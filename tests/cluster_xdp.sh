@@ -7,7 +7,9 @@
 # xdp, the pair within h1 on shm, 1 MiB round trips checked), then the
 # same RPC calls with the faults wrapper under RCP (RCP_FAULTS: drop, dup,
 # reorder, corrupt), then the first RPC round again at MTU 9000 (jumbo
-# frames).  TAP.  Skips (77) without root, namespaces or XDP;
+# frames); after the RPC rounds rcp-pingpong by the peer's IP and the
+# bare frame's rcp-xdp-pingpong (session 21).  TAP.  Skips (77) without
+# root, namespaces or XDP;
 # the PVM part skips without pvm.
 set -u
 . "${srcdir:-.}/tests/cluster_lib.sh"
@@ -77,6 +79,45 @@ rpc_round "RPC over xdp h1 -> h2"
 rpc_round "RPC over xdp h1 and h3 -> h2 at once (one server socket)" h1 h3
 RCP_FAULTS="drop=0.02,dup=0.01,reorder=0.02,corrupt=0.01,seed=${RCP_TEST_SEED:-7}" \
 	rpc_round "RPC over faults+xdp h1 -> h2 (seed ${RCP_TEST_SEED:-7})"
+
+# The tools between hosts (session 21): rcp-pingpong --listen xdp:eth0 on
+# h2 and --connect xdp:eth0@198.18.0.2 (h2's IP: its MAC from h1's
+# neighbour table) on h1, 8 B and 64 KiB, every byte checked (--verify);
+# then the bare frame's ping-pong between the same hosts
+# (rcp-xdp-pingpong --cluster, the nic ping-pong for a link backend).
+pp="$b/perf/rcp-pingpong" xpp="$b/perf/rcp-xdp-pingpong"
+if [ ! -x "$pp" ] || [ ! -x "$xpp" ]; then
+	echo "ok - rcp-pingpong and rcp-xdp-pingpong over xdp # SKIP not built"
+else
+	rm -f "$tmp/fifo" && mkfifo "$tmp/fifo"
+	timeout 60 "$rcpc" --name "$name" exec h2 "$pp" --listen xdp:eth0 >"$tmp/fifo" \
+		2>"$tmp/pps.err" &
+	spid=$!
+	exec 3<"$tmp/fifo"
+	read -r _ <&3
+	out=$(timeout 60 "$rcpc" --name "$name" exec h1 "$pp" --connect xdp:eth0@198.18.0.2 \
+		--local xdp:eth0 --sizes 8,64K --iters 200 --verify --csv 2>&1)
+	cst=$?
+	cat <&3 >/dev/null
+	exec 3<&-
+	wait $spid
+	sst=$?
+	if [ $cst -eq 0 ] && [ $sst -eq 0 ] && echo "$out" | grep -q "^xdp,8,200," &&
+		echo "$out" | grep -q "^xdp,65536,"; then
+		echo "ok - rcp-pingpong h1 -> h2 over xdp by IP: $(echo "$out" | grep "^xdp," | cut -d, -f2,4 | tr '\n' ' ')"
+	else
+		echo "not ok - rcp-pingpong h1 -> h2 over xdp by IP: client $cst server $sst: $out $(cat "$tmp/pps.err")"
+		rc=1
+	fi
+	out=$(timeout 60 "$xpp" --cluster "$name" --transport xdp --size 8 --iters 200 --csv 2>&1)
+	st=$?
+	if [ $st -eq 0 ] && echo "$out" | grep -q "^xdp,8,200,"; then
+		echo "ok - rcp-xdp-pingpong h1 -> h2, bare xdp frame: $(echo "$out" | grep "^xdp," | cut -d, -f4) us"
+	else
+		echo "not ok - rcp-xdp-pingpong h1 -> h2 (exit $st): $out"
+		rc=1
+	fi
+fi
 
 if [ ! -x "$b/tests/pvm/pvmt" ]; then
 	echo "ok - relinked PVM over xdp # SKIP tests/pvm/pvmt not built (no pvm)"

@@ -88,6 +88,12 @@ TESTS += tests/test_xdp_jumbo
 tests_test_xdp_jumbo_SOURCES = tests/test_xdp_jumbo.c tests/testutil.h tests/test_xdp_veth.h common/sh.h
 tests_test_xdp_jumbo_CFLAGS = $(TEST_CFLAGS)
 tests_test_xdp_jumbo_LDADD = $(TEST_LDADD)
+# ... its rings and open, white box (session 21: issue 21's audit)
+check_PROGRAMS += tests/test_xdp_rings
+TESTS += tests/test_xdp_rings
+tests_test_xdp_rings_SOURCES = tests/test_xdp_rings.c tests/testutil.h tests/test_xdp_veth.h common/sh.h
+tests_test_xdp_rings_CFLAGS = $(TEST_CFLAGS)
+tests_test_xdp_rings_LDADD = $(TEST_LDADD)
 # ... and the xdp nic's time alone, as an endpoint's waits use it
 check_PROGRAMS += tests/test_xdp_solo
 TESTS += tests/test_xdp_solo
@@ -164,6 +170,13 @@ tests_test_rcp_small_SOURCES = tests/test_rcp_small.c tests/sim.c tests/sim.h te
 tests_test_rcp_small_CFLAGS = $(TEST_CFLAGS)
 tests_test_rcp_small_LDFLAGS = -static
 tests_test_rcp_small_LDADD = $(TEST_LDADD)
+# where a send slot keeps a copied payload (session 21, rcp/chan.h SLOT STORAGE)
+check_PROGRAMS += tests/test_rcp_slots
+TESTS += tests/test_rcp_slots
+tests_test_rcp_slots_SOURCES = tests/test_rcp_slots.c tests/sim.c tests/sim.h tests/testutil.h
+tests_test_rcp_slots_CFLAGS = $(TEST_CFLAGS)
+tests_test_rcp_slots_LDFLAGS = -static
+tests_test_rcp_slots_LDADD = $(TEST_LDADD)
 # The READY handshake when a promise and an RTS cross.
 check_PROGRAMS += tests/test_rcp_ready
 TESTS += tests/test_rcp_ready

@@ -195,12 +195,14 @@ static int is_veth(const char *ifname)
 	return veth;
 }
 
-int rcpi_xdp_link_attach(struct rcpi_xdp_link *l, struct xsk_socket *xsk)
+int rcpi_xdp_link_attach(struct rcpi_xdp_link *l, struct xsk_socket *xsk, uint32_t queue)
 {
 	const char *mode = rcpi_env_str("RCP_XDP_MODE");
 	int rc;
 
-	l->map_fd = bpf_map_create(BPF_MAP_TYPE_XSKMAP, "rcp_xsks", 4, 4, 64, NULL);
+	/* The map is indexed by RX queue: room for ours, whatever its number. */
+	l->map_fd = bpf_map_create(BPF_MAP_TYPE_XSKMAP, "rcp_xsks", 4, 4,
+	                           queue < 64 ? 64 : queue + 1, NULL);
 	if (l->map_fd < 0)
 		return rcpi_xdp_err("creating the XSKMAP", errno);
 	rc = xsk_socket__update_xskmap(xsk, l->map_fd);

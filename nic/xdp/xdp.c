@@ -6,8 +6,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/bpf.h>
+#include <linux/ethtool.h>
 #include <linux/if_ether.h>
 #include <linux/if_link.h>
+#include <linux/sockios.h>
 #include <net/if.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,6 +45,26 @@ static int iface_facts(struct xdp_nic *x)
 	}
 	close(s);
 	return rc;
+}
+
+/* RX queues of the interface (ETHTOOL_GCHANNELS: rx or combined
+ * channels), or 0 where the driver does not say. */
+static uint32_t rx_queues(const char *ifname)
+{
+	struct ethtool_channels ch = {.cmd = ETHTOOL_GCHANNELS};
+	struct ifreq ifr;
+	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	uint32_t n = 0;
+
+	if (s < 0)
+		return 0;
+	memset(&ifr, 0, sizeof ifr);
+	snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "%s", ifname);
+	ifr.ifr_data = (void *)&ch;
+	if (!ioctl(s, SIOCETHTOOL, &ifr))
+		n = ch.rx_count + ch.combined_count;
+	close(s);
+	return n;
 }
 
 /* ---- open / close ------------------------------------------------------ */
@@ -166,6 +188,15 @@ static int xdp_open(const char *rest, const struct rcp_nic_config *cfg, rcp_nic 
 		goto fail;
 	}
 	rc = iface_facts(x);
+	if (!rc) {
+		/* A queue the interface lacks: the bind would say only EINVAL. */
+		uint32_t nq = rx_queues(x->link.ifname);
+		if (nq && x->queue >= nq) {
+			rcpi_warn("xdp: %s has %u RX queue(s): no queue %u", x->link.ifname, nq,
+			          x->queue);
+			rc = RCP_EADDR;
+		}
+	}
 	if (!rc)
 		rc = rcpi_xdp_link_own(&x->link);
 	if (rc)
@@ -231,7 +262,7 @@ static int xdp_open(const char *rest, const struct rcp_nic_config *cfg, rcp_nic 
 		x->txfree[i] = (uint64_t)(x->ring + i) * XDP_FRAME;
 	x->ntxfree = x->ring;
 
-	rc = rcpi_xdp_link_attach(&x->link, x->xsk);
+	rc = rcpi_xdp_link_attach(&x->link, x->xsk, x->queue);
 	if (rc)
 		goto fail;
 

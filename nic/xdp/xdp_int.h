@@ -115,8 +115,9 @@
  *
  * Why the default window is XDP_WINDOW (80 frames, 120 KB at MTU 1500)
  * and not the 976 of 2048-entry rings (sessions 17-19): a small window
- * is faster here.  RCP's send ring has one slot of ~2.1 KiB per frame of
- * window and each message takes the next; the RX half of the UMEM is
+ * is faster here.  RCP's send ring had one slot of ~2.1 KiB per frame of
+ * window (192 B since session 21: rcp/chan.h, SLOT STORAGE) and each
+ * message takes the next; the RX half of the UMEM is
  * used round robin, a page a frame.  At 976 that is 2.2 MiB of slots and
  * 8 MiB of RX buffers cycled per end, a cold line and page or more per
  * message, and the cost shows inside the kick: the kernel's path (skb,
@@ -195,10 +196,10 @@ void rcpi_xdp_link_init(struct rcpi_xdp_link *l);
  * it), then detaches a crashed endpoint's program or refuses a foreign
  * one (RCP_EADDRINUSE).  Returns 0 or a negative RCP code. */
 int rcpi_xdp_link_own(struct rcpi_xdp_link *l);
-/* Makes the XSKMAP holding XSK, loads the program and attaches it
- * (RCP_XDP_MODE).  Returns 0, RCP_EPERM, RCP_ENOTSUP, RCP_EADDRINUSE,
- * RCP_ENOMEM, with the reason logged. */
-int rcpi_xdp_link_attach(struct rcpi_xdp_link *l, struct xsk_socket *xsk);
+/* Makes the XSKMAP holding XSK (bound to RX queue QUEUE), loads the
+ * program and attaches it (RCP_XDP_MODE).  Returns 0, RCP_EPERM,
+ * RCP_ENOTSUP, RCP_EADDRINUSE, RCP_ENOMEM, with the reason logged. */
+int rcpi_xdp_link_attach(struct rcpi_xdp_link *l, struct xsk_socket *xsk, uint32_t queue);
 /* Detaches our program (only ours), from the namespace of the open. */
 void rcpi_xdp_link_detach(struct rcpi_xdp_link *l);
 /* Closes the fds and gives the interface up (the lock last). */
