@@ -63,8 +63,10 @@ static int unpack_raw(struct pr_msg *m)
 	if (b < 0)
 		return b;
 	m->len = (size_t)left;
-	if (pvmrcpi_upk_min() >= 0 && left >= pvmrcpi_upk_min() && ((int *)p)[0] == left &&
-	    !syn_add(b, m)) {
+	/* left > 0 first: an empty message (PVMRCP_UPK_MIN=0) has no fragment
+	 * length after the header to read (review21, session 21) */
+	if (pvmrcpi_upk_min() >= 0 && left > 0 && left >= pvmrcpi_upk_min() &&
+	    ((int *)p)[0] == left && !syn_add(b, m)) {
 		/* one fragment: pvm_upk* read it where it lies (upk.c) */
 		if (!pvmrcpi_upk_adopt(b, 0, m->data, p + sizeof(int), (size_t)left)) {
 			m->bufid = b;
@@ -104,7 +106,7 @@ static int adopt_xdr(struct pr_msg *m)
 	long left = ((int *)m->data)[0];
 	size_t len = m->len;
 	int b;
-	if (pvmrcpi_upk_min() < 0 || left < pvmrcpi_upk_min() || (left & 3) ||
+	if (pvmrcpi_upk_min() < 0 || left <= 0 || left < pvmrcpi_upk_min() || (left & 3) ||
 	    ((int *)p)[0] != left || (b = pvm_mkbuf(PvmDataDefault)) < 0)
 		return 1;
 	m->len = (size_t)left;

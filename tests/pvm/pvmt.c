@@ -884,6 +884,7 @@ static const struct {
     {"packed-inplace-gather", t_packed_inplace_gather},
     {"packed-adopted", t_packed_adopted},
     {"packed-frags", t_packed_frags},
+    {"packed-empty", t_packed_empty},
     {"first-contact", t_first_contact},
     {"restart-reported", t_restart_reported},
     {"restart-reported-recv", t_restart_reported_recv},

@@ -275,3 +275,26 @@ static int t_packed_frags(void)
 	quit(&tid, 1);
 	return 0;
 }
+
+/* Empty Raw and Default messages, packed, both ways (review21, session
+ * 21): the child (pfwd) sends each back as it came.  Under
+ * PVMRCP_UPK_MIN=0 (run.sh) every message is a candidate for adoption,
+ * and an empty one has no fragment length after its 8-int header:
+ * reading one there ran 4 bytes past the received block (msgbuf.c
+ * unpack_raw and adopt_xdr; caught by ASan). */
+static int t_packed_empty(void)
+{
+	int tid, nb, tag, src;
+	CHECK(spawn("pfwd", 1, &tid, NULL) == 0, "spawn");
+	for (int e = 0; e < 2; e++) {
+		int b;
+		CHECK(pvm_initsend(e ? PvmDataDefault : PvmDataRaw) > 0, "initsend");
+		CHECK(pvm_send(tid, 300 + e) == 0, "send");
+		b = pvm_recv(tid, -1);
+		CHECK(b > 0 && pvm_bufinfo(b, &nb, &tag, &src) == 0, "recv %d", b);
+		CHECK(tag == 1300 + e && src == tid && nb == 0, "tag %d len %d, want %d and 0", tag,
+		      nb, 1300 + e);
+	}
+	quit(&tid, 1);
+	return 0;
+}

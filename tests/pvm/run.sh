@@ -105,6 +105,11 @@ echo "== relinked, RCP_TRANSPORT=verbs, no HCA (verbs does not open: every pair 
 (cd "$tmp" && RCP_TRANSPORT=verbs PVMRCP_VERBS_ADDR=verbs:none0:1 PVMRCP_MULTIHOST=remote \
 	PVM_EXPORT=RCP_TRANSPORT:PVMRCP_VERBS_ADDR:PVMRCP_MULTIHOST timeout 120 "$bin/pvmt" \
 	transport-per-pair pmcast-1-3-16) || fail "relinked, RCP_TRANSPORT=verbs"
+# PVMRCP_UPK_MIN=0: every packed message is a candidate for adoption
+# (upk.c), the empty ones too (review21, session 21).
+echo "== relinked, PVMRCP_UPK_MIN=0 (every packed message adoptable) =="
+(cd "$tmp" && PVMRCP_UPK_MIN=0 PVM_EXPORT=PVMRCP_UPK_MIN timeout 120 "$bin/pvmt" \
+	packed-empty packed-raw-xdr packed-adopted) || fail "relinked, PVMRCP_UPK_MIN=0"
 # RCP_WAIT=spin never sleeps: a waiter must still give the CPU to the task
 # it waits for when they share one (shared-cpu pins both to one CPU).
 echo "== relinked, RCP_WAIT=spin (waits yield the CPU) =="
