@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -410,6 +411,32 @@ int rcpio_pool_alloc(rcpio_pool *p)
 	p->slots[s].used = 1;
 	p->slots[s].lo = UINT32_MAX;
 	return (int)s;
+}
+
+void rcpio_pool_prefault(rcpio_pool *p, uint32_t slot)
+{
+#ifdef MADV_POPULATE_WRITE
+	/* EINVAL: a kernel without it; not asked again. */
+	static int unsupported;
+	uintptr_t a = (uintptr_t)rcpio_pool_data(p, slot), e = a + p->block;
+	a &= ~(uintptr_t)4095;
+	if (slot < p->nslots && !unsupported && madvise((void *)a, e - a, MADV_POPULATE_WRITE) &&
+	    errno == EINVAL)
+		unsupported = 1;
+#else
+	(void)p;
+	(void)slot;
+#endif
+}
+
+void rcpio_pool_uncommit(rcpio_pool *p, uint32_t slot)
+{
+	if (slot < p->nslots && p->slots[slot].committed && !rcpio_pool_tx_begin(p)) {
+		if (rcpio_pool_tx_slot_clear(p, slot))
+			rcpio_pool_tx_abort(p);
+		else
+			rcpio_pool_tx_commit(p);
+	}
 }
 
 void rcpio_pool_release(rcpio_pool *p, uint32_t slot)

@@ -95,6 +95,12 @@ unsigned char *rcpio_pool_data(const rcpio_pool *p, uint32_t slot);
 struct rcpio_slot *rcpio_pool_slot(rcpio_pool *p, uint32_t slot);
 void rcpio_pool_persist(rcpio_pool *p, const void *addr, size_t len);
 
+/* Before a write fills SLOT: its data pages mapped writable in this
+ * process in one system call (MADV_POPULATE_WRITE, Linux 5.14) instead
+ * of a page fault per 4 KiB; where the kernel lacks it, nothing (the
+ * write faults them in as before).  Session 21. */
+void rcpio_pool_prefault(rcpio_pool *p, uint32_t slot);
+
 /* Free queue.  Returns a slot (>= 0) or RCP_EAGAIN (none free). */
 int rcpio_pool_alloc(rcpio_pool *p);
 void rcpio_pool_release(rcpio_pool *p, uint32_t slot);
@@ -123,6 +129,10 @@ int rcpio_pool_tx_abort(rcpio_pool *p);
 /* Test hook: leaves the transaction as a crash would (log kept, no
  * truncation); the next rcpio_pool_open rolls it back. */
 void rcpio_pool_tx_crash(rcpio_pool *p);
+
+/* SLOT no longer committed, in a transaction of its own (nothing if it
+ * was not): before its bytes change, or when it is given up. */
+void rcpio_pool_uncommit(rcpio_pool *p, uint32_t slot);
 
 /* Committed entry of SLOT: 0 and the fields, or RCP_ENOENT. */
 int rcpio_pool_committed(const rcpio_pool *p, uint32_t slot, uint64_t *fid, uint64_t *block,

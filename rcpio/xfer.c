@@ -105,7 +105,7 @@ struct rcpio_net {
 	rcp_bulk *cstage;
 	uint64_t id[NCALLS];
 	int outstanding, ready_err;
-	int shared;        /* the client nic says RCP_NIC_CAP_SHARED_SEG */
+	int shared;              /* the client nic says RCP_NIC_CAP_SHARED_SEG */
 	struct rcpio_pmap *maps; /* peers' pools mapped so far (application thread) */
 	struct rcpio_net_stats st;
 };
@@ -826,7 +826,8 @@ int rcpio_net_claim(rcpio_net *n, rcpio_peer *mgr, uint64_t fid, uint32_t owner,
 		n->st.claims_sent++;
 		/* One status a claim, or the reply is not ours to trust (the
 		 * statuses point into it: copied before it is freed). */
-		if (!rc && (out.status.len != count * sizeof *status || (count && !out.status.data)))
+		if (!rc &&
+		    (out.status.len != count * sizeof *status || (count && !out.status.data)))
 			rc = RCP_EPROTO;
 		if (!rc && count)
 			memcpy(status, out.status.data, count * sizeof *status);

@@ -7,6 +7,8 @@
 #     disk after close equals the reference; the counters prove the blocks
 #     moved between ranks by bulk (remote hits, pulled bytes) and that the
 #     file system was read at most once per block;
+# 2b. whole-block writes: claims deferred to the sync, many a call; over
+#     blocks another rank caches, refused and put there (session 21);
 #  3. restart (a new job, read only): every block is recovered from the
 #     pools, the file system is not read at all; query replies carry the
 #     locations of the next blocks (fewer queries than hinted accesses);
@@ -135,6 +137,38 @@ check $? "the file system was read at most once per block ($fr <= $blocks)"
 hi=$(sum "$tmp/o1" hinted)
 [ "$hi" -gt 0 ]
 check $? "re-reads went where the location hints said, without a query ($hi accesses)"
+
+# 2b. Whole blocks (two 64 KiB blocks a record): a write of a block
+# managed by another rank goes into the writer's own slot, its claim
+# deferred and sent with others in one rcpio.claim at the sync (session
+# 21).  Then the same over a file whose every block rank 0 caches first
+# (touch0 on the complement): each claim is refused, the bytes go to rank
+# 0's copy by put, and every rank reads the new bytes after the sync.
+limit "$tmp/oW0" mpirun --allow-run-as-root --oversubscribe -np $NP "$prog" "$tmp/plainW.dat" both 131072 8
+rm -f "$tmp"/pool/*
+run "$tmp/oW" 16m "$tmp/cW.dat" both 131072 8
+st=$?
+cmp -s "$tmp/plainW.dat" "$tmp/cW.dat"
+[ $st = 0 ] && [ $? = 0 ]
+check $? "whole-block writes: every read and the file equal plain MPI-IO's"
+de=$(sum "$tmp/oW" deferred) cs=$(sum "$tmp/oW" claims_sent) rf=$(sum "$tmp/oW" refused) q=$(sum "$tmp/oW" queries)
+echo "# whole blocks: $de claims deferred in $cs calls, $rf refused, $q queries"
+[ "$de" -gt 0 ] && [ "$cs" -gt 0 ] && [ "$cs" -lt "$de" ] && [ "$rf" = 0 ]
+check $? "whole blocks of other ranks' managers: $de claims deferred, sent in $cs calls"
+rm -f "$tmp"/pool/*
+run "$tmp/oV1" 16m "$tmp/cV.dat" inv 131072 8
+rm -f "$tmp"/pool/*
+run "$tmp/oV2" 16m "$tmp/cV.dat" touch0 131072 8
+run "$tmp/oV3" 16m "$tmp/cV.dat" both 131072 8
+st=$?
+cmp -s "$tmp/plainW.dat" "$tmp/cV.dat"
+[ $st = 0 ] && [ $? = 0 ]
+check $? "whole blocks over rank 0's cached copies: every read and the file are the new bytes"
+[ $st = 0 ] || tail -5 "$tmp/oV3"
+rf=$(sum "$tmp/oV3" refused) pr=$(sum "$tmp/oV3" puts_remote)
+echo "# over cached copies: $rf claims refused, $pr remote puts"
+[ "$rf" -gt 0 ] && [ "$pr" -ge "$rf" ]
+check $? "claims of blocks rank 0 holds were refused ($rf) and their bytes put there"
 
 run "$tmp/o2" 16m "$tmp/c.dat" read
 st=$?
