@@ -927,6 +927,7 @@ void rcpio_cache_finalize(void)
 		        " hinted=%" PRIu64 " hints_stale=%" PRIu64 " hints_ahead=%" PRIu64
 		        " queries=%" PRIu64 " pulls_mapped=%" PRIu64 " pools_mapped=%" PRIu64
 		        " deferred=%" PRIu64 " refused=%" PRIu64 " claims_sent=%" PRIu64
+		        " pool_huge_kb=%" PRIu64
 		        " pool_committed=%u pool_refused=%d pool_rolled_back=%d\n",
 		        g.wrank, g.c.hits_local, g.c.hits_remote, ns.pull_bytes, g.c.puts_remote,
 		        ns.put_bytes, g.c.misses, g.c.fs_reads, g.c.bypass, g.c.busy, g.c.stale,
@@ -935,8 +936,8 @@ void rcpio_cache_finalize(void)
 		        ns.queries_served, ns.puts_served, ns.puts_failed, ns.held_bytes, ns.probes,
 		        ns.fillers_lost, g.c.hinted, g.c.hints_stale, g.c.hints_ahead,
 		        ns.queries_sent, ns.pulls_mapped, ns.pools_mapped, g.c.deferred,
-		        g.c.refused, ns.claims_sent, g.pinfo.committed, g.pinfo.refused,
-		        g.pinfo.rolled_back);
+		        g.c.refused, ns.claims_sent, rcpio_pool_huge_kb(g.pool), g.pinfo.committed,
+		        g.pinfo.refused, g.pinfo.rolled_back);
 	}
 	rcpio_net_stop(g.net);
 	rcpio_meta_destroy(g.meta);

@@ -21,7 +21,9 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <libpmem2.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
@@ -69,6 +71,7 @@ struct rcpio_pool {
 	struct pmem2_map *map;
 	pmem2_persist_fn persist;
 	unsigned char *base;
+	size_t len; /* of the mapping */
 	struct hdr *h;
 	size_t block, stride;
 	uint32_t nslots;
@@ -213,6 +216,15 @@ static int map_file(rcpio_pool *p, const char *path, uint64_t total)
 		goto out;
 	p->base = pmem2_map_get_address(p->map);
 	p->persist = pmem2_get_persist_fn(p->map);
+	p->len = (size_t)total;
+#ifdef MADV_HUGEPAGE
+	/* 2 MiB pages where the pool's file system leaves it to us (a tmpfs
+	 * mounted huge=advise); elsewhere a no-op or EINVAL, ignored.  A
+	 * tmpfs mounted huge=always or within_size (or a DAX device) maps
+	 * huge pages without being asked; /dev/shm is usually huge=never
+	 * (docs/rcpio.md, "The pool"). */
+	(void)madvise(p->base, p->len, MADV_HUGEPAGE);
+#endif
 	rc = 0;
 out:
 	if (src)
@@ -380,6 +392,32 @@ void *rcpio_pool_area(const rcpio_pool *p, size_t *len)
 		*len = (size_t)p->nslots * p->stride;
 	return p->base + p->h->off_area;
 }
+uint64_t rcpio_pool_huge_kb(const rcpio_pool *p)
+{
+	char line[256];
+	unsigned long lo, hi;
+	uint64_t kb = 0, v;
+	int in = 0;
+	FILE *f = fopen("/proc/self/smaps", "r");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof line, f)) {
+		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2) { /* a mapping's first line */
+			if (in)
+				break; /* the next mapping */
+			in = lo <= (uintptr_t)p->base && (uintptr_t)p->base < hi;
+			continue;
+		}
+		if (in && (sscanf(line, "ShmemPmdMapped: %" SCNu64, &v) == 1 ||
+		           sscanf(line, "FilePmdMapped: %" SCNu64, &v) == 1 ||
+		           sscanf(line, "Shared_Hugetlb: %" SCNu64, &v) == 1 ||
+		           sscanf(line, "Private_Hugetlb: %" SCNu64, &v) == 1))
+			kb += v;
+	}
+	fclose(f);
+	return kb;
+}
+
 int rcpio_pool_fd(const rcpio_pool *p)
 {
 	return p->fd;

@@ -91,6 +91,11 @@ void *rcpio_pool_area(const rcpio_pool *p, size_t *len);
  * "reads from a mapped pool"). */
 int rcpio_pool_fd(const rcpio_pool *p);
 uint64_t rcpio_pool_area_offset(const rcpio_pool *p);
+/* KiB of the pool mapped with 2 MiB pages in this process now (from
+ * /proc/self/smaps; 0 if none or unknown): what the pool's file system
+ * gave it, 0 on a tmpfs mounted huge=never such as a usual /dev/shm.
+ * Session 21. */
+uint64_t rcpio_pool_huge_kb(const rcpio_pool *p);
 unsigned char *rcpio_pool_data(const rcpio_pool *p, uint32_t slot);
 struct rcpio_slot *rcpio_pool_slot(rcpio_pool *p, uint32_t slot);
 void rcpio_pool_persist(rcpio_pool *p, const void *addr, size_t len);
