@@ -27,6 +27,8 @@
 #include "rcpio/hints.h"
 #include "rcpio/meta.h"
 #include "rcpio/pool.h"
+#include "rcpio/recover.h"
+#include "rcpio/wb.h"
 #include "rcpio/xfer.h"
 
 struct rcpio_file {
@@ -35,6 +37,10 @@ struct rcpio_file {
 	int rank, size, fd, fidx;
 	uint64_t fid, maxend;
 	rcpio_peer **peers;
+	/* Deferred claims (below): blocks written into our slots whose
+	 * managers have not been told yet, NPEND[m] of them for manager m. */
+	struct rcpio_claim (*pend)[RCPIO_CLAIM_MAX];
+	uint32_t *npend;
 	char path[RCPIO_PATH_MAX];
 };
 
@@ -44,6 +50,7 @@ struct counters {
 	    rollbacks, fs_reads, bg_writebacks;
 	uint64_t hinted, hints_stale; /* accesses without a query; hints found stale */
 	uint64_t hints_ahead;         /* locations learned ahead from query replies */
+	uint64_t deferred, refused;   /* deferred claims; refused ones (bytes put) */
 };
 
 static struct {
@@ -59,17 +66,7 @@ static struct {
 	struct counters c;
 	struct rcpio_hint hints[RCPIO_NHINTS];
 	int fail_commit; /* RCPIO_FAIL_COMMIT: this rank's commits fail (tests) */
-	/* Background write-back (RCPIO_WRITEBACK_MS > 0): a thread writes
-	 * dirty blocks back while the application computes.  wb_busy: a
-	 * write of a snapshot is in flight (without the lock); commits and
-	 * evictions wait for it (wb_cond) so that an older snapshot never
-	 * lands after newer bytes, and pause the thread (wb_pause). */
-	pthread_t wb;
-	pthread_cond_t wb_cond;
-	int wb_on, wb_stop, wb_busy, wb_pause;
-	long wb_ms;
-	unsigned char *wb_buf;
-} g = {.lock = PTHREAD_MUTEX_INITIALIZER, .wb_cond = PTHREAD_COND_INITIALIZER};
+} g = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static int64_t env_size(const char *name, int64_t def)
 {
@@ -90,81 +87,11 @@ static int64_t env_size(const char *name, int64_t def)
 
 static rcpio_file *file_of(uint64_t fid);
 
-/* Waits (lock held) until no background write is in flight. */
-static void wb_quiet(void)
+/* The background writer's view of the open files (lock held). */
+static int fd_of(uint64_t fid)
 {
-	while (g.wb_busy)
-		pthread_cond_wait(&g.wb_cond, &g.lock);
-}
-
-/* The background writer: one dirty block at a time, a snapshot of its
- * dirty range taken and the range marked clean under the lock, the write
- * done without it.  A write landing in the slot meanwhile re-dirties it
- * and goes out later; a failed write re-dirties the range. */
-static void *wb_main(void *arg)
-{
-	(void)arg;
-	pthread_mutex_lock(&g.lock);
-	while (!g.wb_stop) {
-		struct timespec ts;
-		uint32_t n = rcpio_pool_nslots(g.pool), s, lo = 0, hi = 0;
-		uint64_t gen = 0, off = 0;
-		int fd = -1;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += g.wb_ms * 1000000L;
-		ts.tv_sec += ts.tv_nsec / 1000000000L;
-		ts.tv_nsec %= 1000000000L;
-		pthread_cond_timedwait(&g.wb_cond, &g.lock, &ts);
-		if (g.wb_stop || g.wb_pause)
-			continue;
-		for (s = 0; s < n; s++) {
-			struct rcpio_slot *sl = rcpio_pool_slot(g.pool, s);
-			rcpio_file *f;
-			if (!sl->used || !sl->gen || sl->pins || sl->lo >= sl->hi ||
-			    !(f = file_of(sl->fid)))
-				continue;
-			lo = sl->lo;
-			hi = sl->hi;
-			gen = sl->gen;
-			fd = f->fd;
-			off = sl->block * g.block + lo;
-			memcpy(g.wb_buf, rcpio_pool_data(g.pool, s) + lo, hi - lo);
-			sl->lo = UINT32_MAX;
-			sl->hi = 0;
-			break;
-		}
-		if (s == n)
-			continue;
-		g.wb_busy = 1;
-		pthread_mutex_unlock(&g.lock);
-		{
-			size_t done = 0;
-			while (done < hi - lo) {
-				ssize_t w = pwrite(fd, g.wb_buf + done, hi - lo - done,
-				                   (off_t)(off + done));
-				if (w < 0 && errno == EINTR)
-					continue;
-				if (w <= 0)
-					break;
-				done += (size_t)w;
-			}
-			pthread_mutex_lock(&g.lock);
-			if (done < hi - lo) {
-				struct rcpio_slot *sl = rcpio_pool_slot(g.pool, s);
-				if (sl->used && sl->gen == gen) {
-					sl->lo = lo < sl->lo ? lo : sl->lo;
-					sl->hi = hi > sl->hi ? hi : sl->hi;
-				}
-			} else {
-				g.c.bg_writebacks++;
-				g.c.writeback_bytes += hi - lo;
-			}
-		}
-		g.wb_busy = 0;
-		pthread_cond_broadcast(&g.wb_cond);
-	}
-	pthread_mutex_unlock(&g.lock);
-	return NULL;
+	rcpio_file *f = file_of(fid);
+	return f ? f->fd : -1;
 }
 
 /* Reads the RCPIO_* variables (once) and starts pool, table, network. */
@@ -200,10 +127,11 @@ static int start(void)
 		g.failed = rc;
 		return rc;
 	}
-	g.wb_ms = (long)env_size("RCPIO_WRITEBACK_MS", 0);
-	if (g.wb_ms > 0 && (g.wb_buf = malloc(g.block)) &&
-	    !pthread_create(&g.wb, NULL, wb_main, NULL))
-		g.wb_on = 1;
+	/* Background write-back (RCPIO_WRITEBACK_MS > 0: rcpio/wb.c); a
+	 * thread that cannot start leaves it to the commits. */
+	if (env_size("RCPIO_WRITEBACK_MS", 0) > 0)
+		(void)rcpio_wb_start(&g.lock, g.pool, (long)env_size("RCPIO_WRITEBACK_MS", 0),
+		                     fd_of);
 	return g.failed;
 }
 
@@ -272,13 +200,10 @@ static int writeback(uint32_t s)
 
 static void uncommit(uint32_t s)
 {
-	if (rcpio_pool_slot(g.pool, s)->committed && !rcpio_pool_tx_begin(g.pool)) {
-		if (rcpio_pool_tx_slot_clear(g.pool, s))
-			rcpio_pool_tx_abort(g.pool);
-		else
-			rcpio_pool_tx_commit(g.pool);
-	}
+	rcpio_pool_uncommit(g.pool, s);
 }
+
+static int flush_all(void);
 
 /* Frees one slot: a clean one if there is one (clock order), else a dirty
  * one after writing it back.  Returns 0 or RCP_EAGAIN (all pinned). */
@@ -287,10 +212,15 @@ static int evict_one(void)
 	uint32_t n = rcpio_pool_nslots(g.pool), victim = UINT32_MAX;
 	struct rcpio_slot *sl, saved;
 	rcpio_file *f;
-	int rc = 0;
+	int rc;
 
+	/* A slot whose claim is still deferred must not be given up
+	 * unclaimed: its bytes would reach the file behind the back of
+	 * another rank's cached copy of the block. */
+	if ((rc = flush_all()))
+		return rc;
 	pthread_mutex_lock(&g.lock);
-	wb_quiet(); /* a snapshot of the victim may be on its way out */
+	rcpio_wb_quiet(); /* a snapshot of the victim may be on its way out */
 	for (int pass = 0; pass < 2 && victim == UINT32_MAX; pass++)
 		for (uint32_t i = 0; i < n; i++) {
 			uint32_t s = (g.hand + i) % n;
@@ -528,6 +458,7 @@ static int block_io(rcpio_file *f, uint64_t b, uint32_t off, size_t len, void *b
 			unsigned char *d = rcpio_pool_data(g.pool, s);
 			struct rcpio_slot *sl;
 			g.c.misses++;
+			rcpio_pool_prefault(g.pool, s);
 			if (!write || off || len != g.block)
 				rc = fill(f, b, d);
 			pthread_mutex_lock(&g.lock);
@@ -564,13 +495,163 @@ static int block_io(rcpio_file *f, uint64_t b, uint32_t off, size_t len, void *b
 	}
 }
 
+/* ---- deferred claims (session 21) ----------------------------------------
+ *
+ * A write of a whole block that no hint places (a block this rank has not
+ * seen) asked the block's manager first, like any access: a round trip to
+ * another rank's progress thread, which on this crowded 2-core machine
+ * must first be scheduled (~1 ms a query, docs/results.md session 20) —
+ * 48 of a rank's 64 first writes in the segmented benchmark, most of the
+ * write's time.  The paper's delayed commit allows better: a write need
+ * be seen by other ranks only after sync–barrier–sync (MPI's rule), and a
+ * whole block needs nothing from the file system or from another copy.  So
+ * such a write goes straight into a free slot of our own (data, then tag,
+ * as a miss fills one), with a hint to it, and its manager is told later —
+ * RCPIO_CLAIM_MAX claims in one rcpio.claim, at a sync point (every commit
+ * flushes first), when a manager's list is full, and before an eviction
+ * (a slot whose claim is deferred is never given up unclaimed: its bytes
+ * would reach the file behind another rank's cached copy).  A claim is
+ * taken (we own the block: VALID) or refused because the block has an
+ * entry already — another rank read or wrote it meanwhile and holds a copy,
+ * or is filling one: our bytes then go there as any write to a cached
+ * block does (query, put) and our slot is given up.  Until the claim is
+ * taken another rank's read of the block gets the file's bytes, as MPI
+ * allows before a sync; ours finds our slot by its hint.  Partial blocks
+ * and blocks this rank manages take the query path (the local table costs
+ * no round trip).  Counters deferred and refused. */
+
+/* Tells manager MGR of F its deferred claims; refused ones are written
+ * where the manager says. */
+static int flush(rcpio_file *f, int mgr)
+{
+	struct rcpio_claim c[RCPIO_CLAIM_MAX];
+	int32_t st[RCPIO_CLAIM_MAX];
+	uint32_t k = 0, n = f->npend[mgr];
+	unsigned char *tmp = NULL;
+	int rc;
+
+	f->npend[mgr] = 0;
+	if (!n)
+		return 0;
+	pthread_mutex_lock(&g.lock);
+	for (uint32_t i = 0; i < n; i++) {
+		const struct rcpio_claim *p = &f->pend[mgr][i];
+		const struct rcpio_slot *sl = rcpio_pool_slot(g.pool, p->slot);
+		if (sl && sl->used && sl->fid == f->fid && sl->block == p->block &&
+		    sl->gen == p->gen)
+			c[k++] = *p;
+	}
+	pthread_mutex_unlock(&g.lock);
+	if (!k)
+		return 0;
+	if ((rc = rcpio_net_claim(g.net, f->peers[mgr], f->fid, (uint32_t)f->rank, c, k, st)))
+		return rc;
+	for (uint32_t i = 0; i < k && !rc; i++) {
+		struct rcpio_slot *sl;
+		struct rcpio_hint *h;
+		if (!st[i])
+			continue;
+		g.c.refused++;
+		if (!tmp && !(tmp = malloc(g.block)))
+			return RCP_ENOMEM;
+		/* Our bytes out of the slot, the slot given up, then an
+		 * ordinary write of the whole block. */
+		pthread_mutex_lock(&g.lock);
+		rcpio_wb_quiet();
+		sl = rcpio_pool_slot(g.pool, c[i].slot);
+		if (!sl->used || sl->fid != f->fid || sl->block != c[i].block ||
+		    sl->gen != c[i].gen) {
+			pthread_mutex_unlock(&g.lock);
+			continue;
+		}
+		memcpy(tmp, rcpio_pool_data(g.pool, c[i].slot), g.block);
+		sl->gen = 0;
+		rcpio_pool_tag_clear(g.pool, c[i].slot);
+		uncommit(c[i].slot);
+		rcpio_pool_release(g.pool, c[i].slot);
+		pthread_mutex_unlock(&g.lock);
+		h = rcpio_hint_of(g.hints, f->fid, c[i].block);
+		if (h->fid == f->fid && h->block == c[i].block)
+			h->fid = 0;
+		rc = block_io(f, c[i].block, 0, g.block, tmp, 1);
+	}
+	free(tmp);
+	return rc;
+}
+
+static int flush_file(rcpio_file *f)
+{
+	int rc = 0;
+	for (int m = 0; m < f->size && f->npend; m++) {
+		int r = flush(f, m);
+		rc = rc ? rc : r;
+	}
+	return rc;
+}
+
+static int flush_all(void)
+{
+	int rc = 0;
+	for (rcpio_file *f = g.files; f; f = f->next) {
+		int r = flush_file(f);
+		rc = rc ? rc : r;
+	}
+	return rc;
+}
+
+/* A whole block B of F written into a slot of ours, its claim deferred:
+ * 0, RCP_ENOENT (not for this path: the caller queries), or an error of
+ * a flush. */
+static int deferred_write(rcpio_file *f, uint64_t b, const void *buf)
+{
+	int mgr = (int)(b % (uint64_t)f->size), s, rc;
+	struct rcpio_slot *sl;
+	uint64_t gen;
+
+	if (mgr == f->rank || !f->npend)
+		return RCP_ENOENT;
+	if (f->npend[mgr] == RCPIO_CLAIM_MAX && (rc = flush(f, mgr)))
+		return rc;
+	pthread_mutex_lock(&g.lock);
+	if ((s = rcpio_pool_alloc(g.pool)) < 0) {
+		pthread_mutex_unlock(&g.lock);
+		return RCP_ENOENT; /* none free: the query path evicts */
+	}
+	sl = rcpio_pool_slot(g.pool, (uint32_t)s);
+	sl->fid = f->fid;
+	sl->block = b;
+	gen = rcpio_pool_next_gen(g.pool);
+	pthread_mutex_unlock(&g.lock);
+	/* Without the lock: gen 0 and a clear tag keep the slot from puts,
+	 * pulls, evictions and the background writer until it is set. */
+	rcpio_pool_prefault(g.pool, (uint32_t)s);
+	memcpy(rcpio_pool_data(g.pool, (uint32_t)s), buf, g.block);
+	pthread_mutex_lock(&g.lock);
+	sl->gen = gen;
+	sl->lo = 0;
+	sl->hi = (uint32_t)g.block;
+	rcpio_pool_tag_set(g.pool, (uint32_t)s, f->fid, b, gen);
+	pthread_mutex_unlock(&g.lock);
+	f->pend[mgr][f->npend[mgr]++] = (struct rcpio_claim){b, gen, (uint32_t)s, 0};
+	hint_set(f->fid, b, (uint32_t)f->rank, (uint32_t)s, gen);
+	g.c.deferred++;
+	return 0;
+}
+
 static int span_io(rcpio_file *f, uint64_t off, unsigned char *buf, size_t len, int write)
 {
 	while (len) {
 		uint64_t b = off / g.block;
 		uint32_t in = (uint32_t)(off % g.block);
 		size_t n = g.block - in < len ? g.block - in : len;
-		int rc = block_io(f, b, in, n, buf, write);
+		int rc = RCP_ENOENT;
+		if (write && !in && n == g.block) {
+			/* A block we know goes where we know; else deferred. */
+			if ((rc = hinted_io(f, b, 0, n, buf, 1)) == RCP_ENOENT)
+				rc = deferred_write(f, b, buf);
+		}
+		if (rc == RCP_ENOENT)
+			rc = block_io(f, b, in, n, buf, write);
 		if (rc)
 			return rc;
 		off += n;
@@ -622,7 +703,9 @@ int rcpio_cache_sync(rcpio_file *f)
 	uint32_t n = rcpio_pool_nslots(g.pool);
 	struct rcpio_fident id;
 	struct stat st;
-	int rc = rcpio_net_drain(g.net), rc2 = 0;
+	int rc = flush_file(f), rc2 = 0, drc = rcpio_net_drain(g.net);
+
+	rc = rc ? rc : drc;
 
 	/* Every rank's puts into our slots are served before we write back:
 	 * a put is synchronous, so once every rank is here none is in flight.
@@ -631,8 +714,8 @@ int rcpio_cache_sync(rcpio_file *f)
 	 * nor committed (found by the write_at_all crash test). */
 	PMPI_Barrier(f->comm);
 	pthread_mutex_lock(&g.lock);
-	g.wb_pause++;
-	wb_quiet();
+	rcpio_wb_pause(1);
+	rcpio_wb_quiet();
 	for (uint32_t s = 0; s < n && !rc; s++) {
 		struct rcpio_slot *sl = rcpio_pool_slot(g.pool, s);
 		if (sl->used && sl->fid == f->fid && sl->gen)
@@ -643,7 +726,7 @@ int rcpio_cache_sync(rcpio_file *f)
 		rc = RCP_ESYS;
 	if ((rc = all_ok(f, rc))) {
 		pthread_mutex_lock(&g.lock);
-		g.wb_pause--;
+		rcpio_wb_pause(-1);
 		pthread_mutex_unlock(&g.lock);
 		return rc;
 	}
@@ -685,129 +768,9 @@ int rcpio_cache_sync(rcpio_file *f)
 		}
 	} else
 		all_ok(f, rc2 ? rc2 : RCP_EBUSY);
-	g.wb_pause--;
+	rcpio_wb_pause(-1);
 	pthread_mutex_unlock(&g.lock);
 	return rc2;
-}
-
-/* Claims committed blocks of F from our pool (identity permitting) and
- * tells their managers: recovery after a crash and re-open alike. */
-static int claim(rcpio_file *f)
-{
-	uint32_t n = rcpio_pool_nslots(g.pool);
-	int *scount = calloc((size_t)f->size, sizeof(int)),
-	    *rcount = calloc((size_t)f->size, sizeof(int));
-	int *sdisp = calloc((size_t)f->size, sizeof(int)),
-	    *rdisp = calloc((size_t)f->size, sizeof(int));
-	uint64_t *sbuf = NULL, *rbuf = NULL;
-	struct rcpio_fident id;
-	struct stat st;
-	int ok = 0, rc = RCP_ENOMEM, total = 0, rtotal = 0;
-
-	if (!scount || !rcount || !sdisp || !rdisp)
-		goto out;
-	pthread_mutex_lock(&g.lock);
-	f->fidx = rcpio_pool_file_find(g.pool, f->fid);
-	if (f->fidx >= 0 && !fstat(f->fd, &st) &&
-	    !rcpio_pool_file_get(g.pool, (uint32_t)f->fidx, &id))
-		ok = id.dev == (uint64_t)st.st_dev && id.ino == (uint64_t)st.st_ino &&
-		     id.size == (uint64_t)st.st_size &&
-		     id.mtime_ns == (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec &&
-		     !strncmp(id.path, f->path, sizeof id.path);
-	if (f->fidx < 0)
-		f->fidx = rcpio_pool_file_free(g.pool);
-	for (uint32_t s = 0; s < n; s++) {
-		struct rcpio_slot *sl = rcpio_pool_slot(g.pool, s);
-		if (!sl->used || sl->fid != f->fid)
-			continue;
-		if (ok && sl->committed && sl->lo >= sl->hi &&
-		    rcpio_tag_ok(rcpio_pool_data(g.pool, s) + g.block, sl->fid, sl->block,
-		                 sl->gen)) {
-			scount[sl->block % (uint64_t)f->size]++;
-			total++;
-			continue;
-		}
-		/* Not provably the file's bytes: never trusted. */
-		g.c.dropped_stale++;
-		rcpio_pool_tag_clear(g.pool, s);
-		uncommit(s);
-		rcpio_pool_release(g.pool, s);
-	}
-	pthread_mutex_unlock(&g.lock);
-	if (!(sbuf = malloc(3 * sizeof(uint64_t) * (size_t)(total + 1))))
-		goto out;
-	for (int i = 1; i < f->size; i++)
-		sdisp[i] = sdisp[i - 1] + 3 * scount[i - 1];
-	{
-		int *at = calloc((size_t)f->size, sizeof(int));
-		if (!at)
-			goto out;
-		pthread_mutex_lock(&g.lock);
-		for (uint32_t s = 0; s < n; s++) {
-			struct rcpio_slot *sl = rcpio_pool_slot(g.pool, s);
-			int m;
-			if (!sl->used || sl->fid != f->fid)
-				continue;
-			m = (int)(sl->block % (uint64_t)f->size);
-			sbuf[sdisp[m] + at[m]++] = sl->block;
-			sbuf[sdisp[m] + at[m]++] = s;
-			sbuf[sdisp[m] + at[m]++] = sl->gen;
-		}
-		pthread_mutex_unlock(&g.lock);
-		free(at);
-	}
-	for (int i = 0; i < f->size; i++)
-		scount[i] *= 3;
-	PMPI_Alltoall(scount, 1, MPI_INT, rcount, 1, MPI_INT, f->comm);
-	for (int i = 0; i < f->size; i++) {
-		rdisp[i] = rtotal;
-		rtotal += rcount[i];
-	}
-	if (!(rbuf = malloc(sizeof(uint64_t) * (size_t)(rtotal + 1))))
-		goto out; /* (the collective below is then missed: fatal anyway) */
-	PMPI_Alltoallv(sbuf, scount, sdisp, MPI_UINT64_T, rbuf, rcount, rdisp, MPI_UINT64_T,
-	               f->comm);
-	/* The manager's verdict goes back in place of each claim's block
-	 * number: 1 taken, 0 refused (another pool claimed the block first —
-	 * possible after a job that did not see this pool; the loser's copy
-	 * is dropped, so two committed copies never both live on). */
-	pthread_mutex_lock(&g.lock);
-	for (int src = 0; src < f->size; src++)
-		for (int k = rdisp[src]; k + 2 < rdisp[src] + rcount[src]; k += 3)
-			rbuf[k] = !rcpio_meta_insert(g.meta, f->fid, rbuf[k], (uint32_t)src,
-			                             (uint32_t)rbuf[k + 1], rbuf[k + 2]);
-	pthread_mutex_unlock(&g.lock);
-	PMPI_Alltoallv(rbuf, rcount, rdisp, MPI_UINT64_T, sbuf, scount, sdisp, MPI_UINT64_T,
-	               f->comm);
-	pthread_mutex_lock(&g.lock);
-	for (int m = 0; m < f->size; m++)
-		for (int k = sdisp[m]; k + 2 < sdisp[m] + scount[m]; k += 3) {
-			uint32_t s = (uint32_t)sbuf[k + 1];
-			if (sbuf[k]) {
-				struct rcpio_slot *sl = rcpio_pool_slot(g.pool, s);
-				hint_set(f->fid, sl->block, (uint32_t)f->rank, s, sl->gen);
-				continue;
-			}
-			g.c.dropped_stale++;
-			total--;
-			rcpio_pool_tag_clear(g.pool, s);
-			uncommit(s);
-			rcpio_pool_release(g.pool, s);
-		}
-	pthread_mutex_unlock(&g.lock);
-	/* No query before every manager holds its claims (a zero-length part
-	 * of an all-to-all need not wait for anybody). */
-	PMPI_Barrier(f->comm);
-	g.c.recovered += (uint64_t)total;
-	rc = 0;
-out:
-	free(scount);
-	free(rcount);
-	free(sdisp);
-	free(rdisp);
-	free(sbuf);
-	free(rbuf);
-	return rc;
 }
 
 int rcpio_cache_open(MPI_Comm comm, const char *path, int amode, rcpio_file **out)
@@ -826,9 +789,11 @@ int rcpio_cache_open(MPI_Comm comm, const char *path, int amode, rcpio_file **ou
 	snprintf(f->path, sizeof f->path, "%s", path);
 	f->fid = rcpio_fid(f->path);
 	f->peers = calloc((size_t)f->size, sizeof *f->peers);
+	f->pend = calloc((size_t)f->size, sizeof *f->pend);
+	f->npend = calloc((size_t)f->size, sizeof *f->npend);
 	blobs = malloc((size_t)f->size * RCPIO_BLOB);
 	memset(mine, 0, sizeof mine);
-	if (rc || !f->peers || !blobs || rcpio_net_blob(g.net, mine))
+	if (rc || !f->peers || !f->pend || !f->npend || !blobs || rcpio_net_blob(g.net, mine))
 		bad = 1;
 	if (!bad) {
 		f->fd = open(path, (amode & MPI_MODE_RDONLY) ? O_RDONLY : O_RDWR);
@@ -857,7 +822,10 @@ int rcpio_cache_open(MPI_Comm comm, const char *path, int amode, rcpio_file **ou
 	f->next = g.files;
 	g.files = f;
 	pthread_mutex_unlock(&g.lock);
-	if ((rc = claim(f))) {
+	if ((rc = rcpio_recover(&(struct rcpio_recover_in){f->comm, f->rank, f->size, f->fd, f->fid,
+	                                                   f->path, &g.lock, g.pool, g.meta,
+	                                                   g.hints},
+	                        &f->fidx, &g.c.recovered, &g.c.dropped_stale))) {
 		pthread_mutex_lock(&g.lock);
 		g.files = f->next;
 		pthread_mutex_unlock(&g.lock);
@@ -872,6 +840,8 @@ fail:
 	for (int i = 0; f->peers && i < f->size; i++)
 		rcpio_net_peer_free(f->peers[i]);
 	free(f->peers);
+	free(f->pend);
+	free(f->npend);
 	if (f->fd >= 0)
 		close(f->fd);
 	PMPI_Comm_free(&f->comm);
@@ -909,7 +879,7 @@ int rcpio_cache_close(rcpio_file *f)
 	/* Nobody asks about this file once every rank is here. */
 	PMPI_Barrier(f->comm);
 	pthread_mutex_lock(&g.lock);
-	wb_quiet(); /* the background writer may hold our fd */
+	rcpio_wb_quiet(); /* the background writer may hold our fd */
 	for (rcpio_file **p = &g.files; *p; p = &(*p)->next)
 		if (*p == f) {
 			*p = f->next;
@@ -921,6 +891,8 @@ int rcpio_cache_close(rcpio_file *f)
 	for (int i = 0; i < f->size; i++)
 		rcpio_net_peer_free(f->peers[i]);
 	free(f->peers);
+	free(f->pend);
+	free(f->npend);
 	close(f->fd);
 	PMPI_Comm_free(&f->comm);
 	free(f);
@@ -931,6 +903,13 @@ void rcpio_cache_finalize(void)
 {
 	if (!g.started || g.failed)
 		return;
+	rcpio_wb_stop();
+	{
+		uint64_t w, b;
+		rcpio_wb_counts(&w, &b);
+		g.c.bg_writebacks = w;
+		g.c.writeback_bytes += b;
+	}
 	if (g.stats) {
 		struct rcpio_net_stats ns;
 		struct rcpio_meta_stats ms;
@@ -947,6 +926,8 @@ void rcpio_cache_finalize(void)
 		        " held_bytes=%" PRIu64 " probes=%" PRIu64 " fillers_lost=%" PRIu64
 		        " hinted=%" PRIu64 " hints_stale=%" PRIu64 " hints_ahead=%" PRIu64
 		        " queries=%" PRIu64 " pulls_mapped=%" PRIu64 " pools_mapped=%" PRIu64
+		        " deferred=%" PRIu64 " refused=%" PRIu64 " claims_sent=%" PRIu64
+		        " pool_huge_kb=%" PRIu64
 		        " pool_committed=%u pool_refused=%d pool_rolled_back=%d\n",
 		        g.wrank, g.c.hits_local, g.c.hits_remote, ns.pull_bytes, g.c.puts_remote,
 		        ns.put_bytes, g.c.misses, g.c.fs_reads, g.c.bypass, g.c.busy, g.c.stale,
@@ -954,19 +935,10 @@ void rcpio_cache_finalize(void)
 		        g.c.dropped_stale, g.c.commits, g.c.rollbacks, g.c.bg_writebacks,
 		        ns.queries_served, ns.puts_served, ns.puts_failed, ns.held_bytes, ns.probes,
 		        ns.fillers_lost, g.c.hinted, g.c.hints_stale, g.c.hints_ahead,
-		        ns.queries_sent, ns.pulls_mapped, ns.pools_mapped, g.pinfo.committed,
+		        ns.queries_sent, ns.pulls_mapped, ns.pools_mapped, g.c.deferred,
+		        g.c.refused, ns.claims_sent, rcpio_pool_huge_kb(g.pool), g.pinfo.committed,
 		        g.pinfo.refused, g.pinfo.rolled_back);
 	}
-	if (g.wb_on) {
-		pthread_mutex_lock(&g.lock);
-		g.wb_stop = 1;
-		pthread_cond_broadcast(&g.wb_cond);
-		pthread_mutex_unlock(&g.lock);
-		pthread_join(g.wb, NULL);
-		g.wb_on = 0;
-	}
-	free(g.wb_buf);
-	g.wb_buf = NULL;
 	rcpio_net_stop(g.net);
 	rcpio_meta_destroy(g.meta);
 	rcpio_pool_close(g.pool);

@@ -1,9 +1,9 @@
 # rcpio/: the MPI-IO block cache (docs/rcpio.md), built when libpmem2 and
 # Open MPI are present (configure's summary says why not otherwise).
-EXTRA_DIST += rcpio/pool.h rcpio/meta.h rcpio/xfer.h rcpio/cache.h rcpio/hints.h
+EXTRA_DIST += rcpio/pool.h rcpio/meta.h rcpio/xfer.h rcpio/cache.h rcpio/hints.h rcpio/pmap.h rcpio/wb.h rcpio/recover.h
 if HAVE_RCPIO
 lib_LTLIBRARIES += librcpio.la
-librcpio_la_SOURCES = rcpio/pool.c rcpio/meta.c rcpio/xfer.c rcpio/cache.c rcpio/mpiio.c
+librcpio_la_SOURCES = rcpio/pool.c rcpio/meta.c rcpio/pmap.c rcpio/xfer.c rcpio/wb.c rcpio/recover.c rcpio/cache.c rcpio/mpiio.c
 librcpio_la_CFLAGS = $(AM_CFLAGS) $(PMEM2_CFLAGS) $(MPI_CFLAGS)
 librcpio_la_LIBADD = librcp.la $(PMEM2_LIBS) $(MPI_LIBS)
 # Only the MPI_* entry points: nothing internal leaks into the program.
@@ -60,28 +60,28 @@ if HAVE_RCPIO
 # The owner side of rcpio.put with a requester killed mid-transfer (udp).
 check_PROGRAMS += tests/test_rcpio_xfer
 TESTS += tests/test_rcpio_xfer
-tests_test_rcpio_xfer_SOURCES = tests/test_rcpio_xfer.c rcpio/xfer.c rcpio/pool.c rcpio/meta.c \
+tests_test_rcpio_xfer_SOURCES = tests/test_rcpio_xfer.c rcpio/xfer.c rcpio/pmap.c rcpio/pool.c rcpio/meta.c \
 	tests/testutil.h
 tests_test_rcpio_xfer_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) $(PMEM2_CFLAGS)
 tests_test_rcpio_xfer_LDADD = librcp.la $(CMOCKA_LIBS) $(PMEM2_LIBS)
 # A rank's client endpoint while its application stays away from rcpio.
 check_PROGRAMS += tests/test_rcpio_idle
 TESTS += tests/test_rcpio_idle
-tests_test_rcpio_idle_SOURCES = tests/test_rcpio_idle.c tests/rcpio_rt.h rcpio/xfer.c rcpio/pool.c rcpio/meta.c \
+tests_test_rcpio_idle_SOURCES = tests/test_rcpio_idle.c tests/rcpio_rt.h rcpio/xfer.c rcpio/pmap.c rcpio/pool.c rcpio/meta.c \
 	tests/testutil.h
 tests_test_rcpio_idle_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) $(PMEM2_CFLAGS)
 tests_test_rcpio_idle_LDADD = librcp.la $(CMOCKA_LIBS) $(PMEM2_LIBS)
 # A pull from an owner whose slot changes while frames are resent (faults).
 check_PROGRAMS += tests/test_rcpio_snap
 TESTS += tests/test_rcpio_snap
-tests_test_rcpio_snap_SOURCES = tests/test_rcpio_snap.c tests/rcpio_rt.h rcpio/xfer.c rcpio/pool.c rcpio/meta.c \
+tests_test_rcpio_snap_SOURCES = tests/test_rcpio_snap.c tests/rcpio_rt.h rcpio/xfer.c rcpio/pmap.c rcpio/pool.c rcpio/meta.c \
 	tests/testutil.h
 tests_test_rcpio_snap_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) $(PMEM2_CFLAGS)
 tests_test_rcpio_snap_LDADD = librcp.la $(CMOCKA_LIBS) $(PMEM2_LIBS)
 # Reads from another runtime's pool mapped on this host (shm), counted.
 check_PROGRAMS += tests/test_rcpio_map
 TESTS += tests/test_rcpio_map
-tests_test_rcpio_map_SOURCES = tests/test_rcpio_map.c tests/rcpio_rt.h rcpio/xfer.c rcpio/pool.c rcpio/meta.c \
+tests_test_rcpio_map_SOURCES = tests/test_rcpio_map.c tests/rcpio_rt.h rcpio/xfer.c rcpio/pmap.c rcpio/pool.c rcpio/meta.c \
 	tests/testutil.h
 tests_test_rcpio_map_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS) $(PMEM2_CFLAGS)
 tests_test_rcpio_map_LDADD = librcp.la $(CMOCKA_LIBS) $(PMEM2_LIBS)

@@ -21,10 +21,13 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <libpmem2.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -68,6 +71,7 @@ struct rcpio_pool {
 	struct pmem2_map *map;
 	pmem2_persist_fn persist;
 	unsigned char *base;
+	size_t len; /* of the mapping */
 	struct hdr *h;
 	size_t block, stride;
 	uint32_t nslots;
@@ -204,14 +208,35 @@ static int map_file(rcpio_pool *p, const char *path, uint64_t total)
 
 	if (fstat(p->fd, &st))
 		return RCP_ESYS;
-	if ((uint64_t)st.st_size != total && ftruncate(p->fd, (off_t)total))
-		return RCP_ESYS;
+	if ((uint64_t)st.st_size != total) {
+		if (ftruncate(p->fd, (off_t)total))
+			return RCP_ESYS;
+		/* A new pool's memory is taken now, once, not at each first
+		 * touch by a job (session 21): a tmpfs page written first in a
+		 * job costs a fault that allocates and zeroes it — and on this
+		 * VM a 2 MiB page freed a while ago comes back from the host,
+		 * 0.5 GB/s (docs/rcpio.md, "Pages") — and a pool larger than
+		 * its file system can hold is refused here (RCP_ESYS) rather
+		 * than killing the job with SIGBUS at a write.  A file system
+		 * without fallocate leaves the pool sparse, as before. */
+		if (fallocate(p->fd, 0, 0, (off_t)total) && errno == ENOSPC)
+			return RCP_ESYS;
+	}
 	if (pmem2_config_new(&cfg) ||
 	    pmem2_config_set_required_store_granularity(cfg, PMEM2_GRANULARITY_PAGE) ||
 	    pmem2_source_from_fd(&src, p->fd) || pmem2_map_new(&p->map, cfg, src))
 		goto out;
 	p->base = pmem2_map_get_address(p->map);
 	p->persist = pmem2_get_persist_fn(p->map);
+	p->len = (size_t)total;
+#ifdef MADV_HUGEPAGE
+	/* 2 MiB pages where the pool's file system leaves it to us (a tmpfs
+	 * mounted huge=advise); elsewhere a no-op or EINVAL, ignored.  A
+	 * tmpfs mounted huge=always or within_size (or a DAX device) maps
+	 * huge pages without being asked; /dev/shm is usually huge=never
+	 * (docs/rcpio.md, "The pool"). */
+	(void)madvise(p->base, p->len, MADV_HUGEPAGE);
+#endif
 	rc = 0;
 out:
 	if (src)
@@ -379,6 +404,32 @@ void *rcpio_pool_area(const rcpio_pool *p, size_t *len)
 		*len = (size_t)p->nslots * p->stride;
 	return p->base + p->h->off_area;
 }
+uint64_t rcpio_pool_huge_kb(const rcpio_pool *p)
+{
+	char line[256];
+	unsigned long lo, hi;
+	uint64_t kb = 0, v;
+	int in = 0;
+	FILE *f = fopen("/proc/self/smaps", "r");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof line, f)) {
+		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2) { /* a mapping's first line */
+			if (in)
+				break; /* the next mapping */
+			in = lo <= (uintptr_t)p->base && (uintptr_t)p->base < hi;
+			continue;
+		}
+		if (in && (sscanf(line, "ShmemPmdMapped: %" SCNu64, &v) == 1 ||
+		           sscanf(line, "FilePmdMapped: %" SCNu64, &v) == 1 ||
+		           sscanf(line, "Shared_Hugetlb: %" SCNu64, &v) == 1 ||
+		           sscanf(line, "Private_Hugetlb: %" SCNu64, &v) == 1))
+			kb += v;
+	}
+	fclose(f);
+	return kb;
+}
+
 int rcpio_pool_fd(const rcpio_pool *p)
 {
 	return p->fd;
@@ -410,6 +461,32 @@ int rcpio_pool_alloc(rcpio_pool *p)
 	p->slots[s].used = 1;
 	p->slots[s].lo = UINT32_MAX;
 	return (int)s;
+}
+
+void rcpio_pool_prefault(rcpio_pool *p, uint32_t slot)
+{
+#ifdef MADV_POPULATE_WRITE
+	/* EINVAL: a kernel without it; not asked again. */
+	static int unsupported;
+	uintptr_t a = (uintptr_t)rcpio_pool_data(p, slot), e = a + p->block;
+	a &= ~(uintptr_t)4095;
+	if (slot < p->nslots && !unsupported && madvise((void *)a, e - a, MADV_POPULATE_WRITE) &&
+	    errno == EINVAL)
+		unsupported = 1;
+#else
+	(void)p;
+	(void)slot;
+#endif
+}
+
+void rcpio_pool_uncommit(rcpio_pool *p, uint32_t slot)
+{
+	if (slot < p->nslots && p->slots[slot].committed && !rcpio_pool_tx_begin(p)) {
+		if (rcpio_pool_tx_slot_clear(p, slot))
+			rcpio_pool_tx_abort(p);
+		else
+			rcpio_pool_tx_commit(p);
+	}
 }
 
 void rcpio_pool_release(rcpio_pool *p, uint32_t slot)

@@ -91,9 +91,20 @@ void *rcpio_pool_area(const rcpio_pool *p, size_t *len);
  * "reads from a mapped pool"). */
 int rcpio_pool_fd(const rcpio_pool *p);
 uint64_t rcpio_pool_area_offset(const rcpio_pool *p);
+/* KiB of the pool mapped with 2 MiB pages in this process now (from
+ * /proc/self/smaps; 0 if none or unknown): what the pool's file system
+ * gave it, 0 on a tmpfs mounted huge=never such as a usual /dev/shm.
+ * Session 21. */
+uint64_t rcpio_pool_huge_kb(const rcpio_pool *p);
 unsigned char *rcpio_pool_data(const rcpio_pool *p, uint32_t slot);
 struct rcpio_slot *rcpio_pool_slot(rcpio_pool *p, uint32_t slot);
 void rcpio_pool_persist(rcpio_pool *p, const void *addr, size_t len);
+
+/* Before a write fills SLOT: its data pages mapped writable in this
+ * process in one system call (MADV_POPULATE_WRITE, Linux 5.14) instead
+ * of a page fault per 4 KiB; where the kernel lacks it, nothing (the
+ * write faults them in as before).  Session 21. */
+void rcpio_pool_prefault(rcpio_pool *p, uint32_t slot);
 
 /* Free queue.  Returns a slot (>= 0) or RCP_EAGAIN (none free). */
 int rcpio_pool_alloc(rcpio_pool *p);
@@ -123,6 +134,10 @@ int rcpio_pool_tx_abort(rcpio_pool *p);
 /* Test hook: leaves the transaction as a crash would (log kept, no
  * truncation); the next rcpio_pool_open rolls it back. */
 void rcpio_pool_tx_crash(rcpio_pool *p);
+
+/* SLOT no longer committed, in a transaction of its own (nothing if it
+ * was not): before its bytes change, or when it is given up. */
+void rcpio_pool_uncommit(rcpio_pool *p, uint32_t slot);
 
 /* Committed entry of SLOT: 0 and the fields, or RCP_ENOENT. */
 int rcpio_pool_committed(const rcpio_pool *p, uint32_t slot, uint64_t *fid, uint64_t *block,

@@ -1,13 +1,11 @@
 /*
  * rcpio/xfer.c — endpoints, progress thread, rpc calls, bulk moves (xfer.h).
  */
-#include <fcntl.h>
 #include <netdb.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -16,6 +14,7 @@
 #include <rcp/nic.h>
 #include <rcp/rpc.h>
 
+#include "rcpio/pmap.h"
 #include "rcpio/xfer.h"
 
 struct q_in {
@@ -38,6 +37,14 @@ struct p_in {
 	uint32_t slot, off;
 	rcp_bulk *data;
 };
+struct c_in {
+	uint64_t fid;
+	uint32_t owner;
+	struct rcp_bytes claims; /* struct rcpio_claim, host order */
+};
+struct c_out {
+	struct rcp_bytes status; /* int32_t per claim */
+};
 
 RCP_PROC_DEFINE(proc_q_in, struct q_in, rcp_proc_u64(p, &v->fid); rcp_proc_u64(p, &v->block);
                 rcp_proc_u64(p, &v->gen); rcp_proc_u32(p, &v->me); rcp_proc_i64(p, &v->offer);
@@ -49,6 +56,9 @@ RCP_PROC_DEFINE(proc_r_in, struct r_in, rcp_proc_u64(p, &v->fid); rcp_proc_u64(p
 RCP_PROC_DEFINE(proc_p_in, struct p_in, rcp_proc_u64(p, &v->fid); rcp_proc_u64(p, &v->block);
                 rcp_proc_u64(p, &v->gen); rcp_proc_u32(p, &v->slot); rcp_proc_u32(p, &v->off);
                 rcp_proc_bulk(p, &v->data))
+RCP_PROC_DEFINE(proc_c_in, struct c_in, rcp_proc_u64(p, &v->fid); rcp_proc_u32(p, &v->owner);
+                rcp_proc_bytes(p, &v->claims))
+RCP_PROC_DEFINE(proc_c_out, struct c_out, rcp_proc_bytes(p, &v->status))
 
 struct blob {
 	char addr[128];
@@ -61,18 +71,9 @@ struct blob {
 };
 _Static_assert(sizeof(struct blob) == RCPIO_BLOB, "blob size");
 
-enum { C_QUERY, C_READY, C_EVICT, C_PUT, C_ALIVE, NCALLS };
-static const char *const names[NCALLS] = {"rcpio.query", "rcpio.ready", "rcpio.evict", "rcpio.put",
-                                          "rcpio.alive"};
-
-/* A peer's pool file mapped read-only (reads from a mapped pool, below):
- * kept until rcpio_net_stop, so a re-open finds its pages mapped. */
-struct pmap {
-	struct pmap *next;
-	uint64_t dev, ino;
-	void *base;
-	size_t len;
-};
+enum { C_QUERY, C_READY, C_EVICT, C_PUT, C_ALIVE, C_CLAIM, NCALLS };
+static const char *const names[NCALLS] = {"rcpio.query", "rcpio.ready", "rcpio.evict",
+                                          "rcpio.put",   "rcpio.alive", "rcpio.claim"};
 
 /* The server addresses of one open file's ranks (rcpio_net_members). */
 struct members {
@@ -104,8 +105,8 @@ struct rcpio_net {
 	rcp_bulk *cstage;
 	uint64_t id[NCALLS];
 	int outstanding, ready_err;
-	int shared;        /* the client nic says RCP_NIC_CAP_SHARED_SEG */
-	struct pmap *maps; /* peers' pools mapped so far (application thread) */
+	int shared;              /* the client nic says RCP_NIC_CAP_SHARED_SEG */
+	struct rcpio_pmap *maps; /* peers' pools mapped so far (application thread) */
 	struct rcpio_net_stats st;
 };
 
@@ -264,6 +265,42 @@ static void h_evict(rcp_rpc_handle *h, void *arg)
 		pthread_mutex_unlock(n->lock);
 	}
 	rcp_rpc_respond(h, NULL, rc);
+}
+
+/* Deferred claims (session 21, xfer.h): each one is what a recovery claim
+ * is at open — this rank's slot holds the block's bytes, VALID at once —
+ * and gets the same answer: taken, or RCP_EADDRINUSE when the block
+ * already has an entry (another owner, or a filler): the requester then
+ * writes its bytes where a query says.  A malformed array is counted and
+ * refused whole. */
+static void h_claim(rcp_rpc_handle *h, void *arg)
+{
+	rcpio_net *n = arg;
+	struct c_in in;
+	struct c_out out;
+	int32_t st[RCPIO_CLAIM_MAX];
+	uint32_t k = 0;
+	int rc = rcp_rpc_get_input(h, &in);
+	memset(&out, 0, sizeof out);
+	if (!rc && (in.claims.len % sizeof(struct rcpio_claim) ||
+	            in.claims.len > sizeof(struct rcpio_claim) * RCPIO_CLAIM_MAX ||
+	            (in.claims.len && !in.claims.data)))
+		rc = RCP_EPROTO;
+	pthread_mutex_lock(n->lock);
+	if (rc == RCP_EPROTO)
+		n->st.errors++;
+	if (!rc)
+		k = (uint32_t)(in.claims.len / sizeof(struct rcpio_claim));
+	for (uint32_t i = 0; i < k; i++) {
+		struct rcpio_claim c;
+		memcpy(&c, (const unsigned char *)in.claims.data + i * sizeof c, sizeof c);
+		st[i] = rcpio_meta_insert(n->meta, in.fid, c.block, in.owner, c.slot, c.gen);
+	}
+	n->st.claims_served += k;
+	pthread_mutex_unlock(n->lock);
+	out.status.data = st;
+	out.status.len = k * sizeof st[0];
+	rcp_rpc_respond(h, rc ? NULL : &out, rc);
 }
 
 struct put_job {
@@ -499,6 +536,8 @@ static int open_side(rcpio_net *n, const char *transport, int server, rcp_ep **e
 		rc = rcp_rpc_register(*rpc, names[C_PUT], proc_p_in, NULL, &n->id[C_PUT]);
 	if (!rc)
 		rc = rcp_rpc_register(*rpc, names[C_ALIVE], NULL, NULL, &n->id[C_ALIVE]);
+	if (!rc)
+		rc = rcp_rpc_register(*rpc, names[C_CLAIM], proc_c_in, proc_c_out, &n->id[C_CLAIM]);
 	return rc;
 }
 
@@ -506,7 +545,7 @@ int rcpio_net_start(const char *transport, pthread_mutex_t *lock, rcpio_meta *me
                     rcpio_pool *pool, rcpio_net **out)
 {
 	rcpio_net *n = calloc(1, sizeof *n);
-	rcp_rpc_handler hs[NCALLS] = {h_query, h_ready, h_evict, h_put, h_alive};
+	rcp_rpc_handler hs[NCALLS] = {h_query, h_ready, h_evict, h_put, h_alive, h_claim};
 	size_t area_len, stage_len = rcpio_pool_stride(pool);
 	void *area;
 	int rc;
@@ -575,12 +614,7 @@ void rcpio_net_stop(rcpio_net *n)
 		free(m->addr);
 		free(m);
 	}
-	while (n->maps) {
-		struct pmap *m = n->maps;
-		n->maps = m->next;
-		munmap(m->base, m->len);
-		free(m);
-	}
+	rcpio_pmap_free(&n->maps);
 	free(n->stage);
 	pthread_mutex_destroy(&n->cl);
 	free(n);
@@ -654,59 +688,19 @@ int rcpio_net_blob(rcpio_net *n, void *out)
 	return 0;
 }
 
-/* ---- reads from a mapped pool ----------------------------------------
- *
- * On shm a pull is a process_vm_readv: the kernel pins the owner's pages
- * and copies, 4.5 GB/s on this machine for 1 MiB against 13 GB/s for a
- * memcpy from a mapping already faulted in (docs/results.md, session 20).
- * Where the client nic says every peer is a process of this host and of
- * our uid (RCP_NIC_CAP_SHARED_SEG: a capability, never a guess from
- * names or addresses), a requester maps the owner's pool file read-only
- * once — opened through /proc/PID/fd/FD, which needs the same permission
- * as process_vm_readv, and used only if the file is the one the owner
- * published (device and inode; a pid reused by another process has no
- * such descriptor) — and a read is a memcpy from that mapping, then the
- * tag: the same one-sided protocol as a pull (data first, tag second, an
- * acquire fence between them so the tag's load is not done before the
- * data's), the owner still doing nothing.  Anything that fails (no
- * capability, /proc refused, another file) leaves the peer on bulk.
- * A mapping lives until rcpio_net_stop, so the pages a first read faulted
- * in stay mapped after a close and re-open of the file.  (The owner's
- * pool file keeps its size while the owner lives: it is locked; a file
- * shrunk under a mapping would fault on access.) */
+/* ---- reads from a mapped pool (the design: rcpio/pmap.c) -------------- */
+
 static const unsigned char *peer_area(rcpio_net *n, const struct blob *b)
 {
 	uint64_t need = b->area_off + b->area_len;
-	struct pmap *m;
-	struct stat st;
-	char path[64];
-	void *base;
-	int fd;
-
+	const unsigned char *base;
+	int fresh = 0;
 	if (!n->shared || !b->pid || !b->area_len || need < b->area_off)
 		return NULL;
-	for (m = n->maps; m; m = m->next)
-		if (m->dev == b->dev && m->ino == b->ino && m->len >= need)
-			return (const unsigned char *)m->base + b->area_off;
-	snprintf(path, sizeof path, "/proc/%llu/fd/%llu", (unsigned long long)b->pid,
-	         (unsigned long long)b->fd);
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+	if (!(base = rcpio_pmap_get(&n->maps, b->pid, b->fd, b->dev, b->ino, need, &fresh)))
 		return NULL;
-	if (fstat(fd, &st) || (uint64_t)st.st_dev != b->dev || (uint64_t)st.st_ino != b->ino ||
-	    (uint64_t)st.st_size < need || !(m = calloc(1, sizeof *m))) {
-		close(fd);
-		return NULL;
-	}
-	base = mmap(NULL, (size_t)need, PROT_READ, MAP_SHARED, fd, 0);
-	close(fd);
-	if (base == MAP_FAILED) {
-		free(m);
-		return NULL;
-	}
-	*m = (struct pmap){n->maps, b->dev, b->ino, base, (size_t)need};
-	n->maps = m;
-	n->st.pools_mapped++;
-	return (const unsigned char *)base + b->area_off;
+	n->st.pools_mapped += (uint64_t)fresh;
+	return base + b->area_off;
 }
 
 int rcpio_net_peer(rcpio_net *n, const void *blob, rcpio_peer **out)
@@ -811,6 +805,34 @@ int rcpio_net_evict(rcpio_net *n, rcpio_peer *mgr, uint64_t fid, uint64_t block,
 	pthread_mutex_lock(&n->cl);
 	n->st.evicts_sent++;
 	rc = call(n, mgr, C_EVICT, &in, NULL);
+	pthread_mutex_unlock(&n->cl);
+	return rc;
+}
+
+int rcpio_net_claim(rcpio_net *n, rcpio_peer *mgr, uint64_t fid, uint32_t owner,
+                    const struct rcpio_claim *claims, uint32_t count, int32_t *status)
+{
+	struct c_in in = {fid, owner, {claims, count * sizeof *claims}};
+	struct c_out out;
+	rcp_rpc_req *req;
+	int rc;
+	if (count > RCPIO_CLAIM_MAX)
+		return RCP_EINVAL;
+	memset(&out, 0, sizeof out);
+	pthread_mutex_lock(&n->cl);
+	if (!(rc = rcp_rpc_forward(n->crpc, mgr->ch, n->id[C_CLAIM], &in, &out, -1, NULL, NULL,
+	                           &req))) {
+		rc = rcp_rpc_wait(req, -1);
+		n->st.claims_sent++;
+		/* One status a claim, or the reply is not ours to trust (the
+		 * statuses point into it: copied before it is freed). */
+		if (!rc &&
+		    (out.status.len != count * sizeof *status || (count && !out.status.data)))
+			rc = RCP_EPROTO;
+		if (!rc && count)
+			memcpy(status, out.status.data, count * sizeof *status);
+		rcp_rpc_req_free(req);
+	}
 	pthread_mutex_unlock(&n->cl);
 	return rc;
 }

@@ -21,6 +21,8 @@
  *               requester's bytes into its slot and marks them dirty
  *   rcpio.alive ()  a manager's probe of a filler that has not reported
  *               READY (RCP_EPEER: it is gone, the block is freed)
+ *   rcpio.claim (fid, owner, [block, gen, slot]...)  deferred claims of
+ *               blocks written into the owner's slots -> a status each
  * Reads need no call to the owner: the requester pulls the data, then the
  * slot's tag, and trusts the data only if the tag names the block.
  */
@@ -53,6 +55,9 @@ struct rcpio_net_stats {
 	 * this host (xfer.c, "reads from a mapped pool"; pulls counts bulk
 	 * pulls, pull_bytes the bytes of both), and peers' pools mapped. */
 	uint64_t pulls_mapped, pools_mapped;
+	/* Deferred claims (rcpio_net_claim): calls sent; claims served as a
+	 * manager. */
+	uint64_t claims_sent, claims_served;
 };
 
 /* Starts the endpoints and the progress thread.  TRANSPORT: "shm" or
@@ -106,6 +111,22 @@ int rcpio_net_put(rcpio_net *n, rcpio_peer *owner, uint64_t fid, uint64_t block,
  * again. */
 int rcpio_net_pull(rcpio_net *n, rcpio_peer *owner, uint64_t fid, uint64_t block, uint32_t slot,
                    uint64_t gen, uint32_t off, void *dst, size_t len);
+/* Deferred claims (session 21).  A write of a whole block that no hint
+ * places goes into a free slot of the writer's own, without a query; the
+ * writer tells the block's manager later, many blocks in one call
+ * (rcpio/cache.c, "deferred claims").  STATUS[i] gets claim i's answer:
+ * 0, the manager records OWNER as the block's owner (VALID), or
+ * RCP_EADDRINUSE, the block has an entry already (another owner, or a
+ * filler): the writer's bytes must go where a query says.  COUNT <=
+ * RCPIO_CLAIM_MAX.  Returns 0, RCP_EINVAL, RCP_EPROTO (a malformed reply
+ * or request), or an RCP code of the call. */
+struct rcpio_claim {
+	uint64_t block, gen;
+	uint32_t slot, pad;
+};
+#define RCPIO_CLAIM_MAX 64u
+int rcpio_net_claim(rcpio_net *n, rcpio_peer *mgr, uint64_t fid, uint32_t owner,
+                    const struct rcpio_claim *claims, uint32_t count, int32_t *status);
 /* Lets the client endpoint make progress (while spinning on BUSY). */
 void rcpio_net_poll(rcpio_net *n);
 /* A copy of the counters, taken under the lock given at create. */

@@ -2,7 +2,7 @@
  * tests/rcpio_mpi — a plain MPI-IO program (nothing rcpio-specific), run by
  * tests/rcpio_mpi.sh with and without LD_PRELOAD=librcpio.so.
  *
- * usage: rcpio_mpi PATH [write|read|both] [RECORD] [RECORDS] [PAUSE_MS]
+ * usage: rcpio_mpi PATH [write|read|both|inv] [RECORD] [RECORDS] [PAUSE_MS]
  * Every rank writes RECORDS records of RECORD bytes, interleaved N-1
  * (record i of rank r at (i*nprocs + r)*RECORD) with MPI_File_write_at,
  * syncs (sync-barrier-sync: MPI's rule for seeing other ranks' writes),
@@ -11,6 +11,8 @@
  * read through a strided (vector) view of its own records.  Every byte of
  * the file is a function of its offset, so every check is byte for byte.
  * "read" mode only checks a file written before (restart, recovery).
+ * "inv" mode writes the complement of every byte, syncs and reads nothing:
+ * a file the next "both" job must overwrite everywhere.
  * "crash" mode overwrites the first half's records with other bytes, never syncs, and
  * kills itself (SIGKILL) on every rank: writes that were never committed.
  * "crash-only0" / "crash-except0": the same, written by rank 0 alone / by
@@ -57,7 +59,7 @@ static int fail(int rank, const char *what, long long at)
 
 int main(int argc, char **argv)
 {
-	int rank, size, rec, nrec, doread, dowrite, pause_ms;
+	int rank, size, rec, nrec, doread, dowrite, pause_ms, inv;
 	long long total;
 	unsigned char *buf;
 	MPI_File fh;
@@ -70,10 +72,14 @@ int main(int argc, char **argv)
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
 	if (argc < 2)
 		return fail(rank,
-		            "usage: rcpio_mpi PATH [write|read|both] [RECORD] [RECORDS] [PAUSE_MS]",
+		            "usage: rcpio_mpi PATH [write|read|both|inv] [RECORD] [RECORDS] [PAUSE_MS]",
 		            0);
 	dowrite = argc < 3 || strcmp(argv[2], "read");
 	doread = argc < 3 || strcmp(argv[2], "write");
+	/* "inv": writes the complement of the pattern, reads nothing (a file
+	 * that a later "both" must overwrite everywhere). */
+	inv = argc > 2 && !strcmp(argv[2], "inv");
+	doread = doread && !inv;
 	rec = argc > 3 ? atoi(argv[3]) : 3000;
 	nrec = argc > 4 ? atoi(argv[4]) : 40;
 	pause_ms = argc > 5 ? atoi(argv[5]) : 0;
@@ -187,7 +193,7 @@ int main(int argc, char **argv)
 		for (int i = 0; i < nrec; i++) {
 			long long off = ((long long)i * size + rank) * rec;
 			for (int k = 0; k < rec; k++)
-				buf[k] = pat(off + k);
+				buf[k] = inv ? (unsigned char)~pat(off + k) : pat(off + k);
 			if (MPI_File_write_at(fh, off, buf, rec, MPI_BYTE, &st) != MPI_SUCCESS)
 				return fail(rank, "write_at", off);
 		}

@@ -14,6 +14,8 @@
 #     without committing and is killed; the next job reads the last committed data (the reference),
 #     with the overwritten blocks refused from the pools, the rest recovered;
 #     the same with only the owner or only the others writing;
+# 4a. whole-block writes: claims deferred to the sync, many a call; over
+#     blocks another rank caches, refused and put there (session 21);
 #  4b. collective calls commit: a job writes with MPI_File_write_at_all
 #     only, never syncs, and is killed; the next job recovers every block;
 #     re-reads go where location hints say, without a query;
@@ -179,6 +181,38 @@ for who in except0 only0; do
 	[ $st = 0 ] && [ "$rec" -gt 0 ] && [ "$rec" -lt "$blocks" ]
 	check $? "crash with writes by $who of the owner: committed data read, $rec of $blocks blocks recovered"
 done
+
+# 4a. Whole blocks (two 64 KiB blocks a record): a write of a block
+# managed by another rank goes into the writer's own slot, its claim
+# deferred and sent with others in one rcpio.claim at the sync (session
+# 21).  Then the same over a file whose every block rank 0 caches first
+# (touch0 on the complement): each claim is refused, the bytes go to rank
+# 0's copy by put, and every rank reads the new bytes after the sync.
+limit "$tmp/oW0" mpirun --allow-run-as-root --oversubscribe -np $NP "$prog" "$tmp/plainW.dat" both 131072 8
+rm -f "$tmp"/pool/*
+run "$tmp/oW" 16m "$tmp/cW.dat" both 131072 8
+st=$?
+cmp -s "$tmp/plainW.dat" "$tmp/cW.dat"
+[ $st = 0 ] && [ $? = 0 ]
+check $? "whole-block writes: every read and the file equal plain MPI-IO's"
+de=$(sum "$tmp/oW" deferred) cs=$(sum "$tmp/oW" claims_sent) rf=$(sum "$tmp/oW" refused) q=$(sum "$tmp/oW" queries)
+echo "# whole blocks: $de claims deferred in $cs calls, $rf refused, $q queries"
+[ "$de" -gt 0 ] && [ "$cs" -gt 0 ] && [ "$cs" -lt "$de" ] && [ "$rf" = 0 ]
+check $? "whole blocks of other ranks' managers: $de claims deferred, sent in $cs calls"
+rm -f "$tmp"/pool/*
+run "$tmp/oV1" 16m "$tmp/cV.dat" inv 131072 8
+rm -f "$tmp"/pool/*
+run "$tmp/oV2" 16m "$tmp/cV.dat" touch0 131072 8
+run "$tmp/oV3" 16m "$tmp/cV.dat" both 131072 8
+st=$?
+cmp -s "$tmp/plainW.dat" "$tmp/cV.dat"
+[ $st = 0 ] && [ $? = 0 ]
+check $? "whole blocks over rank 0's cached copies: every read and the file are the new bytes"
+[ $st = 0 ] || tail -5 "$tmp/oV3"
+rf=$(sum "$tmp/oV3" refused) pr=$(sum "$tmp/oV3" puts_remote)
+echo "# over cached copies: $rf claims refused, $pr remote puts"
+[ "$rf" -gt 0 ] && [ "$pr" -ge "$rf" ]
+check $? "claims of blocks rank 0 holds were refused ($rf) and their bytes put there"
 
 rm -f "$tmp"/pool/*
 run "$tmp/o4a" 16m "$tmp/c4.dat" crash-all
