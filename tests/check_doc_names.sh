@@ -48,6 +48,7 @@ cluster.md RCPTEST_CLUSTER_DOWN
 rcpio.md MPI_Allgather
 rcpio.md MPI_Alltoallv
 rcpio.md read_at_all
+rcpio.md page_reporting_order
 rcpio.md get_position
 rcpio.md set_view
 rcpio.md MPI_Pack
