@@ -25,6 +25,13 @@
  * (default: spin then sleep).  --mode fetch: the client uses remote fetch
  * (RFP) where the server offers it (shm); rows say which mode ran.
  *
+ * --waits (session 21): each side prints to stderr, when it ends, what its
+ * waits did (rcp_ep_wait_stats: looks, yields, sleeps, crowded verdicts)
+ * and its context switches (getrusage: voluntary = slept, involuntary =
+ * preempted or yielded to another task), so that a slow run can be told
+ * apart: two spinners on 2 CPUs lose to any third task, and a wait that
+ * finds its CPU crowded sleeps (common/wait.c, CROWDED), even with --spin.
+ *
  * Output: a table, or with --csv a header then rows
  *   transport,mode,op,size,inflight,rate_ops,latency_us,bandwidth_MBps
  * (1 MB = 1e6 bytes).
@@ -35,6 +42,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -51,7 +59,7 @@ struct opts {
 	int nsizes;
 	size_t args[8];
 	int nargs;
-	int spin, sleep_, csv, target_ms;
+	int spin, sleep_, csv, target_ms, waits;
 };
 
 static struct opts O;
@@ -147,6 +155,21 @@ static void open_ctx(const char *addr, int server, struct ctx *c)
 	if (r)
 		die("rpc ctx", r);
 	reg(c->rpc);
+}
+
+/* --waits: this side's wait counters and context switches, on stderr. */
+static void print_waits(const char *side, struct ctx *c)
+{
+	struct rcp_wait_stats w = {0};
+	struct rusage ru = {0};
+	if (!O.waits)
+		return;
+	rcp_ep_wait_stats(c->ep, &w, 0);
+	getrusage(RUSAGE_SELF, &ru);
+	fprintf(stderr,
+	        "rcp-rpcbench: waits %s looks=%llu yields=%llu sleeps=%llu crowded=%llu "
+	        "max_run=%llu csw_vol=%ld csw_invol=%ld\n",
+	        side, w.looks, w.yields, w.sleeps, w.crowded, w.max_run, ru.ru_nvcsw, ru.ru_nivcsw);
 }
 
 static void close_ctx(struct ctx *c)
@@ -268,6 +291,7 @@ static int server_main(const char *addr, int wfd)
 			die("server loop", rc);
 	}
 	rcp_bulk_free(S.local);
+	print_waits("server", &S.c);
 	close_ctx(&S.c);
 	return S.failed ? 1 : 0;
 }
@@ -527,6 +551,7 @@ static int client_main(const char *server_addr)
 			       (unsigned long long)st.rfp_to_reply,
 			       (unsigned long long)st.rfp_to_fetch);
 	}
+	print_waits("client", &c);
 	close_ctx(&c);
 	return 0;
 }
@@ -553,10 +578,11 @@ static const char usage_text[] =
     "usage: rcp-rpcbench [--transport shm|udp] [--mode reply|fetch] [--inflight 1,4,16,64]\n"
     "                    [--args 0,4K] [--bulk pull|push|both|only] [--sizes 4K:4M]\n"
     "                    [--spin|--sleep] [--target-ms N] [--csv]\n"
-    "                    [--listen ADDR | --connect ADDR]\n"
+    "                    [--listen ADDR | --connect ADDR] [--waits]\n"
     "  --args      argument sizes of the rpc rows (bytes in one byte array; 0: no input)\n"
     "  --bulk      add bulk rows (only: bulk rows only); --sizes: their sizes\n"
     "  --listen    run only the server at ADDR; --connect: only the client\n"
+    "  --waits     each side prints its wait counters and context switches on stderr\n"
     "Exit status: 0 ok, 1 any failure, 2 usage.\n";
 
 int main(int argc, char **argv)
@@ -566,7 +592,7 @@ int main(int argc, char **argv)
 	    {"args", 1, 0, 'a'},      {"bulk", 1, 0, 'b'},   {"sizes", 1, 0, 's'},
 	    {"spin", 0, 0, 'S'},      {"sleep", 0, 0, 'Z'},  {"csv", 0, 0, 'c'},
 	    {"target-ms", 1, 0, 'T'}, {"listen", 1, 0, 'l'}, {"connect", 1, 0, 'C'},
-	    {"help", 0, 0, 'h'},      {0, 0, 0, 0},
+	    {"help", 0, 0, 'h'},      {"waits", 0, 0, 'W'},  {0, 0, 0, 0},
 	};
 	int c;
 	O.transport = "shm";
@@ -577,7 +603,7 @@ int main(int argc, char **argv)
 	O.nargs = 2;
 	O.args[0] = 0, O.args[1] = 4096;
 	O.nsizes = parse_sizes("4K:4M", O.sizes, 64);
-	while ((c = getopt_long(argc, argv, "t:m:i:a:b:s:SZcT:l:C:h", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "t:m:i:a:b:s:SZcT:l:C:hW", lo, NULL)) != -1) {
 		switch (c) {
 		case 't': O.transport = optarg; break;
 		case 'm': O.mode = optarg; break;
@@ -598,6 +624,7 @@ int main(int argc, char **argv)
 		case 'l': O.listen = optarg; break;
 		case 'C': O.connect = optarg; break;
 		case 'h': fputs(usage_text, stdout); return 0;
+		case 'W': O.waits = 1; break;
 		default: fputs(usage_text, stderr); return 2;
 		}
 	}
