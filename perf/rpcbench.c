@@ -25,8 +25,8 @@
  * (default: spin then sleep).  --mode fetch: the client uses remote fetch
  * (RFP) where the server offers it (shm); rows say which mode ran.
  *
- * --waits (session 21): each side prints to stderr, when it ends, what its
- * waits did (rcp_ep_wait_stats: looks, yields, sleeps, crowded verdicts)
+ * --waits (session 21): each side prints to stderr what its waits did (the
+ * client per rate row, over the timed part; the server at its end) (rcp_ep_wait_stats: looks, yields, sleeps, crowded verdicts)
  * and its context switches (getrusage: voluntary = slept, involuntary =
  * preempted or yielded to another task), so that a slow run can be told
  * apart: two spinners on 2 CPUs lose to any third task, and a wait that
@@ -157,19 +157,25 @@ static void open_ctx(const char *addr, int server, struct ctx *c)
 	reg(c->rpc);
 }
 
-/* --waits: this side's wait counters and context switches, on stderr. */
-static void print_waits(const char *side, struct ctx *c)
+/* --waits: this side's wait counters and context switches since *RU0 (or
+ * its start), on stderr; the counters are reset (the client prints one
+ * line per rate row, counted over the timed part only, the server one at
+ * its end). */
+static void print_waits(const char *side, struct ctx *c, struct rusage *ru0)
 {
 	struct rcp_wait_stats w = {0};
 	struct rusage ru = {0};
 	if (!O.waits)
 		return;
-	rcp_ep_wait_stats(c->ep, &w, 0);
+	rcp_ep_wait_stats(c->ep, &w, 1);
 	getrusage(RUSAGE_SELF, &ru);
 	fprintf(stderr,
 	        "rcp-rpcbench: waits %s looks=%llu yields=%llu sleeps=%llu crowded=%llu "
 	        "max_run=%llu csw_vol=%ld csw_invol=%ld\n",
-	        side, w.looks, w.yields, w.sleeps, w.crowded, w.max_run, ru.ru_nvcsw, ru.ru_nivcsw);
+	        side, w.looks, w.yields, w.sleeps, w.crowded, w.max_run,
+	        ru.ru_nvcsw - (ru0 ? ru0->ru_nvcsw : 0), ru.ru_nivcsw - (ru0 ? ru0->ru_nivcsw : 0));
+	if (ru0)
+		*ru0 = ru;
 }
 
 static void close_ctx(struct ctx *c)
@@ -291,7 +297,7 @@ static int server_main(const char *addr, int wfd)
 			die("server loop", rc);
 	}
 	rcp_bulk_free(S.local);
-	print_waits("server", &S.c);
+	print_waits("server", &S.c, NULL);
 	close_ctx(&S.c);
 	return S.failed ? 1 : 0;
 }
@@ -390,6 +396,7 @@ static void bench_rpc(struct ctx *c, rcp_chan *ch, size_t size, int inflight)
 {
 	struct run r = {0};
 	struct rcp_ep_stats es0, es1;
+	struct rusage ru0 = {0};
 	unsigned char *arg = calloc(1, size ? size : 1);
 	uint64_t t0, t1, dur = (uint64_t)O.target_ms * 1000000ull;
 	r.c = c;
@@ -418,6 +425,10 @@ static void bench_rpc(struct ctx *c, rcp_chan *ch, size_t size, int inflight)
 	r.stopping = 0;
 	r.ok = 0;
 	rcp_ep_get_stats(c->ep, &es0);
+	if (O.waits) {
+		rcp_ep_wait_stats(c->ep, NULL, 1);
+		getrusage(RUSAGE_SELF, &ru0);
+	}
 	t0 = now_ns();
 	for (int i = 0; i < inflight; i++)
 		start_one(&r);
@@ -436,6 +447,7 @@ static void bench_rpc(struct ctx *c, rcp_chan *ch, size_t size, int inflight)
 	{
 		double rate = (double)r.ok / ((double)(t1 - t0) / 1e9);
 		row("rpc", size, inflight, rate, inflight / rate * 1e6, 0);
+		print_waits("client", c, &ru0);
 		/* how well calls batch natively (rpc/batch.c): calls a message */
 		rcp_ep_get_stats(c->ep, &es1);
 		if (!O.csv && es1.msgs_sent > es0.msgs_sent)
@@ -551,7 +563,6 @@ static int client_main(const char *server_addr)
 			       (unsigned long long)st.rfp_to_reply,
 			       (unsigned long long)st.rfp_to_fetch);
 	}
-	print_waits("client", &c);
 	close_ctx(&c);
 	return 0;
 }
