@@ -22,7 +22,11 @@
 #   median,SYSTEM,MODE,16,RATE,RATIO
 # Env: ROUNDS (default 5), INFLIGHT (16), MODES ("reply fetch"),
 #      TARGET_MS (rcp run length, 1000), LOOPS (Mercury loops, 25000:
-#      about 0.3 s at 1.3 M calls/s), BENCH_LOCK.
+#      about 0.3 s at 1.3 M calls/s), BENCH_LOCK, WAITS=FILE (session 21:
+#      rcp-rpcbench runs with --waits and each round's wait counters and
+#      context switches of both sides are appended to FILE as
+#      "round,mode,side,rate_ops,counters": a slow round shows whether it
+#      yielded, slept or was preempted).
 # Exit status 1 if any run failed (its row is left out).  The machine's
 # load shows in every figure: run it when nothing else is measured.
 set -u
@@ -73,9 +77,12 @@ mercury() { # round log(default|msglogoff)
 }
 
 rcp() { # round mode
-	flock -x "$lock" "$rpcb" --transport shm --mode "$2" --spin --inflight "$x" --args 0 \
-		--target-ms "$target_ms" --csv 2>"$work/rcp.err" |
-		awk -F, -v x="$x" '$3 == "rpc" && $5 == x { print $6 }'
+	local v
+	v=$(flock -x "$lock" "$rpcb" --transport shm --mode "$2" --spin --inflight "$x" --args 0 \
+		--target-ms "$target_ms" --csv ${WAITS:+--waits} 2>"$work/rcp.err" |
+		awk -F, -v x="$x" '$3 == "rpc" && $5 == x { print $6 }')
+	[ -n "${WAITS:-}" ] && sed -n "s/^rcp-rpcbench: waits \([a-z]*\) /$1,$2,\1,$v,/p" "$work/rcp.err" >>"$WAITS"
+	[ -n "$v" ] && echo "$v"
 }
 
 echo "round,system,mode,inflight,rate_ops" | tee "$work/rows.csv"

@@ -25,6 +25,13 @@
  * (default: spin then sleep).  --mode fetch: the client uses remote fetch
  * (RFP) where the server offers it (shm); rows say which mode ran.
  *
+ * --waits (session 21): each side prints to stderr what its waits did (the
+ * client per rate row, over the timed part; the server at its end) (rcp_ep_wait_stats: looks, yields, sleeps, crowded verdicts)
+ * and its context switches (getrusage: voluntary = slept, involuntary =
+ * preempted or yielded to another task), so that a slow run can be told
+ * apart: two spinners on 2 CPUs lose to any third task, and a wait that
+ * finds its CPU crowded sleeps (common/wait.c, CROWDED), even with --spin.
+ *
  * Output: a table, or with --csv a header then rows
  *   transport,mode,op,size,inflight,rate_ops,latency_us,bandwidth_MBps
  * (1 MB = 1e6 bytes).
@@ -35,6 +42,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -51,7 +59,7 @@ struct opts {
 	int nsizes;
 	size_t args[8];
 	int nargs;
-	int spin, sleep_, csv, target_ms;
+	int spin, sleep_, csv, target_ms, waits;
 };
 
 static struct opts O;
@@ -147,6 +155,27 @@ static void open_ctx(const char *addr, int server, struct ctx *c)
 	if (r)
 		die("rpc ctx", r);
 	reg(c->rpc);
+}
+
+/* --waits: this side's wait counters and context switches since *RU0 (or
+ * its start), on stderr; the counters are reset (the client prints one
+ * line per rate row, counted over the timed part only, the server one at
+ * its end). */
+static void print_waits(const char *side, struct ctx *c, struct rusage *ru0)
+{
+	struct rcp_wait_stats w = {0};
+	struct rusage ru = {0};
+	if (!O.waits)
+		return;
+	rcp_ep_wait_stats(c->ep, &w, 1);
+	getrusage(RUSAGE_SELF, &ru);
+	fprintf(stderr,
+	        "rcp-rpcbench: waits %s looks=%llu yields=%llu sleeps=%llu crowded=%llu "
+	        "max_run=%llu csw_vol=%ld csw_invol=%ld\n",
+	        side, w.looks, w.yields, w.sleeps, w.crowded, w.max_run,
+	        ru.ru_nvcsw - (ru0 ? ru0->ru_nvcsw : 0), ru.ru_nivcsw - (ru0 ? ru0->ru_nivcsw : 0));
+	if (ru0)
+		*ru0 = ru;
 }
 
 static void close_ctx(struct ctx *c)
@@ -268,6 +297,7 @@ static int server_main(const char *addr, int wfd)
 			die("server loop", rc);
 	}
 	rcp_bulk_free(S.local);
+	print_waits("server", &S.c, NULL);
 	close_ctx(&S.c);
 	return S.failed ? 1 : 0;
 }
@@ -366,6 +396,7 @@ static void bench_rpc(struct ctx *c, rcp_chan *ch, size_t size, int inflight)
 {
 	struct run r = {0};
 	struct rcp_ep_stats es0, es1;
+	struct rusage ru0 = {0};
 	unsigned char *arg = calloc(1, size ? size : 1);
 	uint64_t t0, t1, dur = (uint64_t)O.target_ms * 1000000ull;
 	r.c = c;
@@ -394,6 +425,10 @@ static void bench_rpc(struct ctx *c, rcp_chan *ch, size_t size, int inflight)
 	r.stopping = 0;
 	r.ok = 0;
 	rcp_ep_get_stats(c->ep, &es0);
+	if (O.waits) {
+		rcp_ep_wait_stats(c->ep, NULL, 1);
+		getrusage(RUSAGE_SELF, &ru0);
+	}
 	t0 = now_ns();
 	for (int i = 0; i < inflight; i++)
 		start_one(&r);
@@ -412,6 +447,7 @@ static void bench_rpc(struct ctx *c, rcp_chan *ch, size_t size, int inflight)
 	{
 		double rate = (double)r.ok / ((double)(t1 - t0) / 1e9);
 		row("rpc", size, inflight, rate, inflight / rate * 1e6, 0);
+		print_waits("client", c, &ru0);
 		/* how well calls batch natively (rpc/batch.c): calls a message */
 		rcp_ep_get_stats(c->ep, &es1);
 		if (!O.csv && es1.msgs_sent > es0.msgs_sent)
@@ -553,10 +589,11 @@ static const char usage_text[] =
     "usage: rcp-rpcbench [--transport shm|udp] [--mode reply|fetch] [--inflight 1,4,16,64]\n"
     "                    [--args 0,4K] [--bulk pull|push|both|only] [--sizes 4K:4M]\n"
     "                    [--spin|--sleep] [--target-ms N] [--csv]\n"
-    "                    [--listen ADDR | --connect ADDR]\n"
+    "                    [--listen ADDR | --connect ADDR] [--waits]\n"
     "  --args      argument sizes of the rpc rows (bytes in one byte array; 0: no input)\n"
     "  --bulk      add bulk rows (only: bulk rows only); --sizes: their sizes\n"
     "  --listen    run only the server at ADDR; --connect: only the client\n"
+    "  --waits     each side prints its wait counters and context switches on stderr\n"
     "Exit status: 0 ok, 1 any failure, 2 usage.\n";
 
 int main(int argc, char **argv)
@@ -566,7 +603,7 @@ int main(int argc, char **argv)
 	    {"args", 1, 0, 'a'},      {"bulk", 1, 0, 'b'},   {"sizes", 1, 0, 's'},
 	    {"spin", 0, 0, 'S'},      {"sleep", 0, 0, 'Z'},  {"csv", 0, 0, 'c'},
 	    {"target-ms", 1, 0, 'T'}, {"listen", 1, 0, 'l'}, {"connect", 1, 0, 'C'},
-	    {"help", 0, 0, 'h'},      {0, 0, 0, 0},
+	    {"help", 0, 0, 'h'},      {"waits", 0, 0, 'W'},  {0, 0, 0, 0},
 	};
 	int c;
 	O.transport = "shm";
@@ -577,7 +614,7 @@ int main(int argc, char **argv)
 	O.nargs = 2;
 	O.args[0] = 0, O.args[1] = 4096;
 	O.nsizes = parse_sizes("4K:4M", O.sizes, 64);
-	while ((c = getopt_long(argc, argv, "t:m:i:a:b:s:SZcT:l:C:h", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "t:m:i:a:b:s:SZcT:l:C:hW", lo, NULL)) != -1) {
 		switch (c) {
 		case 't': O.transport = optarg; break;
 		case 'm': O.mode = optarg; break;
@@ -598,6 +635,7 @@ int main(int argc, char **argv)
 		case 'l': O.listen = optarg; break;
 		case 'C': O.connect = optarg; break;
 		case 'h': fputs(usage_text, stdout); return 0;
+		case 'W': O.waits = 1; break;
 		default: fputs(usage_text, stderr); return 2;
 		}
 	}

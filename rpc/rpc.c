@@ -464,7 +464,10 @@ void rcp_rpc_destroy(rcp_rpc *rpc)
 		free(a);
 	}
 	for (uint32_t i = 0; i < rpc->callcap; i++)
-		free(rpc->calls[i].name);
+		if (rpc->calls[i]) {
+			free(rpc->calls[i]->name);
+			free(rpc->calls[i]);
+		}
 	free(rpc->calls);
 	free(rpc);
 }

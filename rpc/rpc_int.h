@@ -172,8 +172,8 @@ struct rcp_rpc {
 	uint64_t events_seen; /* events at the waiter's last look */
 	size_t msg_max;
 	int nrecvs;
-	/* calls: open addressing on id */
-	struct call *calls;
+	/* calls: open addressing on id, of pointers (STABLE, calls.c) */
+	struct call **calls;
 	uint32_t ncalls, callcap;
 	/* peers: open addressing on channel pointer */
 	struct peer **peers;

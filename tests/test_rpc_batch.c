@@ -50,6 +50,10 @@
  *                      response batch whose second header runs past the
  *                      message: dropped whole (bad_msgs +1, the call still
  *                      pending), then the good response completes it.
+ *   test_calls_stable  (session 21, rpc/calls.c STABLE) a call pending
+ *                      while 40 more rpcs are registered (the call table
+ *                      grows twice): the request's call is still the one
+ *                      the table finds, and the answer is decoded by it.
  */
 #include <stddef.h>
 #include <string.h>
@@ -715,12 +719,47 @@ static void test_batch_bad_resp(void **state)
 	assert_int_equal(resp_out, 77);
 }
 
+/* ---- test_calls_stable ---- */
+
+/* The call the table of RPC holds for ID (rpc_int.h), or NULL. */
+static struct call *call_of(const rcp_rpc *rpc, uint64_t id)
+{
+	for (uint32_t i = 0; i < rpc->callcap; i++)
+		if (rpc->calls[i] && rpc->calls[i]->id == id)
+			return rpc->calls[i];
+	return NULL;
+}
+
+static void test_calls_stable(void **state)
+{
+	static uint32_t in = 7, out;
+	rcp_rpc_req *rq;
+	rcp_chan *ch;
+	char name[32];
+	int n;
+	(void)state;
+	assert_int_equal(rcp_connect(C.ep, saddr, &ch), 0);
+	assert_int_equal(rcp_rpc_forward(C.rpc, ch, id_inc, &in, &out, -1, NULL, NULL, &rq), 0);
+	for (int i = 0; i < 40; i++) {
+		snprintf(name, sizeof name, "t.stable.%d", i);
+		assert_int_equal(rcp_rpc_register(C.rpc, name, proc_u32, NULL, NULL), 0);
+	}
+	assert_true(C.rpc->callcap >= 64); /* grown at least twice from 16 */
+	assert_ptr_equal(rq->call, call_of(C.rpc, id_inc));
+	for (n = 0; n < ROUNDS && rcp_rpc_test(rq) == RCP_EAGAIN; n++)
+		round_all();
+	assert_int_equal(rcp_rpc_test(rq), 0);
+	assert_int_equal(out, 8);
+	assert_int_equal(rcp_rpc_req_free(rq), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_batch_calls),       cmocka_unit_test(test_batch_answer_look),
 	    cmocka_unit_test(test_batch_halves),      cmocka_unit_test(test_batch_bad_req),
 	    cmocka_unit_test(test_batch_answer_each), cmocka_unit_test(test_batch_bad_resp),
+	    cmocka_unit_test(test_calls_stable),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
