@@ -350,7 +350,7 @@ struct rcpc_core {
 	rcp_chan **by_peer;
 	int npeers;
 	rcp_req *free_reqs;
-	rcp_req *free_sent; /* finished small sends' requests (isend.c, SENT REQUESTS) */
+	rcp_req *free_sent;     /* finished small sends' requests (isend.c, SENT REQUESTS) */
 	struct list free_unexp; /* unexp records for reuse */
 	void **req_slabs;
 	int nslabs;

@@ -71,9 +71,9 @@ int main(int argc, char **argv)
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
 	if (argc < 2)
-		return fail(rank,
-		            "usage: rcpio_mpi PATH [write|read|both|inv] [RECORD] [RECORDS] [PAUSE_MS]",
-		            0);
+		return fail(
+		    rank,
+		    "usage: rcpio_mpi PATH [write|read|both|inv] [RECORD] [RECORDS] [PAUSE_MS]", 0);
 	dowrite = argc < 3 || strcmp(argv[2], "read");
 	doread = argc < 3 || strcmp(argv[2], "write");
 	/* "inv": writes the complement of the pattern, reads nothing (a file

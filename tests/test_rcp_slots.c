@@ -120,12 +120,12 @@ static void lossy_sizes(int crc)
 		if (i % NS == NS - 1) {
 			/* A gather send of three pieces: gathered into the slot. */
 			struct rcp_iov v[3] = {{out[i], 20}, {out[i] + 20, 40}, {out[i] + 60, 21}};
-			assert_int_equal(rcpc_isendv(ab, 100 + (uint64_t)i, v, 3, sim_now(s),
-			                             &tx[i].r),
-			                 0);
+			assert_int_equal(
+			    rcpc_isendv(ab, 100 + (uint64_t)i, v, 3, sim_now(s), &tx[i].r), 0);
 		} else {
 			assert_int_equal(
-			    rcpc_isend(ab, 100 + (uint64_t)i, out[i], len, sim_now(s), &tx[i].r), 0);
+			    rcpc_isend(ab, 100 + (uint64_t)i, out[i], len, sim_now(s), &tx[i].r),
+			    0);
 		}
 		assert_non_null(tx[i].r);
 	}
@@ -135,10 +135,11 @@ static void lossy_sizes(int crc)
 		size_t len = sizes[i % NS];
 		if (rx[i].st.error || rx[i].st.len != len ||
 		    test_check(in[i], len, seed + (uint64_t)i) != -1)
-			fail_msg("message %d (%zu B, crc %d): error %d, %zu B, bytes %s (seed %#llx)",
-			         i, len, crc, rx[i].st.error, rx[i].st.len,
-			         test_check(in[i], len, seed + (uint64_t)i) == -1 ? "right" : "wrong",
-			         (unsigned long long)seed);
+			fail_msg(
+			    "message %d (%zu B, crc %d): error %d, %zu B, bytes %s (seed %#llx)", i,
+			    len, crc, rx[i].st.error, rx[i].st.len,
+			    test_check(in[i], len, seed + (uint64_t)i) == -1 ? "right" : "wrong",
+			    (unsigned long long)seed);
 	}
 	for (int i = 0; i < N; i++)
 		assert_int_equal(tx[i].st.error, 0);

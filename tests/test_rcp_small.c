@@ -213,12 +213,13 @@ static void t_sent_requests(void **state)
 		for (int i = 0; i < N; i++) {
 			size_t len = (size_t)((i + round) % 8) + 1;
 			memset(out[i], round * N + i, sizeof out[i]);
-			assert_int_equal(rcpc_isend(ab, 1000 + (uint64_t)(round * N + i), out[i], len,
-			                            sim_now(s), &r[i]),
+			assert_int_equal(rcpc_isend(ab, 1000 + (uint64_t)(round * N + i), out[i],
+			                            len, sim_now(s), &r[i]),
 			                 0);
 			for (int j = 0; j < i; j++)
 				if (r[j] == r[i])
-					fail_msg("round %d: sends %d and %d share a request (seed %#llx)",
+					fail_msg("round %d: sends %d and %d share a request (seed "
+					         "%#llx)",
 					         round, j, i, (unsigned long long)seed);
 		}
 		if (round == 0)
@@ -233,14 +234,15 @@ static void t_sent_requests(void **state)
 				continue;
 			memset(&st, 0xa5, sizeof st);
 			if (rcpc_req_done(r[i], &st) != 1)
-				fail_msg("round %d send %d: not done at once (seed %#llx)", round, i,
-				         (unsigned long long)seed);
-			if (st.error || st.chan != ab || st.tag != 1000 + (uint64_t)(round * N + i) ||
-			    st.len != len)
+				fail_msg("round %d send %d: not done at once (seed %#llx)", round,
+				         i, (unsigned long long)seed);
+			if (st.error || st.chan != ab ||
+			    st.tag != 1000 + (uint64_t)(round * N + i) || st.len != len)
 				fail_msg("round %d send %d: error %d chan %p tag %llu len %zu "
 				         "(seed %#llx)",
-				         round, i, st.error, (void *)st.chan, (unsigned long long)st.tag,
-				         st.len, (unsigned long long)seed);
+				         round, i, st.error, (void *)st.chan,
+				         (unsigned long long)st.tag, st.len,
+				         (unsigned long long)seed);
 		}
 		assert_int_equal(take_cbq(sim_core(s, 0)), 1);
 		/* A receive on the sending side, canceled and freed: its request
@@ -248,9 +250,8 @@ static void t_sent_requests(void **state)
 		{
 			unsigned char in[8];
 			rcp_req *q;
-			assert_int_equal(rcpc_irecv(sim_core(s, 0), ab, 5, in, sizeof in, sim_now(s),
-			                            &q),
-			                 0);
+			assert_int_equal(
+			    rcpc_irecv(sim_core(s, 0), ab, 5, in, sizeof in, sim_now(s), &q), 0);
 			assert_int_equal(rcpc_cancel(q, sim_now(s)), 0);
 			assert_int_equal(rcpc_req_done(q, &st), 1);
 			assert_int_equal(st.error, RCP_ECANCELED);
@@ -908,11 +909,15 @@ static void t_direct_beside_any(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(t_small_done_at_once), cmocka_unit_test(t_small_detached),
+	    cmocka_unit_test(t_small_done_at_once),
+	    cmocka_unit_test(t_small_detached),
 	    cmocka_unit_test(t_sent_requests),
-	    cmocka_unit_test(t_direct_order),       cmocka_unit_test(t_next_receive),
-	    cmocka_unit_test(t_next_receive_big),   cmocka_unit_test(t_express),
-	    cmocka_unit_test(t_express_acks),       cmocka_unit_test(t_plain_word),
+	    cmocka_unit_test(t_direct_order),
+	    cmocka_unit_test(t_next_receive),
+	    cmocka_unit_test(t_next_receive_big),
+	    cmocka_unit_test(t_express),
+	    cmocka_unit_test(t_express_acks),
+	    cmocka_unit_test(t_plain_word),
 	    cmocka_unit_test(t_direct_beside_any),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

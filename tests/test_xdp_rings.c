@@ -156,8 +156,8 @@ static void t_fill_batches(void **state)
 		now = __atomic_load_n(xb->fill.producer, __ATOMIC_ACQUIRE);
 		if (now != prod) {
 			if (now - prod != XDP_STASH)
-				fail_msg("frame %d: the fill ring moved by %u, not %u", i, now - prod,
-				         XDP_STASH);
+				fail_msg("frame %d: the fill ring moved by %u, not %u", i,
+				         now - prod, XDP_STASH);
 			moves++;
 			prod = now;
 		}
