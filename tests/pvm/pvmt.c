@@ -106,6 +106,8 @@ static void quit(int *tids, int n)
 
 #include "pvmt_adopt.h"
 
+#include "pvmt_async.h"
+
 /* ---------------- tests (master) ---------------- */
 
 static int t_datatypes(void)
@@ -882,6 +884,7 @@ static const struct {
     {"packed-inplace-gather", t_packed_inplace_gather},
     {"packed-adopted", t_packed_adopted},
     {"packed-frags", t_packed_frags},
+    {"packed-returns", t_packed_returns},
     {"first-contact", t_first_contact},
     {"restart-reported", t_restart_reported},
     {"restart-reported-recv", t_restart_reported_recv},
@@ -938,7 +941,8 @@ int main(int argc, char **argv)
 		             {"pord", child_pord},
 		             {"cross", child_cross},
 		             {"rcross", child_rcross},
-		             {"rwait", child_rwait}};
+		             {"rwait", child_rwait},
+		             {"pasync", child_pasync}};
 		int rc = 3;
 		for (unsigned i = 0; i < sizeof roles / sizeof roles[0]; i++)
 			if (!strcmp(argv[2], roles[i].r))
