@@ -950,6 +950,38 @@ int pvm_send(int tid, int tag)
 	return pvmrcpi_real.send(tid, tag);
 }
 
+/* pvm_mcast of in-place data to NCH channels all on the shm endpoint:
+ * one rcp_mcastv gathered from the user's memory (inplace.c), no copy,
+ * waited for as an in-place pvm_send is.  1 sent (*RC its result), 0 not
+ * this way (another endpoint among them: the caller copies once). */
+static int mcast_inplace(rcp_chan **chans, int nch, uint64_t tag, int sbuf,
+                         const struct pvmminfo *mi, int *rc)
+{
+	unsigned char head[(PR_PK_HDR + 1) * sizeof(int)];
+	struct rcp_iov *iov;
+	struct rcp_status st;
+	rcp_req *r;
+	size_t hl;
+	int n;
+
+	for (int i = 0; i < nch; i++) {
+		struct pr_peer *p = pvmrcpi_chan_get(chans[i]);
+		if (!p || p->ep != S.eps[PR_SHM])
+			return 0;
+	}
+	if (pvmrcpi_ip_iov(sbuf, mi->len, enc_sig[0], head, &hl, &iov, &n))
+		return 0;
+	n = pvmrcpi_pk_head_to_wire(head, hl) < 0 || rcp_mcastv(chans, nch, tag, iov, n, &r);
+	free(iov); /* each channel's send keeps a copy of the array */
+	if (n)
+		return 0;
+	for (int i = 0; i < nch; i++)
+		pvmrcpi_chan_get(chans[i])->mc_how = 'h';
+	pvmrcpi_sent_gathered++;
+	*rc = pvmrcpi_wait_req(r, &st, NULL, 0, 1);
+	return 1;
+}
+
 /* pvm_mcast of a packed buffer: one RCP multicast of its bytes to the
  * tasks on RCP, a stock pvm_mcast to the rest (counted for order).  1
  * done (*RC: the result), 0 not for RCP (stock does it all). */
@@ -991,7 +1023,11 @@ static int packed_mcast(int *tids, int ntask, int tag, int *rcout)
 			rest[nrest++] = tids[i];
 		}
 	}
-	if (nch && (rc = packed_bytes(sbuf, how, &mi, &bytes, &len)) == 0) {
+	if (nch && how == 2 &&
+	    mcast_inplace(chans, nch, pr_rtag(ctx, tag) | PR_PACKED, sbuf, &mi, &rc)) {
+		if (!rc)
+			packed_sent += nch;
+	} else if (nch && (rc = packed_bytes(sbuf, how, &mi, &bytes, &len)) == 0) {
 		pvmrcpi_count_copy(len);
 		/* per endpoint, as pvm_pmcast (the tasks may be on several hosts) */
 		rc = mcast_by_ep(chans, nch, pr_rtag(ctx, tag) | PR_PACKED, bytes, len, NULL, 0,

@@ -885,6 +885,7 @@ static const struct {
     {"packed-adopted", t_packed_adopted},
     {"packed-frags", t_packed_frags},
     {"packed-returns", t_packed_returns},
+    {"packed-mcast-inplace", t_packed_mcast_inplace},
     {"first-contact", t_first_contact},
     {"restart-reported", t_restart_reported},
     {"restart-reported-recv", t_restart_reported_recv},

@@ -123,3 +123,52 @@ static int t_packed_returns(void)
 #endif
 	return 0;
 }
+
+/* packed-mcast-inplace: pvm_mcast of 4 MiB of in-place data to two
+ * relinked tasks on this host goes as one rcp_mcastv gathered from the
+ * arrays (pvm-glue/send.c, mcast_inplace): pvm_rcp_sendstats counts one
+ * gathered send and no byte copied; each task checks every value.  Over
+ * udp (RCP_TRANSPORT=udp) the multicast still copies once: counted so. */
+static int t_packed_mcast_inplace(void)
+{
+	struct pi_arrays a, s;
+	int tids[2];
+#ifndef PVMT_STOCK
+	unsigned long g0, c0, g1, c1;
+	unsigned long long b0, b1;
+	int shm;
+#endif
+	CHECK(pi_alloc(&a, PI_N) == 0 && pi_alloc(&s, 10) == 0, "no memory");
+	CHECK(spawn("pichk", 2, tids, NULL) == 0, "spawn");
+	/* a small one first: the children become known as relinked */
+	pi_set(&s, 831);
+	CHECK(pvm_initsend(PvmDataInPlace) > 0 && pi_pack(&s) == 0, "pack 831");
+	CHECK(pvm_mcast(tids, 2, 831) == 0, "mcast 831");
+	if (pi_answers(tids, 2, 831))
+		return -1;
+#ifndef PVMT_STOCK
+	CHECK(pvm_rcp_route(tids[0]) && pvm_rcp_route(tids[1]), "the pairs are not on RCP");
+	pvm_rcp_sendstats(&g0, &c0, &b0);
+#endif
+	pi_set(&a, 841);
+	CHECK(pvm_initsend(PvmDataInPlace) > 0 && pi_pack(&a) == 0, "pack 841");
+	CHECK(pvm_mcast(tids, 2, 841) == 0, "mcast 841");
+	if (pi_answers(tids, 2, 841))
+		return -1;
+#ifndef PVMT_STOCK
+	pvm_rcp_sendstats(&g1, &c1, &b1);
+	shm = !strcmp(pvm_rcp_mcast_route(tids[0]), "shm") &&
+	      !strcmp(pvm_rcp_mcast_route(tids[1]), "shm");
+	if (shm)
+		CHECK(g1 - g0 == 1 && c1 == c0 && b1 == b0,
+		      "%lu gathered, %lu copied (%llu bytes): want 1, 0 (0)", g1 - g0, c1 - c0,
+		      b1 - b0);
+	else
+		CHECK(c1 - c0 == 1, "over %s: %lu copies, want 1", pvm_rcp_mcast_route(tids[0]),
+		      c1 - c0);
+#endif
+	pi_free(&a);
+	pi_free(&s);
+	quit(tids, 2);
+	return 0;
+}
