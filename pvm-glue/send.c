@@ -879,8 +879,8 @@ static int packed_send_segs(struct pr_peer *p, int ctx, int tag, int sbuf,
 			free(iov);
 		rc = rc ? rc : 1;
 	} else if (frags_ok(mi)) {
-		rc = pvmrcpi_frags_iov(sbuf, mi, mi->enc == enc_sig[1], S.copy_max, &hold, &iov,
-		                       &n);
+		rc =
+		    pvmrcpi_frags_iov(sbuf, mi, mi->enc == enc_sig[1], S.copy_max, &hold, &iov, &n);
 	}
 	return rc <= 0 ? rc : packed_send_iov(p, ctx, tag, iov, n, hold);
 }
