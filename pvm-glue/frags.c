@@ -45,10 +45,28 @@
  *   (dec_xdr_step); here it is simply contiguous.  A fragment off the
  *   boundary (a fragment size that is not a multiple of 4 cutting a byte
  *   array) makes the walk return 0.
+ *
+ * KEPT BY REFERENCE (session 21, packed6).  PVM lets the user pack into,
+ * free or replace the send buffer as soon as pvm_send returns, so a send
+ * from the fragments first waited for RCP to finish with them: a sender
+ * whose receiver computed outside PVM blocked until its next PVM call,
+ * where stock returns at once (the message sits in pvmd or a socket).
+ * libpvm3's messages are reference counted (pmsg.h m_ref; pvm_freebuf is
+ * umbuf_free: the id goes, then pmsg_unref, which frees the fragments
+ * only at zero), so pvmrcpi_frags_iov takes one reference of its own and
+ * the send's completion callback drops it (pvmrcpi_frags_release):
+ * pvm_freebuf or pvm_initsend meanwhile only gives up the id.  Packing
+ * more into a buffer that is still sending appends after every
+ * fragment's length, so the bytes sent are never rewritten.  pvm_send
+ * returns at once, within PVMRCP_COPY_BYTES in flight as a copied send
+ * (send.c's throttle).  In-place data stay waited for: that memory is
+ * the user's, not libpvm3's.
  */
 #include <pvm3.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <rcp/pvmrcp.h>
 
 #include "pvm-glue/frags.h"
 #include "pvm-glue/glue.h"
@@ -76,6 +94,19 @@ struct lp_pmsg {
 #define MAX_FRAGS 65536
 
 unsigned long pvmrcpi_frags_gathered, pvmrcpi_frags_copied;
+unsigned long pvmrcpi_sent_gathered, pvmrcpi_sent_copied;
+unsigned long long pvmrcpi_bytes_copied;
+
+int pvm_rcp_sendstats(unsigned long *gathered, unsigned long *copied, unsigned long long *bytes)
+{
+	if (gathered)
+		*gathered = pvmrcpi_sent_gathered;
+	if (copied)
+		*copied = pvmrcpi_sent_copied;
+	if (bytes)
+		*bytes = pvmrcpi_bytes_copied;
+	return 0;
+}
 
 int pvmrcpi_frags(int bufid, int enc, int xdr, struct rcp_iov **iov, int *n, long *len)
 {
@@ -164,28 +195,47 @@ int pvmrcpi_frags_copy(int bufid, const struct pvmminfo *mi, int xdr, char **out
 }
 
 int pvmrcpi_frags_iov(int bufid, const struct pvmminfo *mi, int xdr, size_t min,
-                      unsigned char *head, struct rcp_iov **iov, int *n)
+                      struct pr_hold **hold, struct rcp_iov **iov, int *n)
 {
 	struct rcp_iov *fr, *v;
+	struct lp_pmsg *mp;
+	struct pr_hold *h;
 	long fl;
 	size_t hl;
-	int nf, rc = pvmrcpi_frags(bufid, mi->enc, xdr, &fr, &nf, &fl);
+	int nf, rc;
 
-	if (rc <= 0)
+	if (!pvmrcpi_real.pmsg_unref)
+		return 0; /* nothing to let the reference go with */
+	if ((rc = pvmrcpi_frags(bufid, mi->enc, xdr, &fr, &nf, &fl)) <= 0)
 		return rc;
-	if ((size_t)fl <= min || !(hl = head_of(head, mi, fl))) {
+	mp = pvmrcpi_real.midtobuf(bufid); /* checked by pvmrcpi_frags */
+	h = (size_t)fl > min && mp->ref > 0 ? malloc(sizeof *h) : NULL;
+	if (!h || !(hl = head_of(h->head, mi, fl))) {
+		rc = h || (size_t)fl <= min || mp->ref <= 0 ? 0 : PvmNoMem;
+		free(h);
 		free(fr);
-		return 0;
+		return rc;
 	}
 	if (!(v = malloc((size_t)(nf + 1) * sizeof *v))) {
+		free(h);
 		free(fr);
 		return PvmNoMem;
 	}
-	v[0] = (struct rcp_iov){head, hl};
+	v[0] = (struct rcp_iov){h->head, hl};
 	memcpy(v + 1, fr, (size_t)nf * sizeof *fr);
 	free(fr);
+	mp->ref++; /* pvm_freebuf now leaves the message to pvmrcpi_frags_release */
+	h->msg = mp;
+	h->len = hl + (size_t)fl;
 	pvmrcpi_frags_gathered++;
+	*hold = h;
 	*iov = v;
 	*n = nf + 1;
 	return 1;
+}
+
+void pvmrcpi_frags_release(struct pr_hold *h)
+{
+	pvmrcpi_real.pmsg_unref(h->msg);
+	free(h);
 }

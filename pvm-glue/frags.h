@@ -10,6 +10,8 @@
 
 #include <rcp/rcp.h>
 
+#include "pvm-glue/packed.h"
+
 #define PRI_FR __attribute__((visibility("hidden")))
 
 /* The data of buffer BUFID, of encoding ENC (pvm_getminfo's), where
@@ -30,16 +32,44 @@ PRI_FR int pvmrcpi_frags(int bufid, int enc, int xdr, struct rcp_iov **iov, int 
 PRI_FR int pvmrcpi_frags_copy(int bufid, const struct pvmminfo *mi, int xdr, char **out,
                               size_t *len);
 
+/* A large message's send, kept alive until RCP is done with it
+ * (frags.c, KEPT BY REFERENCE): the header the first segment points at,
+ * the reference held on libpvm3's message, the bytes it counts in the
+ * glue's in-flight budget. */
+struct pr_hold {
+	void *msg; /* libpvm3's struct pmsg, one reference ours */
+	size_t len;
+	unsigned char head[(PR_PK_HDR + 1) * sizeof(int)];
+};
+
 /* The same message as segments for rcp_isendv, nothing copied, if its
- * data are more than MIN bytes: HEAD (room for PR_PK_HDR + 1 ints) gets
- * the header, *IOV (malloc'd, *N entries) HEAD then each fragment.  1, 0
- * (as pvmrcpi_frags, or MIN bytes or fewer), or PvmNoMem. */
+ * data are more than MIN bytes: *HOLD (malloc'd) gets the header and a
+ * reference on libpvm3's message, so the fragments outlive pvm_freebuf
+ * and pvm_initsend until pvmrcpi_frags_release(*HOLD); *IOV (malloc'd,
+ * *N entries) the header, then each fragment.  1, 0 (as pvmrcpi_frags,
+ * or MIN bytes or fewer; nothing held), or PvmNoMem. */
 PRI_FR int pvmrcpi_frags_iov(int bufid, const struct pvmminfo *mi, int xdr, size_t min,
-                             unsigned char *head, struct rcp_iov **iov, int *n);
+                             struct pr_hold **hold, struct rcp_iov **iov, int *n);
+
+/* Drops HOLD's reference (libpvm3 frees the message if it was the last:
+ * the buffer was freed meanwhile) and HOLD. */
+PRI_FR void pvmrcpi_frags_release(struct pr_hold *hold);
 
 /* Messages sent from libpvm3's fragments, gathered and copied (frags.c);
  * counted for a debugger, reported nowhere yet (a test sees the effect:
  * the receiver adopts such a message, tests/pvm packed-frags). */
 PRI_FR extern unsigned long pvmrcpi_frags_gathered, pvmrcpi_frags_copied;
+
+/* Packed messages (pvm_send, pvm_mcast) sent as segments from where
+ * their bytes lie, and those the glue copied first (packed_bytes: a
+ * small one, one pvm_pkmesg could not be read from, a multicast), with
+ * the bytes so copied; counted in send.c, reported by pvm_rcp_sendstats. */
+PRI_FR extern unsigned long pvmrcpi_sent_gathered, pvmrcpi_sent_copied;
+PRI_FR extern unsigned long long pvmrcpi_bytes_copied;
+static inline void pvmrcpi_count_copy(size_t len)
+{
+	pvmrcpi_sent_copied++;
+	pvmrcpi_bytes_copied += len;
+}
 
 #endif

@@ -36,6 +36,7 @@ struct pvmrcpi_real {
 	 * (send.c).  NULL where absent: in-place messages then go by pvmd. */
 	void *(*midtobuf)(int);
 	int (*pmsg_setlen)(void *);
+	void (*pmsg_unref)(void *);
 	/* Optional, libpvm3's current context, the variable pvm_getcontext
 	 * returns (exported, declared in no header).  psend and precv read it
 	 * on every call: 24 instructions less each than the call, which also

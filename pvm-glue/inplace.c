@@ -34,8 +34,9 @@
  * the message on the sender's side; RCP reads the pieces as its frames
  * go out, as stock's direct route writev()s them to its socket) and
  * waits for the send, as PVM lets the user change the arrays once
- * pvm_send returns.  pvm_mcast still gathers a copy (pvmrcpi_ip_gather):
- * RCP has no gather multicast.
+ * pvm_send returns.  pvm_mcast to tasks on the shm endpoint gathers the
+ * same segments into one rcp_mcastv (send.c, mcast_inplace; session 21);
+ * to others it still gathers a copy (pvmrcpi_ip_gather).
  */
 #include <dlfcn.h>
 #include <malloc.h>

@@ -20,10 +20,10 @@ pkgconfig_DATA += pvmrcp.pc
 # Test tasks: one relinked, one stock (same source).  -no-install: real
 # binaries, not libtool wrappers, since pvmd execs them from the ep= path.
 check_PROGRAMS += tests/pvm/pvmt tests/pvm/pvmt-stock
-tests_pvm_pvmt_SOURCES = tests/pvm/pvmt.c tests/pvm/pvmt_packed.h tests/pvm/pvmt_contact.h
+tests_pvm_pvmt_SOURCES = tests/pvm/pvmt.c tests/pvm/pvmt_packed.h tests/pvm/pvmt_contact.h tests/pvm/pvmt_async.h
 tests_pvm_pvmt_LDADD = libpvmrcp.la -lgpvm3 $(PVM_LIBS)
 tests_pvm_pvmt_LDFLAGS = -no-install
-tests_pvm_pvmt_stock_SOURCES = tests/pvm/pvmt.c tests/pvm/pvmt_packed.h tests/pvm/pvmt_contact.h
+tests_pvm_pvmt_stock_SOURCES = tests/pvm/pvmt.c tests/pvm/pvmt_packed.h tests/pvm/pvmt_contact.h tests/pvm/pvmt_async.h
 tests_pvm_pvmt_stock_CPPFLAGS = $(AM_CPPFLAGS) -DPVMT_STOCK
 tests_pvm_pvmt_stock_LDADD = -lgpvm3 $(PVM_LIBS)
 tests_pvm_pvmt_stock_LDFLAGS = -no-install

@@ -40,6 +40,7 @@ static int resolve_all(void)
 	GET(exit, "pvm_exit");
 	*(void **)&pvmrcpi_real.midtobuf = dlsym(RTLD_NEXT, "midtobuf");
 	*(void **)&pvmrcpi_real.pmsg_setlen = dlsym(RTLD_NEXT, "pmsg_setlen");
+	*(void **)&pvmrcpi_real.pmsg_unref = dlsym(RTLD_NEXT, "pmsg_unref");
 	*(void **)&pvmrcpi_real.myctx = dlsym(RTLD_NEXT, "pvmmyctx");
 	return 0;
 }

@@ -870,25 +870,43 @@ static int packed_bytes(int sbuf, int how, const struct pvmminfo *mi, char **out
 	return 0;
 }
 
+/* A send kept by reference completed (frags.c): libpvm3's message goes. */
+static void held_done(rcp_req *r, const struct rcp_status *st, void *hold)
+{
+	(void)r;
+	note_failed(st);
+	inflight_done(((struct pr_hold *)hold)->len);
+	pvmrcpi_frags_release(hold);
+}
+
 /* The message as the segments IOV (N of them, the first its head in
- * wire order): an in-place one gathered from the user's memory
- * (inplace.c), or a large Raw or XDR one from libpvm3's fragments
- * (frags.c).  One RCP message (rcp_isendv), no copy on this side;
+ * wire order), one RCP message (rcp_isendv), no copy on this side.  A
+ * large Raw or XDR one from libpvm3's fragments (frags.c) keeps them by
+ * reference (HOLD) and returns at once, within the in-flight budget.  An
+ * in-place one gathered from the user's memory (inplace.c, HOLD NULL) is
  * waited for, as a large psend is, since PVM lets the user change the
- * arrays (or pack into, or free, the buffer) once pvm_send returns (other
- * tasks' messages are taken meanwhile, so two tasks sending to each
- * other do not wait for each other).  Frees IOV.  1 sent, or a PVM code. */
-static int packed_send_iov(struct pr_peer *p, int ctx, int tag, struct rcp_iov *iov, int n)
+ * arrays once pvm_send returns (other tasks' messages are taken
+ * meanwhile, so two tasks sending to each other do not wait for each
+ * other).  Frees IOV.  1 sent, or a PVM code. */
+static int packed_send_iov(struct pr_peer *p, int ctx, int tag, struct rcp_iov *iov, int n,
+                           struct pr_hold *hold)
 {
 	struct rcp_status st;
 	rcp_req *r;
 	int rc, tid = p->tid;
 
+	if (hold && (rc = throttle(&p->tid, 1, hold->len)) != 0) {
+		free(iov);
+		pvmrcpi_frags_release(hold);
+		return rc;
+	}
 	rc = pvmrcpi_prepare(p, ctx); /* RCP codes from here */
 	pr_dirty(p);
 	if (!rc)
 		rc = rcp_isendv(p->ch, pr_rtag(ctx, tag) | PR_PACKED, iov, n, &r);
 	free(iov); /* rcp_isendv keeps a copy of the array */
+	if (rc && hold)
+		pvmrcpi_frags_release(hold);
 	if (rc == RCP_EPEER || rc == RCP_ECLOSED) {
 		pvmrcpi_peer_dead(p);
 		return PvmNoTask;
@@ -896,6 +914,12 @@ static int packed_send_iov(struct pr_peer *p, int ctx, int tag, struct rcp_iov *
 	if (rc)
 		return pvmrcpi_err(rc);
 	packed_sent++;
+	pvmrcpi_sent_gathered++;
+	if (hold) {
+		inflight += hold->len;
+		rcp_req_set_cb(r, held_done, hold);
+		return 1;
+	}
 	rc = pvmrcpi_wait_req(r, &st, &tid, 1, 1);
 	if (rc == PvmNoTask)
 		pvmrcpi_peer_dead(p);
@@ -910,6 +934,7 @@ static int packed_send_segs(struct pr_peer *p, int ctx, int tag, int sbuf,
                             const struct pvmminfo *mi, int how)
 {
 	unsigned char head[(PR_PK_HDR + 1) * sizeof(int)];
+	struct pr_hold *hold = NULL;
 	struct rcp_iov *iov = NULL;
 	size_t hl;
 	int n, rc = 0;
@@ -920,9 +945,10 @@ static int packed_send_segs(struct pr_peer *p, int ctx, int tag, int sbuf,
 			free(iov);
 		rc = rc ? rc : 1;
 	} else if (frags_ok(mi)) {
-		rc = pvmrcpi_frags_iov(sbuf, mi, mi->enc == enc_sig[1], S.copy_max, head, &iov, &n);
+		rc =
+		    pvmrcpi_frags_iov(sbuf, mi, mi->enc == enc_sig[1], S.copy_max, &hold, &iov, &n);
 	}
-	return rc <= 0 ? rc : packed_send_iov(p, ctx, tag, iov, n);
+	return rc <= 0 ? rc : packed_send_iov(p, ctx, tag, iov, n, hold);
 }
 
 /* pvm_send over RCP when TID's pair is: 1 sent, 0 not for RCP (stock),
@@ -950,9 +976,9 @@ static int packed_send(int tid, int tag)
 		return 0;
 	if ((rc = packed_send_segs(p, ctx, tag, sbuf, &mi, how)) != 0)
 		return rc;
-	rc = packed_bytes(sbuf, how, &mi, &bytes, &len);
-	if (rc < 0)
+	if ((rc = packed_bytes(sbuf, how, &mi, &bytes, &len)) < 0)
 		return rc;
+	pvmrcpi_count_copy(len);
 	rc = throttle(&p->tid, 1, len);
 	if (rc) {
 		free(bytes);
@@ -988,6 +1014,38 @@ int pvm_send(int tid, int tag)
 		pvmrcpi_count_stock(tid, pvm_getcontext());
 	}
 	return pvmrcpi_real.send(tid, tag);
+}
+
+/* pvm_mcast of in-place data to NCH channels all on the shm endpoint:
+ * one rcp_mcastv gathered from the user's memory (inplace.c), no copy,
+ * waited for as an in-place pvm_send is.  1 sent (*RC its result), 0 not
+ * this way (another endpoint among them: the caller copies once). */
+static int mcast_inplace(rcp_chan **chans, int nch, uint64_t tag, int sbuf,
+                         const struct pvmminfo *mi, int *rc)
+{
+	unsigned char head[(PR_PK_HDR + 1) * sizeof(int)];
+	struct rcp_iov *iov;
+	struct rcp_status st;
+	rcp_req *r;
+	size_t hl;
+	int n;
+
+	for (int i = 0; i < nch; i++) {
+		struct pr_peer *p = pvmrcpi_chan_get(chans[i]);
+		if (!p || p->ep != S.eps[PR_SHM])
+			return 0;
+	}
+	if (pvmrcpi_ip_iov(sbuf, mi->len, enc_sig[0], head, &hl, &iov, &n))
+		return 0;
+	n = pvmrcpi_pk_head_to_wire(head, hl) < 0 || rcp_mcastv(chans, nch, tag, iov, n, &r);
+	free(iov); /* each channel's send keeps a copy of the array */
+	if (n)
+		return 0;
+	for (int i = 0; i < nch; i++)
+		pvmrcpi_chan_get(chans[i])->mc_how = 'h';
+	pvmrcpi_sent_gathered++;
+	*rc = pvmrcpi_wait_req(r, &st, NULL, 0, 1);
+	return 1;
 }
 
 /* pvm_mcast of a packed buffer: one RCP multicast of its bytes to the
@@ -1031,7 +1089,12 @@ static int packed_mcast(int *tids, int ntask, int tag, int *rcout)
 			rest[nrest++] = tids[i];
 		}
 	}
-	if (nch && (rc = packed_bytes(sbuf, how, &mi, &bytes, &len)) == 0) {
+	if (nch && how == 2 &&
+	    mcast_inplace(chans, nch, pr_rtag(ctx, tag) | PR_PACKED, sbuf, &mi, &rc)) {
+		if (!rc)
+			packed_sent += nch;
+	} else if (nch && (rc = packed_bytes(sbuf, how, &mi, &bytes, &len)) == 0) {
+		pvmrcpi_count_copy(len);
 		/* per endpoint, as pvm_pmcast (the tasks may be on several hosts) */
 		rc = mcast_by_ep(chans, nch, pr_rtag(ctx, tag) | PR_PACKED, bytes, len, NULL, 0,
 		                 bytes);

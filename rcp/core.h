@@ -211,6 +211,10 @@ int rcpc_irecv_next(rcpc_core *c, rcp_chan *ch, uint64_t tag, void *buf, size_t 
                     rcp_req **req);
 int rcpc_mcast(rcp_chan **chans, int n, uint64_t tag, const void *buf, size_t len, uint64_t now,
                rcp_req **req);
+/* rcpc_mcast of the gathered segments IOV (rcp_mcastv): each channel's
+ * send is rcpc_isendv's; the same codes. */
+int rcpc_mcastv(rcp_chan **chans, int n, uint64_t tag, const struct rcp_iov *iov, int iovcnt,
+                uint64_t now, rcp_req **req);
 /* 1 if REQ is complete (ST filled, REQ freed), 0 if not (always 0 for a
  * request with a callback: it is the library's). */
 int rcpc_req_done(rcp_req *req, struct rcp_status *st);

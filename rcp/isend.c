@@ -280,14 +280,16 @@ int rcpc_isend_detached(rcp_chan *ch, uint64_t tag, const void *buf, size_t len,
 	return 0;
 }
 
-int rcpc_mcast(rcp_chan **chans, int n, uint64_t tag, const void *buf, size_t len, uint64_t now,
-               rcp_req **req)
+/* A multicast's parent request and its children: one send per channel of
+ * BUF (LEN bytes), or with IOV non-NULL a gather send of its IOVCNT
+ * segments (rcp_mcastv: each child reads them where they lie, no copy),
+ * LEN then their total. */
+static int mcast(rcp_chan **chans, int n, uint64_t tag, const void *buf, size_t len,
+                 const struct rcp_iov *iov, int iovcnt, uint64_t now, rcp_req **req)
 {
 	rcpc_core *c;
 	rcp_req *pa;
 
-	if (!chans || n <= 0 || !req || tag == RCP_ANY_TAG || (!buf && len))
-		return RCP_EINVAL;
 	for (int i = 0; i < n; i++)
 		if (!chans[i] || chans[i]->core != chans[0]->core)
 			return RCP_EINVAL;
@@ -302,7 +304,8 @@ int rcpc_mcast(rcp_chan **chans, int n, uint64_t tag, const void *buf, size_t le
 	pa->state = S_QUEUED;
 	for (int i = 0; i < n; i++) {
 		rcp_req *k;
-		int rc = rcpc_isend(chans[i], tag, buf, len, now, &k);
+		int rc = iov ? rcpc_isendv(chans[i], tag, iov, iovcnt, now, &k)
+		             : rcpc_isend(chans[i], tag, buf, len, now, &k);
 		if (rc) {
 			/* Count it as one failed destination. */
 			if (!pa->error)
@@ -328,4 +331,29 @@ int rcpc_mcast(rcp_chan **chans, int n, uint64_t tag, const void *buf, size_t le
 	}
 	*req = pa;
 	return 0;
+}
+
+int rcpc_mcast(rcp_chan **chans, int n, uint64_t tag, const void *buf, size_t len, uint64_t now,
+               rcp_req **req)
+{
+	if (!chans || n <= 0 || !req || tag == RCP_ANY_TAG || (!buf && len))
+		return RCP_EINVAL;
+	return mcast(chans, n, tag, buf, len, NULL, 0, now, req);
+}
+
+int rcpc_mcastv(rcp_chan **chans, int n, uint64_t tag, const struct rcp_iov *iov, int iovcnt,
+                uint64_t now, rcp_req **req)
+{
+	size_t total = 0;
+
+	if (!chans || n <= 0 || !req || tag == RCP_ANY_TAG || iovcnt < 0 || (!iov && iovcnt))
+		return RCP_EINVAL;
+	for (int i = 0; i < iovcnt; i++) {
+		if (!iov[i].base && iov[i].len)
+			return RCP_EINVAL;
+		total += iov[i].len;
+	}
+	if (!iovcnt) /* nothing to gather: an empty message, as rcp_mcast's */
+		return mcast(chans, n, tag, NULL, 0, NULL, 0, now, req);
+	return mcast(chans, n, tag, NULL, total, iov, iovcnt, now, req);
 }

@@ -27,12 +27,15 @@ __attribute__((noinline)) void rcpi_copy_large(void *d, const void *s, size_t n)
 /* A multicast child folds into its parent, which completes with the last
  * child.  Out of line: the recursion kept rcpi_complete from being
  * inlined into the small-message path (chan.h, RCPI_HOT_INLINE). */
+static void req_free_own(rcp_req *r);
 static __attribute__((noinline)) void complete_child(rcp_req *r, int error)
 {
 	rcpc_core *c = r->core;
 	rcp_req *pa = r->parent;
 	if (error && !pa->error)
 		pa->error = error;
+	if (r->own_buf) /* an rcp_mcastv child's segments */
+		req_free_own(r);
 	r->state = Q_DONE;
 	r->pool_next = c->free_reqs;
 	c->free_reqs = r;

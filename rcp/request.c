@@ -198,6 +198,17 @@ int rcp_mcast(rcp_chan **chans, int n, uint64_t tag, const void *buf, size_t len
 	return rc;
 }
 
+int rcp_mcastv(rcp_chan **chans, int n, uint64_t tag, const struct rcp_iov *iov, int iovcnt,
+               rcp_req **req)
+{
+	int rc;
+	if (!chans || n <= 0 || !chans[0])
+		return RCP_EINVAL;
+	rc = rcpc_mcastv(chans, n, tag, iov, iovcnt, rcpi_now_ns(), req);
+	rcpi_ep_rma(rcpi_ep_of_chan(chans[0]));
+	return rc;
+}
+
 /* rcp_test of a request not finished at the first look: progress, then
  * look again.  Out of line, so the look at a finished request (a small
  * send is finished when rcp_isend returns) saves no registers for the

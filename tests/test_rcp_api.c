@@ -1,7 +1,8 @@
 /*
  * tests/test_rcp_api.c — RCP endpoints and channels in one process:
  * the API's argument checks, posting order, address reuse, ack arming and
- * sleep slack, CRC by default, and one nic poll per look of a wait.
+ * sleep slack, CRC by default, one nic poll per look of a wait, and
+ * rcp_mcastv (session 21).
  * Shared: tests/rcp_test.h.
  */
 #include "rcp_test.h"
@@ -481,10 +482,91 @@ static void t_zero_config_crc(void **state)
 	unsetenv("RCP_LINGER_MS");
 }
 
+/* rcp_mcastv: one message gathered from segments to two endpoints, for
+ * several layouts (empty segments, a segment straddling frames, one past
+ * the rendezvous threshold, none at all), each destination getting the
+ * bytes in order and the right length; then the argument checks. */
+static void t_mcastv(void **state)
+{
+	static const size_t layouts[][6] = {
+	    {1, 0, 3 * 4096 + 5, 7, 0, 33},
+	    {100000, 1, 0, 0, 50000, 2},
+	    {0, 0, 0, 0, 0, 0},
+	    {5, 0, 0, 0, 0, 0},
+	};
+	static char src[160000], g1[160000], g2[160000];
+	char an[64], bn[64], cn[64], xn[64];
+	rcp_ep *a, *b, *c, *x;
+	rcp_chan *ab, *ba, *ac, *ca, *xa;
+	struct rcp_status st, s1, s2;
+	(void)state;
+
+	three_eps("mcv", an, bn, cn, &a, &b, &c);
+	three_chans(a, b, c, an, bn, cn, &ab, &ba, &ac, &ca);
+	for (unsigned l = 0; l < sizeof layouts / sizeof layouts[0]; l++) {
+		rcp_chan *to[2] = {ab, ac};
+		struct rcp_iov v[6];
+		size_t off = 0;
+		rcp_req *m, *q1, *q2;
+		test_fill(src, sizeof src, 40 + l);
+		for (int i = 0; i < 6; i++) {
+			v[i] = (struct rcp_iov){src + off, layouts[l][i]};
+			off += layouts[l][i];
+		}
+		memset(g1, 0, sizeof g1);
+		memset(g2, 0, sizeof g2);
+		assert_int_equal(rcp_irecv(b, ba, 70 + l, g1, sizeof g1, &q1), 0);
+		assert_int_equal(rcp_irecv(c, ca, 70 + l, g2, sizeof g2, &q2), 0);
+		assert_int_equal(rcp_mcastv(to, 2, 70 + l, v, 6, &m), 0);
+		for (int done = 0, i = 0; done != 7 && i < 10000000; i++) {
+			rcp_progress(a);
+			rcp_progress(b);
+			rcp_progress(c);
+			if (!(done & 1) && rcp_test(q1, &s1) != RCP_EAGAIN)
+				done |= 1;
+			if (!(done & 2) && rcp_test(q2, &s2) != RCP_EAGAIN)
+				done |= 2;
+			if (!(done & 4) && rcp_test(m, &st) != RCP_EAGAIN)
+				done |= 4;
+		}
+		assert_int_equal(st.error, 0);
+		assert_int_equal(s1.error, 0);
+		assert_int_equal(s2.error, 0);
+		assert_int_equal(s1.len, off);
+		assert_int_equal(s2.len, off);
+		assert_memory_equal(g1, src, off);
+		assert_memory_equal(g2, src, off);
+		assert_int_equal(g1[off], 0); /* nothing past the message */
+	}
+	/* argument checks */
+	{
+		rcp_chan *to[2] = {ab, ac};
+		struct rcp_iov v[2] = {{src, 4}, {NULL, 3}};
+		rcp_req *m;
+		snprintf(xn, sizeof xn, "shm:mcv-%d-x", (int)getpid());
+		assert_int_equal(rcp_ep_open(xn, NULL, &x), 0);
+		assert_int_equal(rcp_connect(x, an, &xa), 0);
+		assert_int_equal(rcp_mcastv(NULL, 2, 1, v, 1, &m), RCP_EINVAL);
+		assert_int_equal(rcp_mcastv(to, 0, 1, v, 1, &m), RCP_EINVAL);
+		assert_int_equal(rcp_mcastv(to, 2, 1, v, 1, NULL), RCP_EINVAL);
+		assert_int_equal(rcp_mcastv(to, 2, 1, v, -1, &m), RCP_EINVAL);
+		assert_int_equal(rcp_mcastv(to, 2, 1, NULL, 1, &m), RCP_EINVAL);
+		assert_int_equal(rcp_mcastv(to, 2, 1, v, 2, &m), RCP_EINVAL);
+		assert_int_equal(rcp_mcastv(to, 2, RCP_ANY_TAG, v, 1, &m), RCP_EINVAL);
+		to[1] = xa; /* channels of two endpoints */
+		assert_int_equal(rcp_mcastv(to, 2, 1, v, 1, &m), RCP_EINVAL);
+		rcp_ep_close(x);
+	}
+	rcp_ep_close(c);
+	rcp_ep_close(b);
+	rcp_ep_close(a);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(t_api),
+	    cmocka_unit_test(t_mcastv),
 	    cmocka_unit_test(t_post_order),
 	    cmocka_unit_test(t_arm_acks_and_slack),
 	    cmocka_unit_test(t_address_reuse),

@@ -78,6 +78,15 @@ long pvm_rcp_packed_sent(int reset);
  * diagnostics.  Returns 0. */
 int pvm_rcp_upkstats(unsigned long *adopted, unsigned long *served, unsigned long *built);
 
+/* Packed messages this task sent over RCP since the start (pvm_send,
+ * pvm_mcast; session 21): *GATHERED as segments from where their bytes
+ * lie (libpvm3's fragments, the user's memory for in-place data),
+ * *COPIED from a copy the glue made first, *BYTES_COPIED the bytes of
+ * those copies.  Any pointer may be NULL.  For tests and diagnostics.
+ * Returns 0. */
+int pvm_rcp_sendstats(unsigned long *gathered, unsigned long *copied,
+                      unsigned long long *bytes_copied);
+
 /* How this task's blocking waits went, counted since start-up or the last
  * reset (RESET nonzero: zeroed after the copy).  A wait spins alone for a
  * few microseconds, then offers the CPU (sched_yield) after every look at

@@ -426,6 +426,16 @@ int rcp_probe(rcp_ep *ep, rcp_chan *ch, uint64_t tag, struct rcp_status *st);
  * request completes when every channel has it (status.error: the first
  * failure, if any).  Returns 0 (and *REQ), RCP_EINVAL, RCP_ENOMEM. */
 int rcp_mcast(rcp_chan **chans, int n, uint64_t tag, const void *buf, size_t len, rcp_req **req);
+/* rcp_mcast of a message given as IOVCNT segments (struct rcp_iov, as
+ * rcp_isendv): each channel's send reads them where they lie, nothing is
+ * copied; they must stay unchanged until the request completes.  Each
+ * destination gets one message, the segments' bytes in order (empty ones
+ * add nothing; none: an empty message).  Returns 0 (and *REQ),
+ * RCP_EINVAL (NULL CHANS or REQ, N <= 0, a NULL channel or channels of
+ * several endpoints, IOVCNT < 0, a NULL IOV with IOVCNT > 0, a segment
+ * with a NULL base and a nonzero length, RCP_ANY_TAG), RCP_ENOMEM. */
+int rcp_mcastv(rcp_chan **chans, int n, uint64_t tag, const struct rcp_iov *iov, int iovcnt,
+               rcp_req **req);
 
 #ifdef __cplusplus
 }

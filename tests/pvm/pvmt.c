@@ -106,6 +106,8 @@ static void quit(int *tids, int n)
 
 #include "pvmt_adopt.h"
 
+#include "pvmt_async.h"
+
 /* ---------------- tests (master) ---------------- */
 
 static int t_datatypes(void)
@@ -885,6 +887,8 @@ static const struct {
     {"packed-adopted", t_packed_adopted},
     {"packed-frags", t_packed_frags},
     {"packed-empty", t_packed_empty},
+    {"packed-returns", t_packed_returns},
+    {"packed-mcast-inplace", t_packed_mcast_inplace},
     {"first-contact", t_first_contact},
     {"restart-reported", t_restart_reported},
     {"restart-reported-recv", t_restart_reported_recv},
@@ -943,7 +947,8 @@ int main(int argc, char **argv)
 		             {"cross", child_cross},
 		             {"rcross", child_rcross},
 		             {"rwait", child_rwait},
-		             {"fstk", child_fstk}};
+		             {"fstk", child_fstk},
+		             {"pasync", child_pasync}};
 		int rc = 3;
 		for (unsigned i = 0; i < sizeof roles / sizeof roles[0]; i++)
 			if (!strcmp(argv[2], roles[i].r))
