@@ -129,8 +129,8 @@ int pvmrcpi_frags(int bufid, int enc, int xdr, struct rcp_iov **iov, int *n, lon
 	for (prev = head, fp = head->link; fp != head; prev = fp, fp = fp->link) {
 		if (!fp || fp->rlink != prev || ++cap > MAX_FRAGS || fp->len < 0 || fp->max < 0)
 			return 0;
-		if (fp->len && (!fp->buf || fp->dat < fp->buf ||
-		                fp->dat - fp->buf > (long)fp->max - fp->len))
+		if (fp->len &&
+		    (!fp->buf || fp->dat < fp->buf || fp->dat - fp->buf > (long)fp->max - fp->len))
 			return 0;
 		if (xdr && (fp->len & 3))
 			return 0;

@@ -801,7 +801,8 @@ static int packed_bytes(int sbuf, int how, const struct pvmminfo *mi, char **out
 	size_t cap, n;
 	char *b = NULL;
 
-	if (how == 1 && frags_ok(mi) && (rc = pvmrcpi_frags_copy(sbuf, mi, mi->enc == enc_sig[1], out, len)) != 0)
+	if (how == 1 && frags_ok(mi) &&
+	    (rc = pvmrcpi_frags_copy(sbuf, mi, mi->enc == enc_sig[1], out, len)) != 0)
 		return rc < 0 ? rc : 0;
 	if (how == 2) {
 		rc = pvmrcpi_ip_gather(sbuf, mi->len, enc_sig[0], &b, &n);

@@ -278,14 +278,14 @@ static int serve(struct lz *z, void *p, int cnt, int std, size_t size, int w, in
 /* XDR (W != 0): bytes 1, shorts, ints and floats 4, doubles and
  * complexes 8, double complexes 16; longs are not served (their XDR
  * width depends on how libpvm3 was built: it decodes them itself). */
-#define UPK(fn, T, size, w, parts)                                                                      \
+#define UPK(fn, T, size, w, parts)                                                                 \
 	int fn(T *p, int cnt, int std)                                                             \
 	{                                                                                          \
 		struct lz *z;                                                                      \
 		int rc;                                                                            \
 		REAL(fn);                                                                          \
 		if (nlz && (z = valid(pvm_getrbuf())) != NULL) {                                   \
-			if (serve(z, p, cnt, std, size, w, parts)) {                                \
+			if (serve(z, p, cnt, std, size, w, parts)) {                               \
 				pvmrcpi_upk_served++;                                              \
 				return 0;                                                          \
 			}                                                                          \

@@ -189,8 +189,8 @@ static int child_fxsend(void)
 			rc |= pvm_pkint(&n, 1, 1) | pvm_pkint(v, AD_N, 1);
 		if (tag == 1)
 			rc |= pvm_pkbyte("abcde", 5, 1) | pvm_pkshort(sh, 3, 1) |
-			      pvm_pkfloat(fl, 2, 1) | pvm_pkdouble(db, 2, 1) | pvm_pkcplx(cx, 1, 1) |
-			      pvm_pkdcplx(dz, 1, 1) | pvm_pklong(&lg, 1, 1);
+			      pvm_pkfloat(fl, 2, 1) | pvm_pkdouble(db, 2, 1) |
+			      pvm_pkcplx(cx, 1, 1) | pvm_pkdcplx(dz, 1, 1) | pvm_pklong(&lg, 1, 1);
 		if (rc || pvm_send(parent, tag) < 0)
 			return 1;
 	}
@@ -238,8 +238,8 @@ static int t_packed_frags(void)
 	      db[0], db[1]);
 	CHECK(pvm_upkcplx(cx, 1, 1) == 0 && cx[0] == 3.5f && cx[1] == -1.0f, "cplx %g %g", cx[0],
 	      cx[1]);
-	CHECK(pvm_upkdcplx(dz, 1, 1) == 0 && dz[0] == 2.5 && dz[1] == 1e-300, "dcplx %g %g",
-	      dz[0], dz[1]);
+	CHECK(pvm_upkdcplx(dz, 1, 1) == 0 && dz[0] == 2.5 && dz[1] == 1e-300, "dcplx %g %g", dz[0],
+	      dz[1]);
 	CHECK(ad_moved(0, 8, 0, 0), "message 1: 8 served (adopted before the count began)");
 	/* stock libpvm3 on LP64 gives 4294967291 (its XDR long is 32 bits,
 	 * read back unsigned); relinked it is libpvm3's decoder too */
@@ -253,7 +253,8 @@ static int t_packed_frags(void)
 	CHECK((b = ad_get(tid, 2)) > 0 && pvm_upkint(&n, 1, 1) == 0 && n == AD_N, "recv 2");
 	CHECK(pvm_upkdouble(d2, 4, 1) == 0, "ints as doubles");
 	for (int i = 0; i < 4; i++) {
-		uint64_t w = (uint64_t)(uint32_t)ad_val(2, 2 * i) << 32 | (uint32_t)ad_val(2, 2 * i + 1);
+		uint64_t w =
+		    (uint64_t)(uint32_t)ad_val(2, 2 * i) << 32 | (uint32_t)ad_val(2, 2 * i + 1);
 		double want;
 		memcpy(&want, &w, sizeof want);
 		CHECK(!memcmp(&d2[i], &want, sizeof want), "double %d from ints %d %d", i,

@@ -35,8 +35,8 @@ static int fstk_send(int dst, int from, int to, uint32_t *s, int *nstock)
 				continue;
 			}
 			++*nstock;
-			CHECK(pvm_initsend(PvmDataInPlace) >= 0 && pvm_pkint(big, FSTK_INTS, 1) >= 0 &&
-			          pvm_send(dst, 5) >= 0,
+			CHECK(pvm_initsend(PvmDataInPlace) >= 0 &&
+			          pvm_pkint(big, FSTK_INTS, 1) >= 0 && pvm_send(dst, 5) >= 0,
 			      "stock send %d", i);
 		}
 	}
@@ -57,8 +57,8 @@ static int fstk_recv(int src, int from, int to, int probe)
 				;
 			CHECK(b > 0, "probe #%d: %d", i, b);
 		}
-		CHECK(pvm_precv(src, i & 1 ? 5 : -1, big, FSTK_INTS, PVM_INT, &atid, &atag, &alen) ==
-		              0 &&
+		CHECK(pvm_precv(src, i & 1 ? 5 : -1, big, FSTK_INTS, PVM_INT, &atid, &atag,
+		                &alen) == 0 &&
 		          atid == src && atag == 5 && (alen == 4 || alen == 4 * FSTK_INTS),
 		      "precv #%d (t%x tag %d, %d B)", i, atid, atag, alen);
 		CHECK(big[0] == i, "message #%d arrived as #%d (order)", big[0], i);
@@ -90,7 +90,8 @@ static int child_fstk(void)
 #ifndef PVMT_STOCK
 		pvm_rcp_packed_sent(1);
 #endif
-		r = fstk_send(arg[0], 0, n, &s, &nstock) || fstk_send(arg[0], n, 2 * n, &s, &nstock) ||
+		r = fstk_send(arg[0], 0, n, &s, &nstock) ||
+		    fstk_send(arg[0], n, 2 * n, &s, &nstock) ||
 		    pvm_psend(arg[0], 8, &c, 1, PVM_BYTE) ||
 		    fstk_send(arg[0], 2 * n, 3 * n, &s, &nstock);
 #ifndef PVMT_STOCK
