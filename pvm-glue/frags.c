@@ -10,9 +10,9 @@
  * twice and allocated ~260 fragments per message.  pvm3.h has no call
  * that lends a buffer's bytes, so the glue now reads libpvm3's own
  * message descriptor (midtobuf, exported by libpvm3.so and already used
- * for in-place messages, send.c) and walks its fragment list: each
+ * for in-place messages, pksend.c) and walks its fragment list: each
  * fragment's bytes become a segment of one gathered RCP message
- * (rcp_isendv, send.c), or, for a small message, are copied once into a
+ * (rcp_isendv, pksend.c), or, for a small message, are copied once into a
  * block.
  *
  * CHECKED, NOT ASSUMED.  The descriptor and fragment layouts below are
@@ -59,7 +59,7 @@
  * more into a buffer that is still sending appends after every
  * fragment's length, so the bytes sent are never rewritten.  pvm_send
  * returns at once, within PVMRCP_COPY_BYTES in flight as a copied send
- * (send.c's throttle).  In-place data stay waited for: that memory is
+ * (send.c's pvmrcpi_throttle).  In-place data stay waited for: that memory is
  * the user's, not libpvm3's.
  */
 #include <pvm3.h>

@@ -63,7 +63,7 @@ PRI_FR extern unsigned long pvmrcpi_frags_gathered, pvmrcpi_frags_copied;
 /* Packed messages (pvm_send, pvm_mcast) sent as segments from where
  * their bytes lie, and those the glue copied first (packed_bytes: a
  * small one, one pvm_pkmesg could not be read from, a multicast), with
- * the bytes so copied; counted in send.c, reported by pvm_rcp_sendstats. */
+ * the bytes so copied; counted in pksend.c, reported by pvm_rcp_sendstats. */
 PRI_FR extern unsigned long pvmrcpi_sent_gathered, pvmrcpi_sent_copied;
 PRI_FR extern unsigned long long pvmrcpi_bytes_copied;
 static inline void pvmrcpi_count_copy(size_t len)

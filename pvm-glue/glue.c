@@ -55,9 +55,9 @@
  *
  * ORDER BETWEEN THE TWO PATHS.  PVM keeps order per sender.  A relinked
  * sender counts, per destination and context, the messages it sends by
- * stock PVM (send.c wraps pvm_send/pvm_mcast for that).  Before an RCP
- * message that follows stock ones it sends BARRIER{ctx, count} on the
- * channel.  The receiver moves stock messages out of libpvm3's queue into
+ * stock PVM (pvmrcpi_count_stock, send.c; pksend.c wraps pvm_send and
+ * pvm_mcast for it).  Before an RCP message that follows stock ones it
+ * sends BARRIER{ctx, count} on the channel.  The receiver moves stock messages out of libpvm3's queue into
  * its own held queue (pvm_nrecv(-1,-1) under the current context, buffer
  * detached with pvm_setrbuf(0)), numbering them k = 1, 2, ... per (sender,
  * context).  An RCP message carries the requirement r of the last BARRIER

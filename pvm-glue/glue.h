@@ -33,7 +33,7 @@ struct pvmrcpi_real {
 	 * library, declared in no header): the descriptor of a buffer and
 	 * "compute its length", which pvm_send does before sending and
 	 * pvm_pkmesg does not; an in-place buffer's length is 0 until then
-	 * (send.c).  NULL where absent: in-place messages then go by pvmd. */
+	 * (pksend.c).  NULL where absent: in-place messages then go by pvmd. */
 	void *(*midtobuf)(int);
 	int (*pmsg_setlen)(void *);
 	void (*pmsg_unref)(void *);
@@ -55,7 +55,7 @@ PRI int pvmrcpi_resolve(void);
 /* ---- RCP tags ----
  * Data: (ctx << 31) | tag, ctx in [0, 2^30), tag in [0, 2^31); bit 62 set
  * (PR_PACKED): a pvm_send'd buffer, its bytes as pvm_pkmesg writes them in
- * a PvmDataRaw buffer (send.c), rebuilt with pvm_upkmesg (recv.c); clear:
+ * a PvmDataRaw buffer (pksend.c), rebuilt with pvm_upkmesg (recv.c); clear:
  * psend data.  Control: bit 63 set. */
 #define PR_CTRL   (1ull << 63)
 #define PR_PACKED (1ull << 62)

@@ -17,7 +17,7 @@
  * every pvm_pk* of a fixed-size type calls the real one and, if it
  * succeeded and the active send buffer is a recorded in-place one, notes
  * (pointer, bytes).  At pvm_send the record is trusted only if its bytes
- * add up to libpvm3's own length of the buffer (pmsg_setlen, send.c):
+ * add up to libpvm3's own length of the buffer (pmsg_setlen, pksend.c):
  * a pack we do not see — pvm_pkstr, pvm_packf, pvm_pkmesg into an
  * in-place buffer, a call made before libpvmrcp was loaded — adds bytes
  * to one and not the other, and the send then takes the pvm_pkmesg path
@@ -35,7 +35,7 @@
  * go out, as stock's direct route writev()s them to its socket) and
  * waits for the send, as PVM lets the user change the arrays once
  * pvm_send returns.  pvm_mcast to tasks on the shm endpoint gathers the
- * same segments into one rcp_mcastv (send.c, mcast_inplace; session 21);
+ * same segments into one rcp_mcastv (pksend.c, mcast_inplace; session 21);
  * to others it still gathers a copy (pvmrcpi_ip_gather).
  */
 #include <dlfcn.h>

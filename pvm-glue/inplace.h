@@ -39,7 +39,7 @@ PRI_IP int pvmrcpi_ip_iov(int bufid, long len, int enc, unsigned char *head, siz
 PRI_IP void pvmrcpi_ip_malloc_setup(void);
 
 /* This host's raw encoding (pvm_getminfo's enc of a PvmDataRaw buffer,
- * learnt once in send.c), or with XDR 1 XDR's (PvmDataDefault's), or -1
+ * learnt once in pksend.c), or with XDR 1 XDR's (PvmDataDefault's), or -1
  * if libpvm3's encodings could not be told apart. */
 PRI_IP int pvmrcpi_enc_sig(int xdr);
 

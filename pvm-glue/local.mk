@@ -12,6 +12,7 @@ libpvmrcp_la_SOURCES += pvm-glue/msgbuf.h pvm-glue/msgbuf.c
 libpvmrcp_la_SOURCES += pvm-glue/upk.h pvm-glue/upk.c pvm-glue/real.h
 libpvmrcp_la_SOURCES += pvm-glue/frags.h pvm-glue/frags.c
 libpvmrcp_la_SOURCES += pvm-glue/mcgroup.h
+libpvmrcp_la_SOURCES += pvm-glue/send.h pvm-glue/pksend.c
 libpvmrcp_la_LIBADD = librcp.la $(PVM_LIBS)
 libpvmrcp_la_LDFLAGS = -version-info 0:0:0 -export-symbols-regex '^pvm_'
 rcpinclude_HEADERS += include/rcp/pvmrcp.h

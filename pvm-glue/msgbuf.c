@@ -124,7 +124,7 @@ static int adopt_xdr(struct pr_msg *m)
 }
 
 /* A packed message (PR_PACKED): its bytes are what pvm_pkmesg wrote in
- * the sender's PvmDataRaw buffer (send.c, packed_bytes), checked and in
+ * the sender's PvmDataRaw buffer (pksend.c, packed_bytes), checked and in
  * this host's byte order again (take_msg, packed.c); pvm_upkmesg
  * rebuilds the message from them, encoding included, so pvm_upk* decode
  * it (and fail past its end or on another type) exactly as stock.  The

@@ -17,7 +17,7 @@
 int pvmrcpi_pk_to_wire(unsigned char *b, size_t len);
 
 /* The head of a message whose one fragment's bytes are sent from
- * elsewhere (a gathered in-place message, send.c): the header and, if
+ * elsewhere (a gathered in-place message, pksend.c): the header and, if
  * the header's len is not 0, that fragment's length, HDRLEN bytes in B
  * (PR_PK_HDR ints, or one more), turned into wire order in place.  0, or
  * PvmBadMsg (HDRLEN does not fit what the header says). */
