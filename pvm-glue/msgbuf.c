@@ -5,8 +5,10 @@
  * a stock psend's, or a packed message (PR_PACKED, packed.c) rebuilt by
  * pvm_upkmesg, or one in this host's raw encoding copied into libpvm3's
  * fragments.  syn[] records each such buffer's source, tag and length,
- * since pvm_bufinfo must tell them as for a message libpvm3 received.
- * Called from recv.c; calls only libpvm3 and glue.c's state.
+ * since pvm_bufinfo must tell them as for a message libpvm3 received:
+ * pvm_bufinfo, pvm_getminfo and pvm_freebuf are wrapped here (moved
+ * from recv.c in session 21).  Called from recv.c; calls only libpvm3,
+ * upk.c and glue.c's state.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -184,4 +186,75 @@ int pvmrcpi_pack_msg(struct pr_msg *m)
 	free(m->data);
 	m->data = NULL;
 	return 0;
+}
+
+/* A buffer we made: does libpvm3 still see one of ours under that id?
+ * (libpvm3 reports a packed, never-sent buffer as from this task, length
+ * 0; a message received from another task has another source.) */
+static struct pr_syn *syn_valid(int bufid)
+{
+	struct pr_syn *s = S.nsyn ? pvmrcpi_syn_find(bufid) : NULL;
+	int nb, tag, src;
+	if (!s)
+		return NULL;
+	if (pvmrcpi_real.bufinfo(bufid, &nb, &tag, &src) < 0 || src != S.mytid) {
+		pvmrcpi_syn_del(bufid);
+		return NULL;
+	}
+	return s;
+}
+
+void pvmrcpi_free_rbuf(void)
+{
+	int old = pvm_getrbuf();
+	if (old > 0) {
+		pvmrcpi_syn_del(old);
+		pvmrcpi_upk_drop(old);
+		pvmrcpi_real.freebuf(old);
+	}
+}
+
+int pvm_bufinfo(int bufid, int *len, int *tag, int *tid)
+{
+	struct pr_syn *s;
+	if (pvmrcpi_resolve())
+		return PvmSysErr;
+	s = syn_valid(bufid);
+	if (!s)
+		return pvmrcpi_real.bufinfo(bufid, len, tag, tid);
+	if (len)
+		*len = s->len;
+	if (tag)
+		*tag = s->tag;
+	if (tid)
+		*tid = s->src;
+	return 0;
+}
+
+int pvm_getminfo(int bufid, struct pvmminfo *info)
+{
+	struct pr_syn *s;
+	int rc;
+	if (pvmrcpi_resolve())
+		return PvmSysErr;
+	s = syn_valid(bufid);
+	rc = pvmrcpi_real.getminfo(bufid, info);
+	if (rc >= 0 && s && info) {
+		info->len = s->len;
+		info->tag = s->tag;
+		info->src = s->src;
+		info->ctx = s->ctx;
+		info->dst = S.mytid;
+	}
+	return rc;
+}
+
+int pvm_freebuf(int bufid)
+{
+	if (pvmrcpi_resolve())
+		return PvmSysErr;
+	if (S.nsyn)
+		pvmrcpi_syn_del(bufid);
+	pvmrcpi_upk_drop(bufid);
+	return pvmrcpi_real.freebuf(bufid);
 }

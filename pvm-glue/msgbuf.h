@@ -16,5 +16,8 @@ PRI void pvmrcpi_syn_del(int bufid);
  * 0 (also if M already has one), PvmNoMem, PvmBadMsg, or what libpvm3
  * returned. */
 PRI int pvmrcpi_pack_msg(struct pr_msg *m);
+/* As stock pvm_recv/nrecv/trecv: the old receive buffer goes first (its
+ * record and any adopted bytes with it). */
+PRI void pvmrcpi_free_rbuf(void);
 
 #endif

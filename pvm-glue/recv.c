@@ -20,8 +20,6 @@
 #define DRAIN_GAP_NS  10000ull   /* spinning receivers look at libpvm3 this often */
 #define DRAIN_FAIR_NS 1000000ull /* and at least this often even when RCP has work */
 
-static void free_rbuf(void);
-
 /* ---- held queue ---- */
 
 static void held_add(struct pr_msg *m)
@@ -513,7 +511,7 @@ static int deliver_buf(struct cand *c, int activate)
 	held_del(m);
 	m->bufid = 0; /* now owned by the caller */
 	msg_free(m);
-	free_rbuf();
+	pvmrcpi_free_rbuf();
 	pvm_setrbuf(b);
 	return b;
 }
@@ -903,7 +901,7 @@ int pvm_recv(int tid, int tag)
 	int rc;
 	if (!pvmrcpi_ready())
 		return pvmrcpi_resolve() ? PvmSysErr : pvmrcpi_real.recv(tid, tag);
-	free_rbuf();
+	pvmrcpi_free_rbuf();
 	x.w.ctx = pvm_getcontext();
 	rc = rx_wait(&x, 0, 0);
 	return rc < 0 ? rc : deliver_buf(&x.c, 1);
@@ -920,7 +918,7 @@ int pvm_trecv(int tid, int tag, struct timeval *tmout)
 		return pvm_recv(tid, tag);
 	if (tmout->tv_sec < 0 || tmout->tv_usec < 0)
 		return PvmBadParam;
-	free_rbuf();
+	pvmrcpi_free_rbuf();
 	x.w.ctx = pvm_getcontext();
 	deadline = pvmrcpi_now() + (uint64_t)tmout->tv_sec * 1000000000ull +
 	           (uint64_t)tmout->tv_usec * 1000ull;
@@ -936,7 +934,7 @@ int pvm_nrecv(int tid, int tag)
 	int rc;
 	if (!pvmrcpi_ready())
 		return pvmrcpi_resolve() ? PvmSysErr : pvmrcpi_real.nrecv(tid, tag);
-	free_rbuf();
+	pvmrcpi_free_rbuf();
 	x.w.ctx = pvm_getcontext();
 	rc = try_once(&x.w, &x.c, &x.since, 1);
 	return rc <= 0 ? rc : deliver_buf(&x.c, 1);
@@ -951,76 +949,4 @@ int pvm_probe(int tid, int tag)
 	x.w.ctx = pvm_getcontext();
 	rc = try_once(&x.w, &x.c, &x.since, 1);
 	return rc <= 0 ? rc : deliver_buf(&x.c, 0);
-}
-
-/* A buffer we made: does libpvm3 still see one of ours under that id?
- * (libpvm3 reports a packed, never-sent buffer as from this task, length
- * 0; a message received from another task has another source.) */
-static struct pr_syn *syn_valid(int bufid)
-{
-	struct pr_syn *s = S.nsyn ? pvmrcpi_syn_find(bufid) : NULL;
-	int nb, tag, src;
-	if (!s)
-		return NULL;
-	if (pvmrcpi_real.bufinfo(bufid, &nb, &tag, &src) < 0 || src != S.mytid) {
-		pvmrcpi_syn_del(bufid);
-		return NULL;
-	}
-	return s;
-}
-
-/* As stock pvm_recv/nrecv/trecv: the old receive buffer goes first. */
-static void free_rbuf(void)
-{
-	int old = pvm_getrbuf();
-	if (old > 0) {
-		pvmrcpi_syn_del(old);
-		pvmrcpi_upk_drop(old);
-		pvmrcpi_real.freebuf(old);
-	}
-}
-
-int pvm_bufinfo(int bufid, int *len, int *tag, int *tid)
-{
-	struct pr_syn *s;
-	if (pvmrcpi_resolve())
-		return PvmSysErr;
-	s = syn_valid(bufid);
-	if (!s)
-		return pvmrcpi_real.bufinfo(bufid, len, tag, tid);
-	if (len)
-		*len = s->len;
-	if (tag)
-		*tag = s->tag;
-	if (tid)
-		*tid = s->src;
-	return 0;
-}
-
-int pvm_getminfo(int bufid, struct pvmminfo *info)
-{
-	struct pr_syn *s;
-	int rc;
-	if (pvmrcpi_resolve())
-		return PvmSysErr;
-	s = syn_valid(bufid);
-	rc = pvmrcpi_real.getminfo(bufid, info);
-	if (rc >= 0 && s && info) {
-		info->len = s->len;
-		info->tag = s->tag;
-		info->src = s->src;
-		info->ctx = s->ctx;
-		info->dst = S.mytid;
-	}
-	return rc;
-}
-
-int pvm_freebuf(int bufid)
-{
-	if (pvmrcpi_resolve())
-		return PvmSysErr;
-	if (S.nsyn)
-		pvmrcpi_syn_del(bufid);
-	pvmrcpi_upk_drop(bufid);
-	return pvmrcpi_real.freebuf(bufid);
 }
