@@ -285,7 +285,11 @@ static void t_prefault(void **state)
 	print_message("faults writing a 64 KiB slot: %ld without prefault, %ld after\n", control,
 	              after);
 	assert_true(control >= 8);
-	assert_true(after <= 1);
+	/* Not "none": under ASan the memset also touches the slot's shadow
+	 * memory (1/8 of it, 2 pages here), which no prefault of the pool
+	 * maps (seen: 18 without, 2 after).  A prefault that does nothing
+	 * gives about as many as without. */
+	assert_true(after * 4 <= control);
 	rcpio_pool_close(p);
 }
 
