@@ -99,12 +99,14 @@ static void busy_setup(struct xdp_nic *x)
 	}
 	for (int i = 0; i < 3; i++) {
 		int v = i == 0 ? (int)us : i == 1 ? 1 : XDP_BURST;
+		int e;
 		if (!setsockopt(x->fd, SOL_SOCKET, opts[i].opt, &v, sizeof v))
 			continue;
+		e = errno;
+		/* EPERM: SO_BUSY_POLL above net.core.busy_poll (or the other
+		 * two at all) without CAP_NET_ADMIN. */
 		rcpi_warn("xdp: %s: %s %d refused (%s%s): busy-poll off", x->link.ifname,
-		          opts[i].name, v, strerror(errno),
-		          errno == EPERM ? ": above net.core.busy_poll without CAP_NET_ADMIN"
-		                         : "");
+		          opts[i].name, v, strerror(e), e == EPERM ? ", needs CAP_NET_ADMIN" : "");
 		/* Undo what was set: off means off. */
 		v = 0;
 		for (int j = 0; j < i; j++)
