@@ -44,6 +44,9 @@ static const struct rcpi_env_var vars[] = {
     {"RCP_XDP_MODE", "auto",
      "xdp: where the XDP program runs: native (the driver), generic (the kernel's skb path) or "
      "auto (generic on veth, else native where the driver has it)"},
+    {"RCP_XDP_BUSY_POLL", "0",
+     "xdp: busy-poll the socket's NAPI for this many us (SO_BUSY_POLL, prefer busy-poll, budget "
+     "64; 0: off, the default: no faster on veth)"},
     {"RCP_PEER_TIMEOUT", "5000", "ms of peer silence before RCP_EPEER"},
     {"RCP_TRANSPORT", "", "force a transport (shm, udp, xdp, verbs)"},
     {"RCP_SESSION", "", "per-job session name; frames of other sessions are dropped"},

@@ -22,7 +22,14 @@
  *   t_reasons      an open that cannot attach fails with RCP_EPERM (no
  *                  privileges) or RCP_ENOTSUP (native mode where the link
  *                  refuses it) and says why on stderr; nothing is left
- *                  attached.
+ *                  attached;
+ *   t_busy_poll    RCP_XDP_BUSY_POLL=20 (session 21): the socket carries
+ *                  SO_BUSY_POLL 20 and SO_PREFER_BUSY_POLL 1 (budget 64
+ *                  cannot be read back),
+ *                  rcp_nic_info says 20 us, a ping-pong works and every
+ *                  receive on an empty ring drives a busy-poll (counted
+ *                  in busy_polls); with 0 all of it is off and the count
+ *                  stays 0.
  *
  * White box: it reads the endpoint's rings (nic/xdp/xdp_int.h).  Both
  * endpoints live in one namespace holding a veth pair
@@ -32,6 +39,7 @@
 #include <grp.h>
 #include <linux/bpf.h>
 #include <net/if.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 
 #include <bpf/libbpf.h>
@@ -323,6 +331,80 @@ static void t_reasons(void **state)
 	assert_int_equal(prog_ids(veth.ifname[0]), 0);
 }
 
+/* One socket option of X's socket (SOL_SOCKET). */
+static int sockopt(const struct xdp_nic *x, int opt)
+{
+	int v = -1;
+	socklen_t l = sizeof v;
+	if (getsockopt(x->fd, SOL_SOCKET, opt, &v, &l))
+		fail_msg("getsockopt %d: %s", opt, strerror(errno));
+	return v;
+}
+
+/* A ping-pong of N frames with RCP_XDP_BUSY_POLL=US: before each frame
+ * is sent, its receiver looks at its empty RX ring once, so with
+ * busy-poll on each side counts at least N busy-polls (more if a frame
+ * is still on its way when the receive looks again). */
+static void busy_run(const char *us)
+{
+	enum { N = 50 };
+	struct rcp_nic_info ia, ib;
+	struct rcp_nic_stats sa, sb;
+	const int on = strcmp(us, "0") != 0;
+	unsigned char buf[64];
+	rcp_nic *a, *b, *side[2];
+	int peer[2];
+
+	setenv("RCP_XDP_BUSY_POLL", us, 1);
+	open_pair(&a, &b);
+	unsetenv("RCP_XDP_BUSY_POLL");
+	side[0] = a;
+	side[1] = b;
+	peer[1] = test_xdp_add_peer_of(a, b); /* a's index of b */
+	peer[0] = test_xdp_add_peer_of(b, a);
+	for (int i = 0; i < 2; i++) {
+		const struct xdp_nic *x = (const struct xdp_nic *)side[i];
+		assert_int_equal(sockopt(x, SO_BUSY_POLL), on ? 20 : 0);
+		/* (SO_BUSY_POLL_BUDGET has no getsockopt: ENOPROTOOPT) */
+		assert_int_equal(sockopt(x, 69 /* SO_PREFER_BUSY_POLL */), on);
+	}
+	for (int i = 0; i < 2 * N; i++) {
+		rcp_nic *from = side[i & 1], *to = side[!(i & 1)];
+		struct rcp_nic_frame fr;
+		assert_int_equal(rcp_nic_recv(to, &fr, 1), 0); /* empty: one look */
+		send1(from, peer[!(i & 1)], buf, sizeof buf, (uint64_t)i);
+		recv1(to, &fr);
+		assert_int_equal(fr.len, sizeof buf);
+		assert_int_equal(test_check(fr.data, fr.len, (uint64_t)i), -1);
+		rcp_nic_release(to, &fr, 1);
+	}
+	assert_int_equal(rcp_nic_query(a, &ia), 0);
+	assert_int_equal(rcp_nic_query(b, &ib), 0);
+	assert_int_equal(rcp_nic_get_stats(a, &sa), 0);
+	assert_int_equal(rcp_nic_get_stats(b, &sb), 0);
+	assert_int_equal(sa.rx_frames, N);
+	assert_int_equal(sb.rx_frames, N);
+	assert_int_equal(ia.busy_poll_us, on ? 20 : 0);
+	assert_int_equal(ib.busy_poll_us, on ? 20 : 0);
+	if (on) {
+		if (sa.busy_polls < N || sb.busy_polls < N)
+			fail_msg("busy_polls %llu and %llu, want >= %d each",
+			         (unsigned long long)sa.busy_polls,
+			         (unsigned long long)sb.busy_polls, N);
+	} else {
+		assert_int_equal(sa.busy_polls, 0);
+		assert_int_equal(sb.busy_polls, 0);
+	}
+	close_all(NULL);
+}
+
+static void t_busy_poll(void **state)
+{
+	(void)state;
+	busy_run("20");
+	busy_run("0");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -331,6 +413,7 @@ int main(void)
 	    cmocka_unit_test_teardown(t_tx_hot, close_all),
 	    cmocka_unit_test_teardown(t_queue, close_all),
 	    cmocka_unit_test_teardown(t_reasons, close_all),
+	    cmocka_unit_test_teardown(t_busy_poll, close_all),
 	};
 	const char *const *names = rcp_nic_backends();
 	const char *why;

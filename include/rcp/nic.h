@@ -125,6 +125,9 @@ struct rcp_nic_info {
 	 * before it offers the CPU (common/wait.c); 0: the library's 5 us.
 	 * A nic whose own round trip is about that long asks for more. */
 	uint32_t solo_ns;
+	/* xdp: the socket busy-polls its NAPI this many us per empty
+	 * receive (RCP_XDP_BUSY_POLL); 0: off, and on every other nic. */
+	uint32_t busy_poll_us;
 };
 
 struct rcp_nic_stats {
@@ -136,6 +139,8 @@ struct rcp_nic_stats {
 	uint64_t f_dropped, f_duplicated, f_reordered, f_corrupted, f_delayed;
 	/* job key (auth wrapper): frames refused for a missing/wrong MAC */
 	uint64_t a_rejected;
+	/* xdp with busy-poll on: empty receives that drove the NAPI poll */
+	uint64_t busy_polls;
 };
 
 /* A received frame.  Valid until rcp_nic_release(). */

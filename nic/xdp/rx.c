@@ -129,8 +129,14 @@ int rcpi_xdp_recv(rcp_nic *nic, struct rcp_nic_frame *fr, int max)
 	n = x->sg ? XDP_BURST : (uint32_t)(max < XDP_BURST ? max : XDP_BURST);
 	n = xsk_ring_cons__peek(&x->rx, n, &idx);
 	if (!n) {
-		if (xsk_ring_prod__needs_wakeup(&x->fill))
+		/* Busy-poll on (xdp_int.h): the recvfrom runs the queue's
+		 * NAPI poll here, and also serves the fill ring's wakeup. */
+		if (x->busy_us) {
 			(void)!recvfrom(x->fd, NULL, 0, MSG_DONTWAIT, NULL, NULL);
+			x->base.stats.busy_polls++;
+		} else if (xsk_ring_prod__needs_wakeup(&x->fill)) {
+			(void)!recvfrom(x->fd, NULL, 0, MSG_DONTWAIT, NULL, NULL);
+		}
 		return 0;
 	}
 	while (i < n && got < max) {

@@ -67,6 +67,55 @@ static uint32_t rx_queues(const char *ifname)
 	return n;
 }
 
+/* ---- busy-poll (xdp_int.h: opt-in, and why off by default) ------------- */
+
+/* Older headers lack the newer options (Linux 5.11). */
+#ifndef SO_PREFER_BUSY_POLL
+#define SO_PREFER_BUSY_POLL 69
+#endif
+#ifndef SO_BUSY_POLL_BUDGET
+#define SO_BUSY_POLL_BUDGET 70
+#endif
+
+/* Busy-poll options on X's socket where RCP_XDP_BUSY_POLL asks: busy_us
+ * set if all three took, else 0 and the reason logged (never fatal). */
+static void busy_setup(struct xdp_nic *x)
+{
+	static const struct {
+		int opt;
+		const char *name;
+	} opts[] = {{SO_BUSY_POLL, "SO_BUSY_POLL"},
+	            {SO_PREFER_BUSY_POLL, "SO_PREFER_BUSY_POLL"},
+	            {SO_BUSY_POLL_BUDGET, "SO_BUSY_POLL_BUDGET"}};
+	int64_t us = rcpi_env_int("RCP_XDP_BUSY_POLL", 0);
+
+	x->busy_us = 0;
+	if (us <= 0)
+		return;
+	if (us > 1000000) {
+		rcpi_warn("xdp: RCP_XDP_BUSY_POLL=%lld us is over a second: busy-poll off",
+		          (long long)us);
+		return;
+	}
+	for (int i = 0; i < 3; i++) {
+		int v = i == 0 ? (int)us : i == 1 ? 1 : XDP_BURST;
+		int e;
+		if (!setsockopt(x->fd, SOL_SOCKET, opts[i].opt, &v, sizeof v))
+			continue;
+		e = errno;
+		/* EPERM: SO_BUSY_POLL above net.core.busy_poll (or the other
+		 * two at all) without CAP_NET_ADMIN. */
+		rcpi_warn("xdp: %s: %s %d refused (%s%s): busy-poll off", x->link.ifname,
+		          opts[i].name, v, strerror(e), e == EPERM ? ", needs CAP_NET_ADMIN" : "");
+		/* Undo what was set: off means off. */
+		v = 0;
+		for (int j = 0; j < i; j++)
+			(void)!setsockopt(x->fd, SOL_SOCKET, opts[j].opt, &v, sizeof v);
+		return;
+	}
+	x->busy_us = (uint32_t)us;
+}
+
 /* ---- open / close ------------------------------------------------------ */
 
 static int parse_local(const char *rest, char *ifname, uint32_t *queue)
@@ -249,6 +298,7 @@ static int xdp_open(const char *rest, const struct rcp_nic_config *cfg, rcp_nic 
 		goto fail;
 	}
 	x->fd = xsk_socket__fd(x->xsk);
+	busy_setup(x);
 
 	/* Every RX frame onto the fill ring; every TX frame onto the stack. */
 	if (xsk_ring_prod__reserve(&x->fill, x->ring, &idx) != x->ring) {
@@ -280,8 +330,9 @@ static int xdp_open(const char *rest, const struct rcp_nic_config *cfg, rcp_nic 
 		rc = RCP_ENOMEM;
 		goto fail;
 	}
-	rcpi_debug("xdp: %s queue %u: %s mode, mtu %u", x->link.ifname, x->queue,
-	           x->link.attach_flags == XDP_FLAGS_DRV_MODE ? "native" : "generic", x->mtu);
+	rcpi_debug("xdp: %s queue %u: %s mode, mtu %u, busy-poll %u us", x->link.ifname, x->queue,
+	           x->link.attach_flags == XDP_FLAGS_DRV_MODE ? "native" : "generic", x->mtu,
+	           x->busy_us);
 	*out = &x->base;
 	return 0;
 fail:
@@ -302,6 +353,7 @@ static void xdp_query(const rcp_nic *nic, struct rcp_nic_info *info)
 	info->rx_frames = (xdp_ofc(nic)->ring - XDP_BURST - XDP_STASH) / 2 / xdp_ofc(nic)->segs;
 	info->caps = RCP_NIC_CAP_CHECKED;
 	info->solo_ns = XDP_SOLO_NS;
+	info->busy_poll_us = xdp_ofc(nic)->busy_us;
 }
 
 const struct rcpi_nic_ops rcpi_nic_xdp_ops = {

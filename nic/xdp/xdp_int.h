@@ -86,16 +86,26 @@
  *             ring asks for one (always in copy mode), and release() pokes
  *             the kernel with recvfrom only when the fill ring asks
  *             (zero-copy drivers that stopped polling it).
- *   busy-poll: not used.  SO_PREFER_BUSY_POLL + SO_BUSY_POLL (20 us) +
- *             SO_BUSY_POLL_BUDGET (64), with a recvfrom in every empty
- *             receive to drive it, measured no faster between two
- *             rcp-cluster hosts (bare 8 B frame, 3 interleaved rounds:
- *             generic 4.76-5.25 us without, 4.88-5.34 with; native
- *             5.98-6.02 without, 6.23-6.88 with): on veth in generic mode
- *             the socket has no NAPI context to poll (frames come from
- *             the per-CPU backlog), and in native mode the sender's CPU
- *             already runs the peer's NAPI inside its kick.  It is for
- *             drivers with NAPI per queue (docs/nic.md).
+ *   busy-poll: opt-in (RCP_XDP_BUSY_POLL=us, default 0: off; session
+ *             21).  On: the open sets SO_PREFER_BUSY_POLL 1, SO_BUSY_POLL
+ *             us and SO_BUSY_POLL_BUDGET 64 on the socket, and recv()
+ *             on an empty RX ring calls recvfrom(MSG_DONTWAIT), which
+ *             runs the queue's NAPI poll in our context (counted in
+ *             busy_polls; rcp_nic_info.busy_poll_us says it is on).  An
+ *             option the kernel refuses (EPERM: a value above
+ *             net.core.busy_poll without CAP_NET_ADMIN) leaves busy-poll
+ *             off, the options already set undone, the reason logged,
+ *             and the open succeeds: it is a speed knob, not a need.
+ *             Why off by default: measured no faster between two
+ *             rcp-cluster hosts (session 19-20, bare 8 B frame, 3
+ *             interleaved rounds: generic 4.76-5.25 us without,
+ *             4.88-5.34 with; native 5.98-6.02 without, 6.23-6.88
+ *             with): on veth in generic mode the socket has no NAPI
+ *             context to poll (frames come from the per-CPU backlog),
+ *             and in native mode the sender's CPU already runs the
+ *             peer's NAPI inside its kick, so the recvfrom is a system
+ *             call per empty look for nothing.  It is for drivers with
+ *             NAPI per queue (docs/nic.md).
  *
  * Memory ordering: the xsk ring helpers of libxdp are the protocol: a
  * producer writes descriptors, then publishes its index with a release
@@ -255,6 +265,7 @@ struct xdp_nic {
 	uint32_t mtu;
 	uint32_t segs;   /* RX buffers a frame of MTU bytes takes */
 	int sg;          /* bound with XDP_USE_SG: frames span buffers */
+	uint32_t busy_us; /* busy-poll on (RCP_XDP_BUSY_POLL, us), or 0 (above) */
 	uint8_t *joined; /* XDP_BURST x XDP_BIG: multi-buffer frames, joined */
 	uint8_t mac[6];
 	uint32_t tx_queued; /* submitted since the last kick */
