@@ -11,9 +11,13 @@
  * loopback, shared-memory and veth paths used here no frame may be lost,
  * so a missing frame fails the test.
  *
- * xdp needs a link of its own: its group runs inside a network namespace
- * made for it (tests/test_xdp_veth.h) holding both ends of a veth pair, side
- * 0 of each test on one end and side 1 on the other, twice: at link MTU
+ * xdp needs a link of its own: its group runs on a veth pair whose two ends
+ * are two hosts, each in a network namespace of its own (tests/test_xdp_veth.h
+ * test_veth_make2, session 21: before, both ends shared one), side 0 of
+ * each test on the first end, opened in the first namespace where the
+ * process lives, side 1 on the second, opened in the second (open_side);
+ * the group's set-up checks each end is seen in its own namespace only.
+ * It runs twice: at link MTU
  * 1500 (a frame in one UMEM buffer) and 9000 (frames over several, the
  * kernel's multi-buffer), and at 1500 once more under the faults wrapper
  * (a spec that loses nothing); SKIP with the reason where root, `ip`,
@@ -75,12 +79,27 @@ static void ep_addr(char *addr, size_t n, const char *tag, int side)
 		snprintf(addr, n, "%s:", backend);
 }
 
+/* Opens ADDR as endpoint SIDE: over xdp, side 1 in the second end's
+ * namespace (its socket stays there; the process goes back to the first,
+ * and is single-threaded, so setns moving one thread is enough). */
+static int open_side(const char *addr, int side, rcp_nic **nic)
+{
+	int rc, in = side && !strcmp(backend, "xdp");
+
+	if (in && test_veth_in(&veth, 1))
+		return RCP_ESYS;
+	rc = rcp_nic_open(addr, nic_cfg(), nic);
+	if (in && test_veth_in(&veth, 0))
+		fail_msg("cannot return to the first namespace: %s", strerror(errno));
+	return rc;
+}
+
 static void open_any(rcp_nic **nic, const char *tag, int side)
 {
 	char addr[64];
 	int rc;
 	ep_addr(addr, sizeof addr, tag, side);
-	rc = rcp_nic_open(addr, nic_cfg(), nic);
+	rc = open_side(addr, side, nic);
 	if (rc)
 		fail_msg("open %s: %s", addr, rcp_strerror(rc));
 }
@@ -144,7 +163,7 @@ static int connect_pair(struct link *l, rcp_nic **nic, int *peer)
 	int rc;
 
 	ep_addr(addr, sizeof addr, l->is_child ? "1" : "0", l->is_child);
-	rc = rcp_nic_open(addr, nic_cfg(), nic);
+	rc = open_side(addr, l->is_child, nic);
 	if (rc)
 		return rc;
 	rc = rcp_nic_addr_str(*nic, me, sizeof me);
@@ -781,16 +800,34 @@ static void t_env_warning(void **state)
 }
 
 /* The xdp group's link at link MTU MTU, and whether XDP attaches to it at
- * all: NULL, or why not (nothing left behind then). */
+ * all: NULL, or why not (nothing left behind then).  Fails the run if the
+ * two ends are not two hosts: each end is seen in its own namespace and
+ * not in the other's. */
 static const char *xdp_link_up(int mtu)
 {
-	const char *why = test_veth_make(&veth, "rcpnic", mtu);
+	const char *why = test_veth_make2(&veth, "rcpnic", mtu);
 	char addr[64];
 	rcp_nic *nic;
-	int rc;
+	int rc, seen[2][2];
 
 	if (why)
 		return why;
+	for (int ns = 1; ns >= 0; ns--) { /* ends in the first namespace */
+		if (test_veth_in(&veth, ns)) {
+			test_veth_remove(&veth);
+			return "cannot enter the pair's namespaces (setns)";
+		}
+		for (int end = 0; end < 2; end++)
+			seen[ns][end] = if_nametoindex(veth.ifname[end]) != 0;
+	}
+	if (!seen[0][0] || seen[0][1] || seen[1][0] || !seen[1][1]) {
+		printf("FAIL: nic conformance: xdp: the veth's ends are not in two namespaces "
+		       "(%s seen in the first %d, second %d; %s: %d, %d)\n",
+		       veth.ifname[0], seen[0][0], seen[1][0], veth.ifname[1], seen[0][1],
+		       seen[1][1]);
+		test_veth_remove(&veth);
+		exit(1);
+	}
 	snprintf(addr, sizeof addr, "xdp:%s", veth.ifname[0]);
 	rc = rcp_nic_open(addr, NULL, &nic);
 	if (rc == RCP_EPERM || rc == RCP_ENOTSUP) {

@@ -1,16 +1,23 @@
 /*
- * tests/test_xdp_veth.h — a veth pair inside a network namespace of its
+ * tests/test_xdp_veth.h — a veth pair inside network namespaces of its
  * own, for tests that run a link backend (xdp) with both endpoints in one
- * process tree: tests/test_nic.c's xdp group.
+ * process tree: tests/test_nic.c, test_xdp_jumbo.c, test_xdp_rings.c,
+ * test_xdp_solo.c.
  *
  * test_veth_make() makes namespace PREFIX-PID holding both ends of a veth
  * pair (up, MTU as asked, no addresses: the xdp backend's peers are MAC
  * addresses) and
  * moves the process into it, so that every endpoint it opens and every
- * child it forks or execs sees the pair.  test_veth_remove() moves back
- * and deletes the namespace; an atexit handler and SIGINT/SIGTERM do the
+ * child it forks or execs sees the pair.  test_veth_make2() (session 21,
+ * tests/test_nic.c's xdp groups) makes the same, then moves the second end
+ * (ifname[1]) into a namespace of its own, PREFIX-PID-b: two hosts, each
+ * with its own network stack, joined by the veth as by a cable.  The
+ * process stays in the first; test_veth_in(v, 1) moves it into the second
+ * for as long as it opens a socket there (a socket keeps the namespace it
+ * was made in) and test_veth_in(v, 0) back.  test_veth_remove() moves back
+ * and deletes the namespace(s); an atexit handler and SIGINT/SIGTERM do the
  * same after a failure, and namespaces left by a killed run (a dead pid in
- * the name) are swept by the next make.  While the pair exists the
+ * the name, PREFIX-PID and PREFIX-PID-b alike) are swept by the next make.  While the pair exists the
  * process holds the lock tests/test_xdp.c and tests/cluster_down.sh take
  * ($TMPDIR/rcp-netns-tests.lock), so namespace tests run one at a time.
  *
@@ -41,6 +48,7 @@
 
 struct test_veth {
 	char ns[40];
+	char ns2[44]; /* test_veth_make2's second namespace, or "" */
 	char ifname[2][IF_NAMESIZE];
 	int home; /* our own namespace, to go back to */
 	int lock;
@@ -61,6 +69,9 @@ static void test_veth_remove(struct test_veth *v)
 		v->home = -1;
 	}
 	rcpi_sh("ip netns del %s 2>/dev/null", v->ns);
+	if (v->ns2[0])
+		rcpi_sh("ip netns del %s 2>/dev/null", v->ns2);
+	v->ns2[0] = 0;
 	if (v->lock >= 0)
 		close(v->lock);
 	v->lock = -1;
@@ -127,6 +138,7 @@ static const char *test_veth_make(struct test_veth *v, const char *prefix, int m
 
 	v->home = -1;
 	v->owner = 0;
+	v->ns2[0] = 0;
 	if ((why = test_veth_prepare(prefix, &v->lock)))
 		return why;
 	snprintf(v->ns, sizeof v->ns, "%s-%d", prefix, pid);
@@ -157,6 +169,40 @@ static const char *test_veth_make(struct test_veth *v, const char *prefix, int m
 		return "cannot enter the namespace (setns)";
 	}
 	return NULL;
+}
+
+/* test_veth_make, and then ifname[1] moved into namespace PREFIX-PID-b
+ * (swept and deleted with the first: test_veth_prepare's match reads the
+ * PID and ignores the "-b"). */
+static const char *test_veth_make2(struct test_veth *v, const char *prefix, int mtu)
+    __attribute__((unused));
+static const char *test_veth_make2(struct test_veth *v, const char *prefix, int mtu)
+{
+	const char *why = test_veth_make(v, prefix, mtu);
+
+	if (why)
+		return why;
+	snprintf(v->ns2, sizeof v->ns2, "%s-b", v->ns);
+	if (rcpi_sh("ip netns add %s", v->ns2)) {
+		v->ns2[0] = 0;
+		test_veth_remove(v);
+		return "cannot create a second network namespace";
+	}
+	if (rcpi_sh("ip link set %s netns %s && ip -n %s link set %s up", v->ifname[1], v->ns2,
+	            v->ns2, v->ifname[1])) {
+		test_veth_remove(v);
+		return "cannot move the veth's second end into the second namespace";
+	}
+	return NULL;
+}
+
+/* Moves the calling thread into the namespace of end SIDE of V (0: the
+ * first, where test_veth_make left it; 1: test_veth_make2's second, or
+ * the first if there is none).  0, or -1 with errno. */
+static int test_veth_in(const struct test_veth *v, int side) __attribute__((unused));
+static int test_veth_in(const struct test_veth *v, int side)
+{
+	return rcpi_netns_enter(side && v->ns2[0] ? v->ns2 : v->ns);
 }
 
 /* ---- frames over an xdp pair (tests/test_xdp.c, tests/test_xdp_jumbo.c) -- */
