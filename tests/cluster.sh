@@ -132,5 +132,18 @@ check "down: no namespaces" sh -c "! ip netns list | grep -q '^rcpc-$name-'"
 check "down: no /etc/netns entries" sh -c "! ls -d /etc/netns/rcpc-$name-* 2>/dev/null | grep -q ."
 check "down: no state" [ ! -e "/run/rcp-cluster/$name" ]
 check "down twice is fine" C down
+
+# a cluster whose script was killed outright (its pid gone) is swept by
+# the next script's cl_tmp (cl_sweep)
+sh -c 'exit 0' &
+dead=$!
+wait $dead
+"$rcpc" --name "t$dead" up 1 --rate none >/dev/null 2>&1
+check "a killed script's cluster is there to sweep" quiet ip netns pids "rcpc-t$dead-sw"
+C up 1 --rate none >/dev/null 2>&1 # a live script's cluster: kept
+cl_sweep
+check "cl_sweep took it down" sh -c "! ip netns list | grep -q '^rcpc-t$dead-'"
+check "cl_sweep left a live script's cluster up" quiet ip netns pids "rcpc-$name-sw"
+C down >/dev/null 2>&1
 echo "1..$k"
 [ $failed -eq 0 ]

@@ -10,9 +10,10 @@
 # Sets top (the source tree, absolute), b (the build tree), rcpc (the
 # rcp-cluster tool) and C (rcp-cluster on this script's cluster, named by
 # $name, which the script sets before it calls C).  Functions:
-#   cl_tmp TAG        a private directory $tmp (TMPDIR/TAG.XXXXXX, exit 99 if
-#                     none), and traps: on exit the cluster goes down and
-#                     $tmp is removed; HUP INT PIPE TERM exit 130
+#   cl_tmp TAG        first cl_sweep (below); then a private directory $tmp
+#                     (TMPDIR/TAG.XXXXXX, exit 99 if none), and traps: on
+#                     exit the cluster goes down and $tmp is removed; HUP
+#                     INT PIPE TERM exit 130
 #   cl_up ARGS...     rcp-cluster up ARGS; if it fails, its output is printed
 #                     and the script exits with its status (77: no root or
 #                     no namespaces, a SKIP)
@@ -30,7 +31,21 @@ rcpc="$top/tools/rcp-cluster"
 C() { "$rcpc" --name "$name" "$@"; }
 
 cl_cleanup() { C down >/dev/null 2>&1; rm -rf "$tmp"; }
+
+# cl_sweep: the clusters of test scripts killed outright (SIGKILL, a
+# killed make: no trap ran) are taken down.  A script's cluster is named
+# by a letter and its pid (t$$, p$$, ...), so one whose pid is gone is a
+# leftover; a live pid (this run's other scripts, or a pid reused) is
+# left alone.  Called by cl_tmp, so every cluster script sweeps first.
+cl_sweep() {
+	for n in $(ip netns list 2>/dev/null | sed -n 's/^rcpc-\([a-z][0-9][0-9]*\)-sw\( .*\)\{0,1\}$/\1/p'); do
+		kill -0 "${n#?}" 2>/dev/null && continue
+		"$rcpc" --name "$n" down >/dev/null 2>&1
+	done
+}
+
 cl_tmp() {
+	cl_sweep
 	tmp=$(mktemp -d "${TMPDIR:-/tmp}/$1.XXXXXX") || exit 99
 	trap cl_cleanup EXIT
 	trap 'exit 130' HUP INT PIPE TERM
