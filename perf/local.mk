@@ -1,5 +1,5 @@
 bin_PROGRAMS += perf/rcp-nic-pingpong
-perf_rcp_nic_pingpong_SOURCES = perf/nic_pingpong.c
+perf_rcp_nic_pingpong_SOURCES = perf/nic_pingpong.c perf/cluster_ns.h common/sh.h
 perf_rcp_nic_pingpong_LDADD = librcp.la
 
 bin_PROGRAMS += perf/rcp-pingpong
@@ -47,7 +47,7 @@ if HAVE_XDP
 # Bare frame round trip over xdp, udp and a kernel UDP socket on a veth pair
 # between two namespaces of its own (root; issue 21).
 noinst_PROGRAMS += perf/rcp-xdp-pingpong
-perf_rcp_xdp_pingpong_SOURCES = perf/xdp_pingpong.c common/sh.h
+perf_rcp_xdp_pingpong_SOURCES = perf/xdp_pingpong.c perf/cluster_ns.h common/sh.h
 perf_rcp_xdp_pingpong_LDADD = librcp.la
 # Issue 21's closing figures between two rcp-cluster hosts (root; not run
 # by make check).

@@ -21,6 +21,14 @@
  * sequence word with release semantics, and the other side polls it and
  * copies the bytes out.  No nic, no protocol, no ring management: what the
  * cache-line transfers between the two CPUs cost by themselves.
+ *
+ * --cluster NAME runs between hosts h1 and h2 of an rcp-cluster
+ * (tools/rcp-cluster) instead of on one host: after the fork the parent
+ * enters h1's network namespace and the child h2's, each before it opens
+ * its endpoint (xdp:eth0, udp:198.18.0.N:7100), so the frame crosses the
+ * cluster's link.  The address swap still goes over the pipe: both sides
+ * come from one process.  Only the nic transports (xdp, udp, shm) mean
+ * anything there; the kernel-udp and memory baselines are refused.
  */
 
 #include <arpa/inet.h>
@@ -44,6 +52,7 @@
 #include <rcp/nic.h>
 
 #include "perf/clock.h"
+#include "perf/cluster_ns.h"
 
 struct opts {
 	const char *transports;
@@ -52,6 +61,7 @@ struct opts {
 	long iters, warmup;
 	int csv, pin, faults_ok;
 	long timeout_ms;
+	const char *cluster; /* --cluster NAME, or NULL: one host */
 };
 
 static void report(const struct opts *o, const char *transport, const char *mode, uint64_t *rtt,
@@ -109,8 +119,17 @@ static int nic_side(const struct opts *o, const char *transport, int sleep_mode,
 	uint64_t deadline;
 	long total = o->iters + o->warmup;
 
+	if (o->cluster && rcpi_cluster_enter(o->cluster, is_parent ? 1 : 2)) {
+		fprintf(stderr, "rcp-nic-pingpong: cannot enter host h%d of cluster %s\n",
+		        is_parent ? 1 : 2, o->cluster);
+		return RCP_EINVAL;
+	}
 	if (!strcmp(transport, "shm"))
 		snprintf(addr, sizeof addr, "shm:pp-%d-%d", (int)getpid(), is_parent);
+	else if (o->cluster && !strcmp(transport, "xdp"))
+		snprintf(addr, sizeof addr, "xdp:eth0");
+	else if (o->cluster && !strcmp(transport, "udp"))
+		snprintf(addr, sizeof addr, "udp:198.18.0.%d:7100", is_parent ? 1 : 2);
 	else
 		snprintf(addr, sizeof addr, "%s:", transport);
 	{
@@ -314,6 +333,12 @@ static int run_pair(const struct opts *o, const char *transport, const char *mod
 	unsigned char *shared = NULL;
 	pid_t child;
 
+	if (o->cluster && (kernel || memory)) {
+		fprintf(stderr, "rcp-nic-pingpong: %s does not run across --cluster hosts\n",
+		        transport);
+		free(rtt);
+		return 1;
+	}
 	if (memory && sleep_mode) {
 		if (!o->csv)
 			printf("%-17s %-6s (spin only: there is nothing to sleep on)\n", transport,
@@ -372,13 +397,15 @@ static void usage(FILE *f)
 	    f, "usage: rcp-nic-pingpong [--transport shm,udp,kernel-udp,kernel-udp-unconn,memory]\n"
 	       "                        [--mode spin,sleep]\n"
 	       "                        [--size BYTES] [--iters N] [--warmup N] [--csv]\n"
-	       "                        [--no-pin] [--timeout-ms MS]\n"
+	       "                        [--no-pin] [--timeout-ms MS] [--cluster NAME]\n"
 	       "Bounces one frame between this process and a forked peer and prints the\n"
 	       "round trip (median, p99).  kernel-udp is a plain UDP socket ping-pong on\n"
 	       "loopback (connected: send/recv), kernel-udp-unconn the same with\n"
 	       "sendto/recvfrom, as a socket accepting unknown senders must do.\n"
 	       "memory (spin only) copies the bytes through plain shared memory and\n"
 	       "polls a sequence word: the floor under any shared-memory transport.\n"
+	       "--cluster NAME: between hosts h1 (this process) and h2 (the peer) of\n"
+	       "rcp-cluster NAME, over their eth0 (xdp, udp, shm only).\n"
 	       "Defaults: all transports, both modes, 8 B,\n"
 	       "100000 iterations (10000 in sleep mode), 10000 warm-up.\n");
 }
@@ -387,22 +414,25 @@ int main(int argc, char **argv)
 {
 	static const struct option lo[] = {
 	    {"transport", required_argument, 0, 't'},
+	    {"transports", required_argument, 0, 't'},
 	    {"mode", required_argument, 0, 'm'},
+	    {"modes", required_argument, 0, 'm'},
 	    {"size", required_argument, 0, 's'},
 	    {"iters", required_argument, 0, 'n'},
 	    {"warmup", required_argument, 0, 'w'},
 	    {"csv", no_argument, 0, 'c'},
 	    {"no-pin", no_argument, 0, 'P'},
 	    {"timeout-ms", required_argument, 0, 'T'},
+	    {"cluster", required_argument, 0, 'C'},
 	    {"help", no_argument, 0, 'h'},
 	    {0, 0, 0, 0},
 	};
 	struct opts o = {
-	    "shm,udp,kernel-udp,kernel-udp-unconn", "spin,sleep", 8, -1, -1, 0, 1, 0, 60000};
+	    "shm,udp,kernel-udp,kernel-udp-unconn", "spin,sleep", 8, -1, -1, 0, 1, 0, 60000, NULL};
 	char *tlist, *mlist, *t, *m, *s1, *s2;
 	int c, fail = 0;
 
-	while ((c = getopt_long(argc, argv, "t:m:s:n:w:cPT:h", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "t:m:s:n:w:cPT:C:h", lo, NULL)) != -1) {
 		switch (c) {
 		case 't': o.transports = optarg; break;
 		case 'm': o.modes = optarg; break;
@@ -412,6 +442,7 @@ int main(int argc, char **argv)
 		case 'c': o.csv = 1; break;
 		case 'P': o.pin = 0; break;
 		case 'T': o.timeout_ms = strtol(optarg, NULL, 0); break;
+		case 'C': o.cluster = optarg; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}

@@ -49,6 +49,7 @@
 
 #include <rcp/nic.h>
 #include "common/sh.h"
+#include "perf/cluster_ns.h"
 #include "perf/clock.h"
 
 #define PROG "rcp-xdp-pingpong"
@@ -100,7 +101,7 @@ static int net_up(void)
 static void use_cluster(const char *name)
 {
 	for (int i = 0; i < 2; i++) {
-		snprintf(ns[i], sizeof ns[i], "rcpc-%.8s-h%d", name, i + 1);
+		rcpi_cluster_ns(ns[i], sizeof ns[i], name, i + 1);
 		snprintf(ifn[i], sizeof ifn[i], "eth0");
 	}
 }

@@ -8,7 +8,7 @@
 # same RPC calls with the faults wrapper under RCP (RCP_FAULTS: drop, dup,
 # reorder, corrupt), then the first RPC round again at MTU 9000 (jumbo
 # frames); after the RPC rounds rcp-pingpong by the peer's IP and the
-# bare frame's rcp-xdp-pingpong (session 21).  TAP.  Skips (77) without
+# bare frame's rcp-xdp-pingpong and rcp-nic-pingpong --cluster (session 21).  TAP.  Skips (77) without
 # root, namespaces or XDP;
 # the PVM part skips without pvm.
 set -u
@@ -115,6 +115,22 @@ else
 		echo "ok - rcp-xdp-pingpong h1 -> h2, bare xdp frame: $(echo "$out" | grep "^xdp," | cut -d, -f4) us"
 	else
 		echo "not ok - rcp-xdp-pingpong h1 -> h2 (exit $st): $out"
+		rc=1
+	fi
+fi
+# the installed rcp-nic-pingpong between the same hosts (--cluster: its
+# parent enters h1, its forked peer h2, before each opens xdp:eth0)
+npp="$b/perf/rcp-nic-pingpong"
+if [ ! -x "$npp" ]; then
+	echo "ok - rcp-nic-pingpong --cluster over xdp # SKIP not built"
+else
+	out=$(timeout 60 "$npp" --cluster "$name" --transports xdp --modes spin --size 8 \
+		--iters 200 --csv 2>&1)
+	st=$?
+	if [ $st -eq 0 ] && echo "$out" | grep -q "^xdp,spin,8,200,"; then
+		echo "ok - rcp-nic-pingpong --cluster h1 -> h2, bare xdp frame: $(echo "$out" | grep "^xdp," | cut -d, -f5) us"
+	else
+		echo "not ok - rcp-nic-pingpong --cluster h1 -> h2 (exit $st): $out"
 		rc=1
 	fi
 fi
