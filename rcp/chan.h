@@ -181,8 +181,8 @@ struct slot {
 	const unsigned char *payload; /* user buffer, inl or own */
 	unsigned char *own;           /* pool buffer holding a copied send */
 	uint8_t in_use, sacked, nsent;
-	uint8_t ackreq; /* flagged ACKREQ: the peer acks it at once */
-	uint8_t hlen;   /* header bytes sent: RCPW_HLEN, or RCPW_CHLEN (compact) */
+	uint8_t ackreq;                /* flagged ACKREQ: the peer acks it at once */
+	uint8_t hlen;                  /* header bytes sent: RCPW_HLEN, or RCPW_CHLEN (compact) */
 	unsigned char sml[SLOT_SMALL]; /* a copied payload of up to SLOT_SMALL bytes */
 };
 _Static_assert(sizeof(struct slot) <= 192, "a slot stays three cache lines (SLOT STORAGE)");

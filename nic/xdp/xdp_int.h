@@ -263,10 +263,10 @@ struct xdp_nic {
 	struct rcpi_xdp_link link; /* program, interface, ownership */
 	uint32_t queue;
 	uint32_t mtu;
-	uint32_t segs;   /* RX buffers a frame of MTU bytes takes */
-	int sg;          /* bound with XDP_USE_SG: frames span buffers */
+	uint32_t segs;    /* RX buffers a frame of MTU bytes takes */
+	int sg;           /* bound with XDP_USE_SG: frames span buffers */
 	uint32_t busy_us; /* busy-poll on (RCP_XDP_BUSY_POLL, us), or 0 (above) */
-	uint8_t *joined; /* XDP_BURST x XDP_BIG: multi-buffer frames, joined */
+	uint8_t *joined;  /* XDP_BURST x XDP_BIG: multi-buffer frames, joined */
 	uint8_t mac[6];
 	uint32_t tx_queued; /* submitted since the last kick */
 	/* free TX frame addresses */
