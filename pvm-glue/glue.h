@@ -342,6 +342,19 @@ static inline int pr_lost(const struct pr_peer *p)
 /* Reports P's loss once (stderr) and forgets it: PvmSysErr, or
  * PvmNoTask (P marked dead, nothing said) if pvmd says P is gone. */
 PRI int pvmrcpi_lost(struct pr_peer *p);
+/* The peer a send to TID goes to (made if new): 0 and *PP, or what the
+ * send returns instead: PvmNoMem; PvmNoTask once TID is known gone, so
+ * every send to it says so (stock psend through pvmd would return 0 and
+ * drop the message); or the report of lost sends (pvmrcpi_lost). */
+static inline int pr_send_peer(int tid, struct pr_peer **pp)
+{
+	struct pr_peer *p = *pp = pvmrcpi_peer(tid, 1);
+	if (!p)
+		return PvmNoMem;
+	if (p->dead)
+		return PvmNoTask;
+	return pr_lost(p) ? pvmrcpi_lost(p) : 0;
+}
 
 /* recv.c */
 PRI int pvmrcpi_stash_some(void);

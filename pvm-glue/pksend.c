@@ -292,13 +292,8 @@ static int packed_send(int tid, int tag)
 		return 0;
 	if (!(how = for_rcp(sbuf, &mi)))
 		return 0;
-	p = pvmrcpi_peer(tid, 1);
-	if (!p)
-		return PvmNoMem;
-	if (p->dead)
-		return PvmNoTask;
-	if (pr_lost(p))
-		return pvmrcpi_lost(p);
+	if ((rc = pr_send_peer(tid, &p)) != 0)
+		return rc;
 	if (pvmrcpi_route(p) != PR_RCP)
 		return 0;
 	if ((rc = packed_send_segs(p, ctx, tag, sbuf, &mi, how)) != 0)

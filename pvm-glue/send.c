@@ -403,15 +403,8 @@ static __attribute__((noinline)) int psend_slow(int tid, int tag, void *buf, int
 	if (sz < 0 || len < 0)
 		return pvmrcpi_real.psend(tid, tag, buf, len, dt); /* its error code */
 	ctx = pvmrcpi_ctx();
-	p = pvmrcpi_peer(tid, 1);
-	if (!p)
-		return PvmNoMem;
-	/* Once a task is known gone, every psend to it says so: stock psend
-	 * (through pvmd) would return 0 and drop the message. */
-	if (p->dead)
-		return PvmNoTask;
-	if (pr_lost(p))
-		return pvmrcpi_lost(p);
+	if ((rc = pr_send_peer(tid, &p)) != 0)
+		return rc;
 	if (!pr_encodable(ctx, tag) || pvmrcpi_route(p) != PR_RCP)
 		return stock_psend(tid, tag, buf, len, dt);
 	bytes = (size_t)len * (size_t)sz;
